@@ -1,0 +1,40 @@
+"""Algorithms for learning from label proportions: arrays in, estimators out.
+
+Nothing here reads files, touches a database or loads configuration, so every learner can be
+read, tested and benchmarked on a numpy array alone.
+"""
+
+from .base import LLPClassifierMixin
+from .metrics import (
+    bag_error,
+    bag_error_from_labels,
+    err_mse,
+    err_pi,
+    err_prior,
+    err_t,
+    err_weight,
+    eta,
+    model_proportions,
+)
+from .model_selection import BagGridSearchCV, BagKFold, bag_cross_val_error
+from .problem import LLPProblem, check_features, check_llp_input, counts_to_shares
+
+__all__ = [
+    "BagGridSearchCV",
+    "BagKFold",
+    "LLPClassifierMixin",
+    "LLPProblem",
+    "bag_cross_val_error",
+    "bag_error",
+    "bag_error_from_labels",
+    "check_features",
+    "check_llp_input",
+    "counts_to_shares",
+    "err_mse",
+    "err_pi",
+    "err_prior",
+    "err_t",
+    "err_weight",
+    "eta",
+    "model_proportions",
+]

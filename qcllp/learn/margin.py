@@ -1,0 +1,102 @@
+"""Common frame of the large-margin LLP learners (pSVM family, InvCal, MeanMap).
+
+Each learner implements a *binary* core: rows, their bag index, the positive share per bag and
+optionally known labels in, a model with ``decision_function`` out (positive = class 1). This
+base class turns that into the full estimator contract: validation, one-vs-rest for more than
+two classes (class j against the rest has known per-bag shares: column j of the proportions),
+probabilities calibrated on the training bags (:class:`BagCalibrator`) and reproducible seeds
+per binary task.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator
+from sklearn.utils import check_random_state
+
+from .base import LLPClassifierMixin
+from .calibration import BagCalibrator
+from .problem import LLPProblem
+
+__all__ = ["BinaryDecisionModel", "MarginLLPClassifier"]
+
+
+class BinaryDecisionModel(Protocol):
+    """What a binary core returns: a model scoring rows, positive = class 1."""
+
+    def decision_function(self, X: np.ndarray) -> np.ndarray: ...
+
+
+class MarginLLPClassifier(LLPClassifierMixin, BaseEstimator):
+    """Base class: subclasses implement :meth:`_fit_binary`.
+
+    Fitted attributes: ``classes_``, ``estimators_`` (one binary model for binary problems, one
+    per class otherwise), ``calibrators_`` (one :class:`BagCalibrator` per binary model).
+    """
+
+    def _fit_binary(
+        self,
+        X: np.ndarray,
+        bag_codes: np.ndarray,
+        shares: np.ndarray,
+        known: np.ndarray,
+        random_state: np.random.RandomState,
+    ) -> BinaryDecisionModel:
+        """Fit one binary problem.
+
+        ``bag_codes`` (n,) index bags 0..h-1, ``shares`` (h,) the positive share per bag,
+        ``known`` (n,) 1 / 0 for rows with a known label and -1 elsewhere.
+        """
+        raise NotImplementedError
+
+    def fit(self, X, bags, proportions: pd.Series | pd.DataFrame, y=None):
+        """Fit from bags and their label proportions; ``y`` optionally fixes known labels."""
+        problem = self._validate_fit_input(X, bags, proportions, y)
+        rng = check_random_state(getattr(self, "random_state", None))
+        tasks = self._binary_tasks(problem)
+        seeds = rng.randint(np.iinfo(np.int32).max, size=len(tasks))
+        self.estimators_, self.calibrators_ = [], []
+        for (shares, known), seed in zip(tasks, seeds, strict=True):
+            model = self._fit_binary(
+                problem.X, problem.bag_codes, shares, known, np.random.RandomState(seed)
+            )
+            decision = model.decision_function(problem.X)
+            self.estimators_.append(model)
+            self.calibrators_.append(BagCalibrator().fit(decision, problem.bag_codes, shares))
+        return self
+
+    @staticmethod
+    def _binary_tasks(problem: LLPProblem) -> list[tuple[np.ndarray, np.ndarray]]:
+        if problem.n_classes == 2:
+            known = np.where(problem.known >= 0, problem.known, -1)
+            return [(problem.proportions[:, 1], known)]
+        return [
+            (problem.proportions[:, j], np.where(problem.known >= 0, problem.known == j, -1))
+            for j in range(problem.n_classes)
+        ]
+
+    def decision_function(self, X) -> np.ndarray:
+        """Signed distance to the decision boundary: (n,) for binary, (n, l) one-vs-rest."""
+        Xa = self._validate_predict_input(X)
+        scores = np.column_stack([m.decision_function(Xa) for m in self.estimators_])
+        return scores[:, 0] if len(self.estimators_) == 1 else scores
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Bag-calibrated class probabilities, shape (n, l); rows sum to one."""
+        scores = self.decision_function(X)
+        if scores.ndim == 1:
+            p = self.calibrators_[0].predict(scores)
+            return np.column_stack([1.0 - p, p])
+        probs = np.column_stack(
+            [cal.predict(scores[:, j]) for j, cal in enumerate(self.calibrators_)]
+        )
+        return probs / np.maximum(probs.sum(axis=1, keepdims=True), 1e-12)
+
+    def predict(self, X) -> np.ndarray:
+        """Binary: the sign of the decision function (1 = positive); else the likeliest class."""
+        if len(getattr(self, "estimators_", ())) == 1:
+            return self._decode((self.decision_function(X) > 0).astype(np.intp))
+        return super().predict(X)

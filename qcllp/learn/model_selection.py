@@ -1,0 +1,200 @@
+"""Bag-aware model selection: folds that never split a bag, and a grid search scored on bags.
+
+Held-out bags come without instance labels, so candidates are compared by the bag-level
+validation error of Yu et al. (2013), eq. (23): the predicted share of each class in a held-out
+bag against its known share. Because a bag is never split, that comparison is honest: the
+model has seen neither the bag's rows nor its proportions.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from joblib import Parallel, delayed
+from sklearn.base import BaseEstimator, clone
+from sklearn.model_selection import ParameterGrid
+from sklearn.utils import check_random_state
+
+from .metrics import bag_error_from_labels
+
+__all__ = ["BagKFold", "BagGridSearchCV", "bag_cross_val_error"]
+
+
+class BagKFold:
+    """K folds over bags: every bag lands, whole, in exactly one test fold.
+
+    Bags are shuffled (when ``shuffle``) and dealt round-robin in decreasing size order so that
+    folds get similar numbers of rows as well as of bags.
+    """
+
+    def __init__(self, n_splits: int = 5, *, shuffle: bool = True, random_state=None):
+        if int(n_splits) < 2:
+            raise ValueError(f"n_splits must be at least 2, got {n_splits}")
+        self.n_splits = int(n_splits)
+        self.shuffle = shuffle
+        self.random_state = random_state
+
+    def get_n_splits(self, X=None, y=None, groups=None) -> int:
+        return self.n_splits
+
+    def split(self, X, y=None, groups=None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Yield (train rows, test rows); ``groups`` holds the bag id of every row."""
+        if groups is None:
+            raise ValueError("BagKFold.split needs groups=bags (the bag id of every row)")
+        bag_ids, codes = np.unique(np.asarray(groups), return_inverse=True)
+        if len(bag_ids) < self.n_splits:
+            raise ValueError(
+                f"cannot split {len(bag_ids)} bags into {self.n_splits} folds: "
+                "need at least one bag per fold"
+            )
+        order = np.arange(len(bag_ids))
+        if self.shuffle:
+            order = check_random_state(self.random_state).permutation(len(bag_ids))
+        sizes = np.bincount(codes)
+        order = order[np.argsort(-sizes[order], kind="stable")]
+        fold_of_bag = np.empty(len(bag_ids), dtype=np.intp)
+        fold_of_bag[order] = np.arange(len(bag_ids)) % self.n_splits
+        fold_of_row = fold_of_bag[codes]
+        for fold in range(self.n_splits):
+            yield np.flatnonzero(fold_of_row != fold), np.flatnonzero(fold_of_row == fold)
+
+
+def _subset(X, rows: np.ndarray):
+    return X.iloc[rows] if isinstance(X, pd.DataFrame | pd.Series) else np.asarray(X)[rows]
+
+
+def _rows_of(fit_params: Mapping, rows: np.ndarray, n: int) -> dict:
+    """Per-row fit parameters (e.g. known labels ``y``) restricted to ``rows``."""
+    return {
+        key: _subset(value, rows) if hasattr(value, "__len__") and len(value) == n else value
+        for key, value in fit_params.items()
+    }
+
+
+def _fit_and_score(estimator, params, X, bags, proportions, train, test, fit_params):
+    model = clone(estimator).set_params(**params)
+    train_bags, test_bags = bags[train], bags[test]
+    start = time.perf_counter()
+    model.fit(
+        _subset(X, train),
+        train_bags,
+        proportions.loc[pd.unique(train_bags)],
+        **_rows_of(fit_params, train, len(bags)),
+    )
+    fit_time = time.perf_counter() - start
+    error = bag_error_from_labels(
+        test_bags, proportions.loc[pd.unique(test_bags)], model.predict(_subset(X, test))
+    )
+    return error, fit_time
+
+
+def bag_cross_val_error(
+    estimator: BaseEstimator,
+    X,
+    bags,
+    proportions: pd.Series | pd.DataFrame,
+    *,
+    cv: int | BagKFold = 5,
+    n_jobs: int | None = None,
+    random_state=None,
+    fit_params: Mapping | None = None,
+) -> np.ndarray:
+    """Bag-level validation error (mean per held-out bag, eq. 23) of each fold."""
+    splitter = cv if isinstance(cv, BagKFold) else BagKFold(cv, random_state=random_state)
+    bags = np.asarray(bags)
+    folds = list(splitter.split(X, groups=bags))
+    results = Parallel(n_jobs=n_jobs)(
+        delayed(_fit_and_score)(estimator, {}, X, bags, proportions, tr, te, fit_params or {})
+        for tr, te in folds
+    )
+    return np.array([error for error, _ in results])
+
+
+class BagGridSearchCV(BaseEstimator):
+    """Exhaustive search over a parameter grid, scored by the bag-level error on held-out bags.
+
+    Works for any learner following the LLP contract (``fit(X, bags, proportions)``,
+    ``predict``). Candidates x folds run through joblib, so the caller's
+    ``joblib.parallel_config`` decides the backend. After ``fit``: ``cv_results_`` (a dict of
+    arrays as in scikit-learn, with ``mean_test_bag_error``, ``std_test_bag_error``,
+    ``rank_test_bag_error``, ``mean_fit_time``, ``params``), ``best_params_``,
+    ``best_bag_error_``, ``best_index_`` and, with ``refit=True``, ``best_estimator_`` fitted on
+    all bags. Ties go to the earlier candidate in grid order.
+    """
+
+    def __init__(
+        self,
+        estimator: BaseEstimator,
+        param_grid: Mapping | Sequence[Mapping],
+        *,
+        cv: int | BagKFold = 5,
+        n_jobs: int | None = None,
+        refit: bool = True,
+        random_state=None,
+        verbose: int = 0,
+    ):
+        self.estimator = estimator
+        self.param_grid = param_grid
+        self.cv = cv
+        self.n_jobs = n_jobs
+        self.refit = refit
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def fit(self, X, bags, proportions: pd.Series | pd.DataFrame, **fit_params):
+        """Score every candidate on every fold, then refit the best on all bags."""
+        bags = np.asarray(bags)
+        if len(bags) != len(X):
+            raise ValueError(f"X has {len(X)} rows but bags has {len(bags)} entries")
+        missing = pd.Index(pd.unique(bags)).difference(proportions.index)
+        if len(missing):
+            raise ValueError(f"bag {missing[0]!r} has no entry in proportions")
+        splitter = (
+            self.cv
+            if isinstance(self.cv, BagKFold)
+            else BagKFold(self.cv, random_state=self.random_state)
+        )
+        folds = list(splitter.split(X, groups=bags))
+        candidates = list(ParameterGrid(self.param_grid))
+        results = Parallel(n_jobs=self.n_jobs, verbose=self.verbose)(
+            delayed(_fit_and_score)(
+                self.estimator, params, X, bags, proportions, tr, te, fit_params
+            )
+            for params in candidates
+            for tr, te in folds
+        )
+        errors = np.array([e for e, _ in results]).reshape(len(candidates), len(folds))
+        times = np.array([t for _, t in results]).reshape(len(candidates), len(folds))
+        mean = errors.mean(axis=1)
+        order = np.argsort(mean, kind="stable")
+        ranks = np.empty(len(candidates), dtype=int)
+        ranks[order] = np.arange(1, len(candidates) + 1)
+        self.cv_results_ = {
+            "params": candidates,
+            "mean_test_bag_error": mean,
+            "std_test_bag_error": errors.std(axis=1),
+            "rank_test_bag_error": ranks,
+            "mean_fit_time": times.mean(axis=1),
+            **{f"split{i}_test_bag_error": errors[:, i] for i in range(len(folds))},
+        }
+        self.best_index_ = int(order[0])
+        self.best_params_ = candidates[self.best_index_]
+        self.best_bag_error_ = float(mean[self.best_index_])
+        self.n_splits_ = len(folds)
+        if self.refit:
+            self.best_estimator_ = clone(self.estimator).set_params(**self.best_params_)
+            self.best_estimator_.fit(X, bags, proportions, **fit_params)
+            self.classes_ = self.best_estimator_.classes_
+        return self
+
+    def predict(self, X) -> np.ndarray:
+        return self.best_estimator_.predict(X)
+
+    def predict_proba(self, X) -> np.ndarray:
+        return self.best_estimator_.predict_proba(X)
+
+    def decision_function(self, X) -> np.ndarray:
+        return self.best_estimator_.decision_function(X)
