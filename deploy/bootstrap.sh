@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Set up qcllp on a machine that has only Python >= 3.11: a virtual environment in .venv with
+# the package installed from pyproject.toml.
+#   bash deploy/bootstrap.sh          runtime only (enough for `qcllp demo`)
+#   bash deploy/bootstrap.sh --test   plus the test tools and, where apt-get can be used as
+#                                     root, a PostgreSQL server for the engine tests
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want_tests=0
+[[ "${1:-}" == "--test" ]] && want_tests=1
+
+python=${PYTHON:-python3}
+"$python" - <<'PY'
+import sys
+if sys.version_info < (3, 11):
+    sys.exit(f"qcllp needs Python >= 3.11, found {sys.version.split()[0]}")
+PY
+
+[[ -x .venv/bin/python ]] || "$python" -m venv .venv
+.venv/bin/python -m pip install --quiet --upgrade pip
+if (( want_tests )); then
+    .venv/bin/python -m pip install --quiet -e ".[test]"
+else
+    .venv/bin/python -m pip install --quiet -e .
+fi
+
+if (( want_tests )) && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
+        && ! command -v initdb >/dev/null 2>&1; then
+    if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+        echo "installing PostgreSQL for the engine tests (apt-get)" >&2
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq postgresql >/dev/null
+    else
+        echo "PostgreSQL binaries not found and apt-get not usable: PostgreSQL tests will skip" >&2
+    fi
+fi
+echo "qcllp is set up in $(pwd)/.venv" >&2
