@@ -1,0 +1,21 @@
+"""Plant description (YAML configuration schema and loader) and the plant simulator."""
+
+from qcllp.plant.config import (
+    ConfigError,
+    PlantConfig,
+    Schedules,
+    Sensor,
+    Station,
+    load_plant_config,
+    parse_plant_config,
+)
+
+__all__ = [
+    "ConfigError",
+    "PlantConfig",
+    "Schedules",
+    "Sensor",
+    "Station",
+    "load_plant_config",
+    "parse_plant_config",
+]

@@ -1,0 +1,696 @@
+"""Plant configuration: the YAML schema describing one plant, its loader and its validation.
+
+A plant is a line of stations (in line order), each with sensors (name, unit, valid range) and
+lock-out costs; the quality classes are ``"ok"`` plus the configured defect types. The same file
+holds where the data comes from (connectors), where it is stored (database URL), when things
+run (schedules) and training defaults. Everything downstream -- ingestion, the simulator,
+feature tables, scoring -- takes its names and ranges from here, so the file is validated once,
+completely, and every problem is reported as ``"<file>: <key path>: <what is wrong>"`` (all
+problems at once, one per line, so a plant engineer can fix the file in one pass).
+
+Schema (see ``plant_config/example.yaml`` for a full example)::
+
+    name: str                         # plant name; names the default SQLite file
+    timezone: str                     # IANA zone for naive input timestamps (default "UTC")
+    database_url: str                 # optional; default sqlite:///<config dir>/<name>.sqlite
+    defect_types: [str, ...]          # quality classes besides the implicit "ok"
+    stations:                         # in line order
+      - name: str
+        fail_cost: float >= 0         # saved per failing stick locked out here
+        good_cost: float >= 0         # lost per good stick locked out here
+        scoring_interval_s: float > 0 # optional; default schedules.scoring_interval_s
+        sensors:
+          - {name: str, unit: str, min: float, max: float}
+    connectors:                       # optional
+      measurements: {path, format: csv|parquet, layout: long|wide, pattern, chunk_rows}
+      defects: {path, format: csv|parquet, pattern}
+      sql: {<source name>: {url, table | query, watermark, kind: measurements|defects,
+                            columns: {<long-format name>: <source column>}, chunk_rows}}
+    schedules:                        # optional
+      ingest_interval_s: float > 0    # default 300 when no ingest_cron is given
+      ingest_cron: str                # crontab string, alternative to the interval
+      retrain_cron: str               # crontab string (default "0 3 * * *")
+      scoring_interval_s: float > 0   # default for stations (default 10)
+    training:                         # optional
+      default_method: str
+      methods: {<method>: {<param>: [values, ...]}}
+      cv: int >= 2
+      random_state: int
+
+Choices the issue leaves open:
+
+* Names of stations, sensors and defect types must be identifiers (letters, digits, ``_``,
+  not starting with a digit): feature columns are named ``"<station>.<sensor>.<stat>"`` and
+  defect types are column names of the defect-count files, so dots, spaces and clashes with
+  ``charge_id``/``n_sticks`` would be ambiguous.
+* The same sensor name may appear at several stations (a temperature at the furnace and at
+  cooling); within one station names are unique.
+* Duplicate keys in a YAML mapping are errors (PyYAML silently keeps the last one).
+* Relative paths (connector ``path`` and a relative SQLite database file) resolve against the
+  config file's folder, so a config works from any working directory.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import zoneinfo
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = [
+    "ConfigError",
+    "PlantConfig",
+    "Schedules",
+    "Sensor",
+    "Station",
+    "load_plant_config",
+    "parse_plant_config",
+]
+
+DEFAULT_RETRAIN_CRON = "0 3 * * *"
+DEFAULT_INGEST_INTERVAL_S = 300.0
+DEFAULT_SCORING_INTERVAL_S = 10.0
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_RESERVED_COLUMNS = {"charge_id", "stick_id", "station", "timestamp", "sensor", "value", "n_sticks"}
+
+
+class ConfigError(ValueError):
+    """An invalid plant configuration; ``errors``: one ``"<file>: <key>: <what>"`` per problem."""
+
+    def __init__(self, errors: Sequence[str] | str):
+        self.errors = [errors] if isinstance(errors, str) else list(errors)
+        super().__init__("\n".join(self.errors))
+
+
+@dataclass(frozen=True)
+class Sensor:
+    """One sensor of a station: readings outside ``[min, max]`` are invalid (quarantined)."""
+
+    name: str
+    unit: str
+    min: float
+    max: float
+
+
+@dataclass(frozen=True)
+class Station:
+    """One station of the line with its sensors and lock-out costs.
+
+    ``fail_cost``: cost saved per stick that will fail if it is locked out here (the remaining
+    processing cost; smaller at later stations). ``good_cost``: cost of locking out a good stick
+    here (the lost value of a good stick).
+    """
+
+    name: str
+    sensors: tuple[Sensor, ...]
+    fail_cost: float
+    good_cost: float
+    scoring_interval_s: float
+
+    @property
+    def sensor_names(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.sensors)
+
+    def sensor(self, name: str) -> Sensor:
+        for s in self.sensors:
+            if s.name == name:
+                return s
+        raise KeyError(
+            f"station {self.name!r} has no sensor {name!r}; known: {', '.join(self.sensor_names)}"
+        )
+
+
+@dataclass(frozen=True)
+class Schedules:
+    """When ingestion, retraining and scoring run.
+
+    Exactly one of ``ingest_interval_s`` / ``ingest_cron`` is set. ``scoring_interval_s`` maps
+    each station name to its scorer's polling interval in seconds.
+    """
+
+    ingest_interval_s: float | None
+    ingest_cron: str | None
+    retrain_cron: str
+    scoring_interval_s: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PlantConfig:
+    """A validated plant configuration (build it with :func:`load_plant_config`)."""
+
+    name: str
+    path: Path | None
+    stations: tuple[Station, ...]
+    defect_types: tuple[str, ...]
+    database_url: str
+    timezone: str
+    connectors: dict
+    schedules: Schedules
+    training: dict
+
+    @property
+    def classes(self) -> tuple[str, ...]:
+        """Quality classes: ``("ok", *defect_types)``."""
+        return ("ok", *self.defect_types)
+
+    @property
+    def station_names(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.stations)
+
+    def station(self, name: str) -> Station:
+        for s in self.stations:
+            if s.name == name:
+                return s
+        raise ConfigError(f"unknown station {name!r}; known: {', '.join(self.station_names)}")
+
+    def station_index(self, name: str) -> int:
+        """Position of station ``name`` in line order (0 = first)."""
+        return self.stations.index(self.station(name))
+
+    def stations_up_to(self, name: str) -> tuple[Station, ...]:
+        """The stations up to and including ``name``, in line order."""
+        return self.stations[: self.station_index(name) + 1]
+
+
+# --------------------------------------------------------------------------------------------
+# loading
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate mapping keys instead of keeping the last one."""
+
+
+def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep=False):
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        line = key_node.start_mark.line + 1
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"duplicate key {key!r} (first at line {seen[key]})",
+                key_node.start_mark,
+            )
+        seen[key] = line
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping
+)
+
+
+def load_plant_config(path: str | Path) -> PlantConfig:
+    """Read and validate a plant YAML file; raises :class:`ConfigError` naming file and key."""
+    path = Path(path)
+    source = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{source}: cannot read file: {exc.strerror or exc}") from exc
+    try:
+        mapping = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(yaml)"
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{source}: {where}: invalid YAML: {problem}") from exc
+    config = parse_plant_config(mapping, source=source, base_dir=path.resolve().parent)
+    return _with_path(config, path.resolve())
+
+
+def _with_path(config: PlantConfig, path: Path) -> PlantConfig:
+    from dataclasses import replace
+
+    return replace(config, path=path)
+
+
+def parse_plant_config(
+    mapping: dict, source: str = "<dict>", base_dir: Path | None = None
+) -> PlantConfig:
+    """Validate a plant mapping (as read from YAML) and build a :class:`PlantConfig`.
+
+    ``source`` names the file in error messages; ``base_dir`` is where relative paths resolve
+    (default: the current working directory).
+    """
+    v = _Validator(source, Path(base_dir) if base_dir is not None else Path.cwd())
+    config = v.plant(mapping)
+    if v.errors:
+        raise ConfigError(v.errors)
+    assert config is not None
+    return config
+
+
+# --------------------------------------------------------------------------------------------
+# validation
+
+_MISSING = object()
+
+
+class _Validator:
+    """Walks the mapping, collecting ``"<source>: <key path>: <problem>"`` messages."""
+
+    def __init__(self, source: str, base_dir: Path):
+        self.source = source
+        self.base_dir = base_dir
+        self.errors: list[str] = []
+
+    # -- primitives ------------------------------------------------------------------------
+    def error(self, key: str, what: str) -> None:
+        self.errors.append(f"{self.source}: {key or '<top>'}: {what}")
+
+    def mapping(
+        self, value: Any, key: str, required: Sequence[str], optional: Sequence[str]
+    ) -> dict | None:
+        if not isinstance(value, Mapping):
+            self.error(key, f"must be a mapping, got {_type_name(value)}")
+            return None
+        allowed = [*required, *optional]
+        for k in value:
+            if k not in allowed:
+                self.error(_join(key, k), f"unknown key; allowed: {', '.join(allowed)}")
+        for k in required:
+            if k not in value:
+                self.error(_join(key, k), "missing required key")
+        return dict(value)
+
+    def string(self, m: Mapping, k: str, key: str, default: Any = _MISSING) -> str | None:
+        value = m.get(k, default)
+        if value is _MISSING:
+            return None  # missing required key already reported
+        if value is None and default is None:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            self.error(_join(key, k), f"must be a non-empty string, got {_describe(value)}")
+            return None
+        return value
+
+    def name(self, m: Mapping, k: str, key: str) -> str | None:
+        value = self.string(m, k, key)
+        if value is not None and not _NAME_RE.match(value):
+            self.error(
+                _join(key, k),
+                f"{value!r} is not a valid name (letters, digits and '_', not starting with a "
+                "digit)",
+            )
+            return None
+        return value
+
+    def number(
+        self,
+        m: Mapping,
+        k: str,
+        key: str,
+        default: Any = _MISSING,
+        *,
+        min_value: float | None = None,
+        positive: bool = False,
+    ) -> float | None:
+        value = m.get(k, default)
+        if value is _MISSING or value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+            self.error(_join(key, k), f"must be a number, got {_describe(value)}")
+            return None
+        if not math.isfinite(value):
+            self.error(_join(key, k), f"must be finite, got {value}")
+            return None
+        if positive and value <= 0:
+            self.error(_join(key, k), f"must be > 0, got {value}")
+            return None
+        if min_value is not None and value < min_value:
+            self.error(_join(key, k), f"must be >= {min_value:g}, got {value}")
+            return None
+        return float(value)
+
+    def integer(self, m: Mapping, k: str, key: str, *, min_value: int | None = None) -> int | None:
+        value = m.get(k)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.error(_join(key, k), f"must be an integer, got {_describe(value)}")
+            return None
+        if min_value is not None and value < min_value:
+            self.error(_join(key, k), f"must be >= {min_value}, got {value}")
+            return None
+        return value
+
+    def cron(self, m: Mapping, k: str, key: str, default: Any = _MISSING) -> str | None:
+        value = self.string(m, k, key, default)
+        if value is None:
+            return None
+        from apscheduler.triggers.cron import CronTrigger
+
+        try:
+            CronTrigger.from_crontab(value)
+        except (ValueError, TypeError) as exc:
+            self.error(_join(key, k), f"invalid cron string {value!r}: {exc}")
+            return None
+        return value
+
+    def choice(self, m: Mapping, k: str, key: str, choices: Sequence[str]) -> str | None:
+        value = m.get(k)
+        if value is None:
+            return None
+        if value not in choices:
+            self.error(_join(key, k), f"must be one of {', '.join(choices)}; got {value!r}")
+            return None
+        return value
+
+    def path(self, m: Mapping, k: str, key: str) -> str | None:
+        value = self.string(m, k, key)
+        if value is None:
+            return None
+        p = Path(value).expanduser()
+        return str(p if p.is_absolute() else (self.base_dir / p).resolve())
+
+    def sequence(self, value: Any, key: str, *, non_empty: bool = True) -> list | None:
+        if not isinstance(value, list):
+            self.error(key, f"must be a list, got {_type_name(value)}")
+            return None
+        if non_empty and not value:
+            self.error(key, "must not be empty")
+            return None
+        return value
+
+    def unique(self, names: list[tuple[str, str | None]], what: str) -> None:
+        seen: dict[str, str] = {}
+        for key, name in names:
+            if name is None:
+                continue
+            if name in seen:
+                self.error(key, f"duplicate {what} {name!r} (also at {seen[name]})")
+            else:
+                seen[name] = key
+
+    # -- sections --------------------------------------------------------------------------
+    def plant(self, raw: Any) -> PlantConfig | None:
+        m = self.mapping(
+            raw,
+            "",
+            required=["name", "stations", "defect_types"],
+            optional=["timezone", "database_url", "connectors", "schedules", "training"],
+        )
+        if m is None:
+            return None
+        name = self.string(m, "name", "")
+        timezone = self.timezone(m)
+        defect_types = self.defect_types(m.get("defect_types", _MISSING))
+        stations_raw = self.stations_raw(m.get("stations", _MISSING))
+        schedules = self.schedules(m.get("schedules", {}), stations_raw)
+        stations = tuple(
+            Station(
+                name=s["name"],
+                sensors=s["sensors"],
+                fail_cost=s["fail_cost"],
+                good_cost=s["good_cost"],
+                scoring_interval_s=(
+                    schedules.scoring_interval_s.get(s["name"], DEFAULT_SCORING_INTERVAL_S)
+                    if schedules
+                    else DEFAULT_SCORING_INTERVAL_S
+                ),
+            )
+            for s in stations_raw
+        )
+        database_url = self.database_url(m, name)
+        connectors = self.connectors(m.get("connectors", {}))
+        training = self.training(m.get("training", {}))
+        if self.errors:
+            return None
+        return PlantConfig(
+            name=name,
+            path=None,
+            stations=stations,
+            defect_types=defect_types,
+            database_url=database_url,
+            timezone=timezone,
+            connectors=connectors,
+            schedules=schedules,
+            training=training,
+        )
+
+    def timezone(self, m: Mapping) -> str | None:
+        tz = self.string(m, "timezone", "", default="UTC")
+        if tz is None:
+            return None
+        try:
+            zoneinfo.ZoneInfo(tz)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            self.error(
+                "timezone", f"unknown time zone {tz!r} (use an IANA name, e.g. Europe/Berlin)"
+            )
+            return None
+        return tz
+
+    def defect_types(self, raw: Any) -> tuple[str, ...] | None:
+        if raw is _MISSING:
+            return None
+        items = self.sequence(raw, "defect_types")
+        if items is None:
+            return None
+        names: list[tuple[str, str | None]] = []
+        for i, item in enumerate(items):
+            key = f"defect_types[{i}]"
+            if not isinstance(item, str) or not _NAME_RE.match(item):
+                self.error(key, f"must be a name (letters, digits, '_'), got {_describe(item)}")
+                names.append((key, None))
+            elif item == "ok" or item in _RESERVED_COLUMNS:
+                self.error(key, f"{item!r} is reserved ('ok' is the implicit good class)")
+                names.append((key, None))
+            else:
+                names.append((key, item))
+        self.unique(names, "defect type")
+        return tuple(n for _, n in names if n is not None)
+
+    def stations_raw(self, raw: Any) -> list[dict]:
+        if raw is _MISSING:
+            return []
+        items = self.sequence(raw, "stations")
+        if items is None:
+            return []
+        out = []
+        for i, item in enumerate(items):
+            key = f"stations[{i}]"
+            s = self.mapping(
+                item,
+                key,
+                required=["name", "sensors", "fail_cost", "good_cost"],
+                optional=["scoring_interval_s"],
+            )
+            if s is None:
+                continue
+            out.append(
+                {
+                    "key": key,
+                    "name": self.name(s, "name", key),
+                    "sensors": self.sensors(s.get("sensors", _MISSING), _join(key, "sensors")),
+                    "fail_cost": self.number(s, "fail_cost", key, min_value=0.0),
+                    "good_cost": self.number(s, "good_cost", key, min_value=0.0),
+                    "scoring_interval_s": self.number(
+                        s, "scoring_interval_s", key, default=None, positive=True
+                    ),
+                }
+            )
+        self.unique([(s["key"] + ".name", s["name"]) for s in out], "station name")
+        return out
+
+    def sensors(self, raw: Any, key: str) -> tuple[Sensor, ...]:
+        if raw is _MISSING:
+            return ()
+        items = self.sequence(raw, key)
+        if items is None:
+            return ()
+        sensors, names = [], []
+        for i, item in enumerate(items):
+            k = f"{key}[{i}]"
+            s = self.mapping(item, k, required=["name", "unit", "min", "max"], optional=[])
+            if s is None:
+                continue
+            name = self.name(s, "name", k)
+            unit = self.string(s, "unit", k)
+            lo = self.number(s, "min", k)
+            hi = self.number(s, "max", k)
+            names.append((_join(k, "name"), name))
+            if lo is not None and hi is not None and lo >= hi:
+                self.error(_join(k, "min"), f"min ({lo:g}) must be < max ({hi:g})")
+                continue
+            if None not in (name, unit, lo, hi):
+                sensors.append(Sensor(name=name, unit=unit, min=lo, max=hi))
+        self.unique(names, "sensor name")
+        return tuple(sensors)
+
+    def schedules(self, raw: Any, stations: list[dict]) -> Schedules | None:
+        m = self.mapping(
+            raw,
+            "schedules",
+            required=[],
+            optional=["ingest_interval_s", "ingest_cron", "retrain_cron", "scoring_interval_s"],
+        )
+        if m is None:
+            return None
+        interval = self.number(m, "ingest_interval_s", "schedules", default=None, positive=True)
+        cron = self.cron(m, "ingest_cron", "schedules", default=None)
+        if m.get("ingest_interval_s") is not None and m.get("ingest_cron") is not None:
+            self.error("schedules.ingest_cron", "give either ingest_interval_s or ingest_cron")
+        if interval is None and m.get("ingest_cron") is None:
+            interval = DEFAULT_INGEST_INTERVAL_S
+        retrain = self.cron(m, "retrain_cron", "schedules", default=DEFAULT_RETRAIN_CRON)
+        scoring_default = self.number(
+            m, "scoring_interval_s", "schedules", default=DEFAULT_SCORING_INTERVAL_S, positive=True
+        )
+        scoring = {
+            s["name"]: s["scoring_interval_s"] or scoring_default or DEFAULT_SCORING_INTERVAL_S
+            for s in stations
+            if s["name"] is not None
+        }
+        return Schedules(
+            ingest_interval_s=interval,
+            ingest_cron=cron,
+            retrain_cron=retrain or DEFAULT_RETRAIN_CRON,
+            scoring_interval_s=scoring,
+        )
+
+    def database_url(self, m: Mapping, name: str | None) -> str | None:
+        url = self.string(m, "database_url", "", default=None)
+        if url is None:
+            if "database_url" in m and m["database_url"] is not None:
+                return None  # invalid, reported
+            stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", name or "plant")
+            return f"sqlite:///{(self.base_dir / f'{stem}.sqlite').resolve()}"
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            parsed = make_url(url)
+        except ArgumentError as exc:
+            self.error("database_url", f"not a valid SQLAlchemy URL: {exc}")
+            return None
+        db = parsed.database
+        if parsed.get_backend_name() == "sqlite" and db and db != ":memory:":
+            p = Path(db).expanduser()
+            if not db.startswith("file:") and not p.is_absolute():
+                return parsed.set(database=str((self.base_dir / p).resolve())).render_as_string(
+                    hide_password=False
+                )
+        return url
+
+    def connectors(self, raw: Any) -> dict:
+        m = self.mapping(
+            raw, "connectors", required=[], optional=["measurements", "defects", "sql"]
+        )
+        if m is None:
+            return {}
+        out: dict = {}
+        if m.get("measurements") is not None:
+            out["measurements"] = self.file_connector(
+                m["measurements"],
+                "connectors.measurements",
+                extra=["layout", "chunk_rows"],
+            )
+        if m.get("defects") is not None:
+            out["defects"] = self.file_connector(m["defects"], "connectors.defects", extra=[])
+        if m.get("sql") is not None:
+            names = list(m["sql"]) if isinstance(m["sql"], Mapping) else []
+            sources = self.mapping(m["sql"], "connectors.sql", required=[], optional=names)
+            out["sql"] = {
+                str(name): self.sql_source(src, f"connectors.sql.{name}")
+                for name, src in (sources or {}).items()
+            }
+        return out
+
+    def file_connector(self, raw: Any, key: str, extra: list[str]) -> dict:
+        m = self.mapping(raw, key, required=["path"], optional=["format", "pattern", *extra])
+        if m is None:
+            return {}
+        out = dict(m)
+        out["path"] = self.path(m, "path", key)
+        self.choice(m, "format", key, ["csv", "parquet"])
+        if "layout" in extra:
+            self.choice(m, "layout", key, ["long", "wide"])
+            out.setdefault("layout", "long")
+        if "pattern" in m:
+            self.string(m, "pattern", key)
+        if "chunk_rows" in m:
+            self.integer(m, "chunk_rows", key, min_value=1)
+        return out
+
+    def sql_source(self, raw: Any, key: str) -> dict:
+        m = self.mapping(
+            raw,
+            key,
+            required=["url", "watermark"],
+            optional=["table", "query", "kind", "columns", "chunk_rows"],
+        )
+        if m is None:
+            return {}
+        self.string(m, "url", key)
+        self.string(m, "watermark", key)
+        if ("table" in m) == ("query" in m):
+            self.error(_join(key, "table"), "give exactly one of 'table' or 'query'")
+        for k in ("table", "query"):
+            if k in m:
+                self.string(m, k, key)
+        self.choice(m, "kind", key, ["measurements", "defects"])
+        if "columns" in m:
+            cols = m["columns"]
+            if not isinstance(cols, Mapping) or not all(
+                isinstance(a, str) and isinstance(b, str) for a, b in cols.items()
+            ):
+                self.error(_join(key, "columns"), "must map column names to source column names")
+        if "chunk_rows" in m:
+            self.integer(m, "chunk_rows", key, min_value=1)
+        return {"kind": "measurements", **m}
+
+    def training(self, raw: Any) -> dict:
+        m = self.mapping(
+            raw,
+            "training",
+            required=[],
+            optional=["default_method", "methods", "cv", "random_state"],
+        )
+        if m is None:
+            return {}
+        if "default_method" in m:
+            self.string(m, "default_method", "training")
+        self.integer(m, "cv", "training", min_value=2)
+        self.integer(m, "random_state", "training", min_value=0)
+        methods = m.get("methods")
+        if methods is not None:
+            if not isinstance(methods, Mapping):
+                self.error("training.methods", f"must be a mapping, got {_type_name(methods)}")
+            else:
+                for meth, grid in methods.items():
+                    k = f"training.methods.{meth}"
+                    if grid is None:
+                        continue
+                    if not isinstance(grid, Mapping):
+                        self.error(k, f"must map parameter names to lists, got {_type_name(grid)}")
+                        continue
+                    for p, values in grid.items():
+                        if not isinstance(values, list) or not values:
+                            self.error(f"{k}.{p}", "must be a non-empty list of values")
+            default = m.get("default_method")
+            if isinstance(methods, Mapping) and isinstance(default, str) and default not in methods:
+                self.error(
+                    "training.default_method",
+                    f"{default!r} is not among training.methods ({', '.join(map(str, methods))})",
+                )
+        return m
+
+
+def _join(key: str, k: Any) -> str:
+    return f"{key}.{k}" if key else str(k)
+
+
+def _type_name(value: Any) -> str:
+    return "nothing" if value is None else type(value).__name__
+
+
+def _describe(value: Any) -> str:
+    return "nothing" if value is None else f"{type(value).__name__} {value!r}"
