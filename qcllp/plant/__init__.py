@@ -9,13 +9,17 @@ from qcllp.plant.config import (
     load_plant_config,
     parse_plant_config,
 )
+from qcllp.plant.simulate import SimulatedPlant, simulate_plant, write_simulation
 
 __all__ = [
     "ConfigError",
     "PlantConfig",
     "Schedules",
     "Sensor",
+    "SimulatedPlant",
     "Station",
     "load_plant_config",
     "parse_plant_config",
+    "simulate_plant",
+    "write_simulation",
 ]

@@ -1,0 +1,257 @@
+"""Per-stick feature tables per station: what a station-``s`` model may see, one row per stick.
+
+The station-``s`` model predicts, while a stick is at station ``s``, whether it will fail; it may
+only use readings from stations up to and including ``s`` (``DESIGN.md``). This module turns the
+long-format readings into one row per stick with, per station up to ``s`` and per configured
+sensor, aggregates of the sensor's short time series:
+
+``<station>.<sensor>.mean``, ``.std`` (population, ddof=0: one reading has spread 0),
+``.min``, ``.max``, ``.last`` (value at the latest timestamp), ``.count`` (number of readings)
+and ``.slope`` (least-squares slope of value over time, per second; undefined with fewer than
+two distinct timestamps), plus per station ``<station>.dwell_s`` (last minus first reading time
+at the station, any sensor) and ``<station>.missing`` (1.0 when at least one configured sensor
+of the station has no reading for the stick, else 0.0).
+
+Choices the issue leaves open:
+
+* **No leakage** is enforced here, not by the caller: readings of later stations, unknown
+  stations and unconfigured sensors are dropped before anything is computed, so the table for
+  ``s`` is a function of the readings up to ``s`` only.
+* Rows are the sticks with at least one reading at the stations up to ``s``; the bag of a row is
+  its ``charge_id``. Stick ids are only assumed unique within a charge.
+* **Missing values** (a sensor without readings, ``std``/``slope`` of a too-short series) are
+  imputed with the per-feature median of the data the table is built from (the training data)
+  and the fill values are returned in ``StationFeatures.imputation``, so that a model records
+  them and scoring applies the same (:func:`apply_imputation`). A feature that is missing in all
+  training rows is filled with 0. Counts are never missing (0 readings is a count).
+* Vectorized: one stable sort by time, then pandas groupby aggregations on integer group codes
+  and ``np.bincount`` sums for the slope -- no Python loop over sticks or readings.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from qcllp.plant.config import PlantConfig
+
+__all__ = [
+    "SENSOR_STATS",
+    "StationFeatures",
+    "apply_imputation",
+    "build_station_features",
+    "feature_names",
+    "station_features",
+]
+
+SENSOR_STATS = ("mean", "std", "min", "max", "last", "count", "slope")
+STATION_STATS = ("dwell_s", "missing")
+READING_COLUMNS = ("charge_id", "stick_id", "station", "timestamp", "sensor", "value")
+
+
+@dataclass(frozen=True, eq=False)
+class StationFeatures:
+    """Feature table of one station.
+
+    X: index MultiIndex ``(charge_id, stick_id)``, float64 feature columns, no NaN.
+    bags: ``charge_id`` per row, same index.
+    imputation: feature -> fill value used for missing values (record it with the model).
+    """
+
+    station: str
+    X: pd.DataFrame
+    bags: pd.Series
+    imputation: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def feature_names(self) -> list[str]:
+        return list(self.X.columns)
+
+
+def feature_names(config: PlantConfig, station: str) -> list[str]:
+    """The feature columns of the station-``station`` table, in order."""
+    names = []
+    for st in config.stations_up_to(station):
+        for sensor in st.sensors:
+            names += [f"{st.name}.{sensor.name}.{stat}" for stat in SENSOR_STATS]
+        names += [f"{st.name}.{stat}" for stat in STATION_STATS]
+    return names
+
+
+def build_station_features(
+    readings: pd.DataFrame,
+    config: PlantConfig,
+    station: str,
+    *,
+    imputation: Mapping[str, float] | None = None,
+) -> StationFeatures:
+    """One row per stick with the features of the stations up to and including ``station``.
+
+    ``readings``: long format (``charge_id, stick_id, station, timestamp, sensor, value``), as
+    returned by ``Store.read_readings`` or the simulator. With ``imputation=None`` missing
+    values are filled with the per-feature median of these readings (training); pass a recorded
+    ``imputation`` to fill new sticks the same way (scoring).
+    """
+    missing_cols = [c for c in READING_COLUMNS if c not in readings.columns]
+    if missing_cols:
+        raise ValueError(f"readings lack column(s) {', '.join(missing_cols)}")
+    stations = config.stations_up_to(station)  # raises ConfigError for an unknown station
+    names = feature_names(config, station)
+    pairs = [(st.name, se.name) for st in stations for se in st.sensors]
+    n_pairs = len(pairs)
+
+    # keep configured (station, sensor) pairs of stations up to `station` only: no leakage
+    st_codes, st_uniques = pd.factorize(readings["station"])
+    se_codes, se_uniques = pd.factorize(readings["sensor"])
+    lookup = np.full((len(st_uniques) + 1, len(se_uniques) + 1), -1, dtype=np.int64)
+    st_pos = {v: i for i, v in enumerate(st_uniques)}
+    se_pos = {v: i for i, v in enumerate(se_uniques)}
+    for p, (st, se) in enumerate(pairs):
+        if st in st_pos and se in se_pos:
+            lookup[st_pos[st], se_pos[se]] = p
+    pair = lookup[st_codes, se_codes]  # code -1 (missing) hits the extra last row/column
+    keep = (pair >= 0) & readings["value"].notna().to_numpy()
+    r = readings.loc[keep, ["charge_id", "stick_id", "timestamp", "value"]]
+    pair = pair[keep]
+
+    # stick codes, sorted by (charge_id, stick_id)
+    stick_codes, stick_index = _stick_codes(r["charge_id"], r["stick_id"])
+    n_sticks = len(stick_index)
+    t = _seconds(r["timestamp"])
+    v = r["value"].to_numpy(dtype=np.float64)
+
+    # per (stick, pair) aggregates; sort by time so "last" is the latest reading
+    group = stick_codes.astype(np.int64) * max(n_pairs, 1) + pair
+    order = np.lexsort((t, group))
+    group, t, v = group[order], t[order], v[order]
+    table = _aggregate(group, t, v, n_sticks * max(n_pairs, 1))
+    counts = table[:, SENSOR_STATS.index("count")]
+    sensor_block = table.reshape(n_sticks, n_pairs, len(SENSOR_STATS))
+
+    # per (stick, station): dwell time and missing indicator
+    station_of_pair = np.repeat(np.arange(len(stations)), [len(s.sensors) for s in stations])
+    sgroup = stick_codes[order].astype(np.int64) * len(stations) + station_of_pair[pair[order]]
+    t_first = np.full(n_sticks * len(stations), np.inf)
+    t_last = np.full(n_sticks * len(stations), -np.inf)
+    np.minimum.at(t_first, sgroup, t)
+    np.maximum.at(t_last, sgroup, t)
+    dwell = np.where(np.isfinite(t_first), t_last - t_first, np.nan).reshape(n_sticks, -1)
+    has = counts.reshape(n_sticks, n_pairs) > 0
+    missing = np.ones((n_sticks, len(stations)))
+    for i in range(len(stations)):
+        cols = station_of_pair == i
+        missing[:, i] = 0.0 if not cols.any() else (~has[:, cols]).any(axis=1)
+
+    # assemble in feature_names() order: per station its sensors' stats, then dwell, missing
+    blocks, start = [], 0
+    for i, st in enumerate(stations):
+        k = len(st.sensors)
+        blocks.append(sensor_block[:, start : start + k, :].reshape(n_sticks, -1))
+        blocks.append(np.column_stack([dwell[:, i], missing[:, i]]))
+        start += k
+    values = np.hstack(blocks) if blocks else np.empty((n_sticks, 0))
+    X = pd.DataFrame(values, index=stick_index, columns=names)
+    if imputation is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN column -> NaN median
+            medians = np.nanmedian(values, axis=0) if len(values) else np.full(len(names), np.nan)
+        imputation = {
+            c: float(m) if np.isfinite(m) else 0.0 for c, m in zip(names, medians, strict=True)
+        }
+    X = apply_imputation(X, imputation)
+    bags = pd.Series(stick_index.get_level_values("charge_id"), index=stick_index, name="bag")
+    return StationFeatures(station=station, X=X, bags=bags, imputation=dict(imputation))
+
+
+def apply_imputation(X: pd.DataFrame, imputation: Mapping[str, float]) -> pd.DataFrame:
+    """Fill missing values of ``X`` with the recorded fill values; columns in recorded order.
+
+    Raises ``ValueError`` when ``X`` lacks a recorded feature or has one the imputation does not
+    know (a model trained on other features must not silently score these).
+    """
+    cols = list(imputation)
+    absent = [c for c in cols if c not in X.columns]
+    extra = [c for c in X.columns if c not in imputation]
+    if absent or extra:
+        raise ValueError(
+            "features do not match the recorded imputation: "
+            f"missing {absent[:5]}{'...' if len(absent) > 5 else ''}, "
+            f"unknown {extra[:5]}{'...' if len(extra) > 5 else ''}"
+        )
+    values = X[cols].to_numpy(dtype=np.float64, copy=True)
+    fill = np.array([imputation[c] for c in cols], dtype=np.float64)
+    holes = np.isnan(values)
+    values[holes] = np.broadcast_to(fill, values.shape)[holes]
+    return pd.DataFrame(values, index=X.index, columns=cols)
+
+
+def station_features(
+    store,
+    config: PlantConfig,
+    station: str,
+    charge_ids: Sequence[str] | None = None,
+    *,
+    imputation: Mapping[str, float] | None = None,
+) -> StationFeatures:
+    """Read the readings of the stations up to ``station`` from ``store`` and build the table."""
+    names = [s.name for s in config.stations_up_to(station)]
+    readings = store.read_readings(stations=names, charge_ids=charge_ids)
+    return build_station_features(readings, config, station, imputation=imputation)
+
+
+def _stick_codes(charge_id: pd.Series, stick_id: pd.Series) -> tuple[np.ndarray, pd.MultiIndex]:
+    """Integer code per row for the (charge_id, stick_id) pair, and the sorted pair index."""
+    c_codes, c_names = pd.factorize(charge_id, sort=True)
+    s_codes, s_names = pd.factorize(stick_id, sort=True)
+    pair = c_codes.astype(np.int64) * max(len(s_names), 1) + s_codes
+    uniq, codes = np.unique(pair, return_inverse=True)
+    index = pd.MultiIndex.from_arrays(
+        [
+            np.asarray(c_names, dtype=object)[uniq // max(len(s_names), 1)].astype(str),
+            np.asarray(s_names, dtype=object)[uniq % max(len(s_names), 1)].astype(str),
+        ],
+        names=["charge_id", "stick_id"],
+    )
+    return codes.ravel(), index
+
+
+def _seconds(ts: pd.Series) -> np.ndarray:
+    """Timestamps as float seconds since the epoch (UTC for aware, as-is for naive)."""
+    return pd.DatetimeIndex(pd.to_datetime(ts)).as_unit("ns").asi8 / 1e9
+
+
+def _aggregate(group: np.ndarray, t: np.ndarray, v: np.ndarray, n_groups: int) -> np.ndarray:
+    """Per group the SENSOR_STATS columns; rows sorted by (group, t); absent groups NaN, count 0.
+
+    Sums via ``np.bincount``; min/max via ``ufunc.reduceat`` over the contiguous group runs;
+    ``last`` is the final element of each run. The slope is ``sum(dt dv) / sum(dt^2)`` with
+    ``dt``, ``dv`` centred per group (numerically safe with epoch seconds).
+    """
+    out = np.full((n_groups, len(SENSOR_STATS)), np.nan)
+    n = np.bincount(group, minlength=n_groups).astype(np.float64)
+    out[:, SENSOR_STATS.index("count")] = n
+    if len(group) == 0:
+        return out
+    starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    ends = np.r_[starts[1:], len(group)] - 1
+    g = group[starts]
+    ng = n[g]
+    mean_t = np.bincount(group, weights=t, minlength=n_groups)[g] / ng
+    mean_v = np.bincount(group, weights=v, minlength=n_groups)[g] / ng
+    run = np.repeat(np.arange(len(g)), ends - starts + 1)
+    dt, dv = t - mean_t[run], v - mean_v[run]
+    sxx = np.bincount(run, weights=dt * dt)
+    sxy = np.bincount(run, weights=dt * dv)
+    syy = np.bincount(run, weights=dv * dv)
+    out[g, SENSOR_STATS.index("mean")] = mean_v
+    out[g, SENSOR_STATS.index("std")] = np.sqrt(syy / ng)
+    out[g, SENSOR_STATS.index("min")] = np.minimum.reduceat(v, starts)
+    out[g, SENSOR_STATS.index("max")] = np.maximum.reduceat(v, starts)
+    out[g, SENSOR_STATS.index("last")] = v[ends]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out[g, SENSOR_STATS.index("slope")] = np.where(sxx > 0, sxy / sxx, np.nan)
+    return out
