@@ -114,15 +114,14 @@ def build_station_features(
         if st in st_pos and se in se_pos:
             lookup[st_pos[st], se_pos[se]] = p
     pair = lookup[st_codes, se_codes]  # code -1 (missing) hits the extra last row/column
-    keep = (pair >= 0) & readings["value"].notna().to_numpy()
-    r = readings.loc[keep, ["charge_id", "stick_id", "timestamp", "value"]]
-    pair = pair[keep]
+    v = readings["value"].to_numpy(dtype=np.float64, na_value=np.nan)
+    keep = np.flatnonzero((pair >= 0) & ~np.isnan(v))
+    pair, v = pair[keep], v[keep]
+    t = _seconds(readings["timestamp"])[keep]
 
     # stick codes, sorted by (charge_id, stick_id)
-    stick_codes, stick_index = _stick_codes(r["charge_id"], r["stick_id"])
+    stick_codes, stick_index = _stick_codes(readings["charge_id"], readings["stick_id"], keep)
     n_sticks = len(stick_index)
-    t = _seconds(r["timestamp"])
-    v = r["value"].to_numpy(dtype=np.float64)
 
     # per (stick, pair) aggregates; sort by time so "last" is the latest reading
     group = stick_codes.astype(np.int64) * max(n_pairs, 1) + pair
@@ -203,20 +202,23 @@ def station_features(
     return build_station_features(readings, config, station, imputation=imputation)
 
 
-def _stick_codes(charge_id: pd.Series, stick_id: pd.Series) -> tuple[np.ndarray, pd.MultiIndex]:
-    """Integer code per row for the (charge_id, stick_id) pair, and the sorted pair index."""
-    c_codes, c_names = pd.factorize(charge_id, sort=True)
-    s_codes, s_names = pd.factorize(stick_id, sort=True)
-    pair = c_codes.astype(np.int64) * max(len(s_names), 1) + s_codes
-    uniq, codes = np.unique(pair, return_inverse=True)
+def _stick_codes(
+    charge_id: pd.Series, stick_id: pd.Series, keep: np.ndarray
+) -> tuple[np.ndarray, pd.MultiIndex]:
+    """Per kept row the code of its (charge_id, stick_id) pair; codes follow the sorted index."""
+    c_codes, c_names = pd.factorize(charge_id)
+    s_codes, s_names = pd.factorize(stick_id)
+    width = max(len(s_names), 1)
+    pair_codes, uniq = pd.factorize(c_codes[keep].astype(np.int64) * width + s_codes[keep])
+    charges = np.asarray(c_names, dtype=object)[uniq // width].astype(str)
+    sticks = np.asarray(s_names, dtype=object)[uniq % width].astype(str)
+    rank = np.empty(len(uniq), dtype=np.int64)
+    rank[np.lexsort((sticks, charges))] = np.arange(len(uniq))
+    order = np.argsort(rank)
     index = pd.MultiIndex.from_arrays(
-        [
-            np.asarray(c_names, dtype=object)[uniq // max(len(s_names), 1)].astype(str),
-            np.asarray(s_names, dtype=object)[uniq % max(len(s_names), 1)].astype(str),
-        ],
-        names=["charge_id", "stick_id"],
+        [charges[order], sticks[order]], names=["charge_id", "stick_id"]
     )
-    return codes.ravel(), index
+    return rank[pair_codes], index
 
 
 def _seconds(ts: pd.Series) -> np.ndarray:
