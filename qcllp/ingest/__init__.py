@@ -1,0 +1,24 @@
+"""Connectors and validated, idempotent, atomic ingestion into the plant store.
+
+* :func:`ingest_measurements` -- measurement files (CSV/Parquet, long or wide, file or folder);
+* :func:`ingest_defect_counts` -- final-QC defect counts per charge (CSV/Parquet);
+* :func:`ingest_sql` -- a SQL source (plant historian / MES), incrementally by a watermark;
+* :class:`IngestReport` -- stored / duplicate / quarantined-per-reason counts.
+
+Nothing here prints; callers get reports and may pass ``progress`` callables.
+"""
+
+from qcllp.ingest.defects import ingest_defect_counts
+from qcllp.ingest.measurements import DEFAULT_CHUNK_ROWS, ingest_measurements
+from qcllp.ingest.report import REASONS, IngestError, IngestReport
+from qcllp.ingest.sql import ingest_sql
+
+__all__ = [
+    "DEFAULT_CHUNK_ROWS",
+    "REASONS",
+    "IngestError",
+    "IngestReport",
+    "ingest_defect_counts",
+    "ingest_measurements",
+    "ingest_sql",
+]

@@ -1,0 +1,104 @@
+"""Ingestion batches: the unit that is stored atomically, and its bookkeeping row.
+
+A batch is one input file (or one pull from a SQL source). Its life:
+
+1. a ``running`` row in ``ingestion_batches`` is committed on its own, so an operator can see
+   what is being ingested -- and what was being ingested when a process died;
+2. everything the batch stores (readings, sticks, charges, counts, quarantine rows, the SQL
+   watermark) and the batch row's final ``done`` status with its counts are written in ONE
+   exclusive transaction (:meth:`qcllp.store.Store.write`). A failure or a kill before the
+   commit leaves no trace of the batch's data: the database rolls it back (SQLite's WAL and
+   PostgreSQL's MVCC both guarantee this across a SIGKILL). A rerun sees no ``done`` batch
+   with that checksum and ingests the file again, completely; the dead run's row is marked
+   ``abandoned`` then.
+
+Under the writer lock the batch checks again whether the same content was ingested meanwhile
+(two pollers racing on the same file): then it stores nothing and is marked ``skipped``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from sqlalchemy import Connection, insert, select, update
+
+from qcllp.ingest.report import IngestError, IngestReport
+from qcllp.store import IngestionBatch, Store
+
+__all__ = ["already_ingested", "run_batch"]
+
+log = logging.getLogger(__name__)
+_T = IngestionBatch.__table__
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def already_ingested(store: Store, kind: str, checksum: str) -> bool:
+    """Whether a batch of ``kind`` with this content checksum was stored completely."""
+    with store.engine.connect() as conn:
+        return _done_id(conn, kind, checksum) is not None
+
+
+def _done_id(conn: Connection, kind: str, checksum: str) -> int | None:
+    stmt = select(_T.c.id).where(_T.c.kind == kind, _T.c.checksum == checksum)
+    return conn.execute(stmt.where(_T.c.status == "done").limit(1)).scalar()
+
+
+def run_batch(
+    store: Store,
+    kind: str,
+    source: str,
+    checksum: str | None,
+    body: Callable[[Connection, int, IngestReport], None],
+) -> IngestReport | None:
+    """Run ``body(conn, batch_id, report)`` as one atomic batch; ``None`` if it was skipped.
+
+    ``body`` writes through ``conn`` and fills ``report``; an :class:`IngestError` from it
+    marks the batch ``failed`` with the message (nothing stored) and propagates.
+    """
+    with store.engine.begin() as conn:
+        batch_id = conn.execute(
+            insert(_T).values(
+                kind=kind, source=source, checksum=checksum, status="running", started_at=_now()
+            )
+        ).inserted_primary_key[0]
+    report = IngestReport(kind=kind, batches=[batch_id])
+    try:
+        with store.write() as conn:
+            if checksum is not None and _done_id(conn, kind, checksum) is not None:
+                _set(conn, batch_id, status="skipped", finished_at=_now(), message="ingested")
+                return None
+            stale = _T.c.checksum == checksum if checksum is not None else _T.c.source == source
+            conn.execute(
+                update(_T)
+                .where(_T.c.kind == kind, stale, _T.c.status == "running", _T.c.id < batch_id)
+                .values(status="abandoned", message=f"interrupted; redone by batch {batch_id}")
+            )
+            body(conn, batch_id, report)
+            _set(
+                conn,
+                batch_id,
+                status="done",
+                finished_at=_now(),
+                rows_read=report.records,
+                rows_stored=report.stored,
+                rows_duplicate=report.duplicates,
+                rows_quarantined=report.quarantined_total,
+            )
+    except BaseException as exc:
+        message = str(exc) if isinstance(exc, IngestError) else f"{type(exc).__name__}: {exc}"
+        try:
+            with store.engine.begin() as conn:
+                _set(conn, batch_id, status="failed", finished_at=_now(), message=message)
+        except Exception:  # pragma: no cover - the database itself is gone
+            log.exception("could not mark batch %s failed", batch_id)
+        raise
+    return report
+
+
+def _set(conn: Connection, batch_id: int, **values) -> None:
+    conn.execute(update(_T).where(_T.c.id == batch_id).values(**values))

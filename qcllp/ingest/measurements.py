@@ -1,0 +1,210 @@
+"""Measurement files (CSV/Parquet, long or wide, a file or a folder) into the store.
+
+``ingest_measurements`` is what the CLI's ``ingest`` and the retraining daemon call. Per file:
+checksum -> skip if already ingested -> one atomic batch (:mod:`qcllp.ingest.batches`) that
+streams the file in chunks: read (:mod:`.sources`) -> wide to long -> validate
+(:mod:`.validate`) -> store or quarantine (:mod:`.writer`). Memory is bounded by the chunk
+size, whatever the file size.
+
+Wide layout: ``charge_id, stick_id, station, timestamp, <sensor columns...>``; every non-empty
+sensor cell is one reading (record) of the row's station -- a cell in a column that is not a
+sensor of that station is quarantined as ``unknown_sensor``. Empty cells are "not measured"
+and no record; a row whose sensor cells are all empty is one record, quarantined as
+``missing_value``. Which layout a file has is taken from the connector (``layout``) or, by
+default, from its columns (``sensor`` and ``value`` present -> long).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import Connection
+
+from qcllp.ingest.batches import already_ingested, run_batch
+from qcllp.ingest.report import IngestError, IngestReport
+from qcllp.ingest.sources import (
+    file_checksum,
+    file_format,
+    list_input_files,
+    read_chunks,
+    read_columns,
+)
+from qcllp.ingest.validate import LONG_COLUMNS, SensorTable, validate_readings
+from qcllp.ingest.writer import (
+    ReadingWriter,
+    insert_quarantine,
+    malformed_rows,
+    quarantine_rows,
+    raw_json,
+)
+from qcllp.plant.config import PlantConfig
+from qcllp.store import Store
+
+__all__ = ["DEFAULT_CHUNK_ROWS", "ingest_measurements", "ingest_reading_frames"]
+
+DEFAULT_CHUNK_ROWS = 200_000
+_ID_COLUMNS = ["charge_id", "stick_id", "station", "timestamp"]
+Progress = Callable[[int], None] | None
+
+
+def ingest_measurements(
+    store: Store,
+    config: PlantConfig,
+    path: str | Path,
+    *,
+    layout: str | None = None,
+    fmt: str | None = None,
+    pattern: str | None = None,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    progress: Progress = None,
+) -> IngestReport:
+    """Ingest a measurement file, or the new files of a folder.
+
+    ``layout``: ``"long"``, ``"wide"`` or ``None`` (from the columns); ``fmt``: ``"csv"``,
+    ``"parquet"`` or ``None`` (from the suffix). ``progress(records_done)`` is called after each
+    chunk with the running total of this call. A file that cannot be ingested at all (unreadable,
+    missing columns) is listed in ``files_failed`` and the other files go on; nothing of it is
+    stored.
+    """
+    report = IngestReport(kind="measurements")
+    done = 0
+    for file in list_input_files(path, pattern):
+        checksum = file_checksum(file)
+        if already_ingested(store, "measurements", checksum):
+            report.files_skipped.append(str(file))
+            continue
+        fformat = file_format(file, fmt)
+
+        def tick(n: int, done: int = done) -> None:
+            if progress is not None:
+                progress(done + n)
+
+        try:
+            columns = read_columns(file, fformat)
+            wide = _is_wide(file, columns, layout)
+            chunks = read_chunks(file, fformat, chunk_rows)
+            body = _batch_body(config, str(file), chunks, wide, tick)
+            one = run_batch(store, "measurements", str(file), checksum, body)
+        except IngestError as exc:
+            report.files_failed[str(file)] = str(exc)
+            continue
+        if one is None:
+            report.files_skipped.append(str(file))
+            continue
+        one.files_ingested.append(str(file))
+        report.add(one)
+        done += one.records
+    return report
+
+
+def ingest_reading_frames(
+    conn: Connection,
+    batch_id: int,
+    report: IngestReport,
+    config: PlantConfig,
+    source: str,
+    chunks,
+    *,
+    wide: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> None:
+    """Validate and store chunks of long (or wide) frames within an open batch.
+
+    Shared by the file connector and the SQL connector.
+    """
+    table = SensorTable.from_config(config)
+    writer = ReadingWriter(conn, batch_id)
+    for chunk in chunks:
+        quarantine = malformed_rows(batch_id, source, chunk.malformed)
+        report.records += len(chunk.malformed)
+        if chunk.malformed:
+            report.quarantined["malformed_row"] += len(chunk.malformed)
+        frame = chunk.frame
+        if len(frame):
+            if wide:
+                long, origin, empty_rows = _wide_to_long(frame)
+            else:
+                long, origin, empty_rows = frame, np.arange(len(frame)), np.array([], int)
+            valid, rejects = validate_readings(long, config, table)
+            stored, duplicates, conflicts = writer.write(valid)
+            rejects = pd.concat([rejects, conflicts], ignore_index=True)
+            src = origin[rejects["pos"].to_numpy(dtype=int)]
+            reasons = [*rejects["reason"], *["missing_value"] * len(empty_rows)]
+            details = [*rejects["detail"], *["all sensor cells are empty"] * len(empty_rows)]
+            rows = np.concatenate([src, empty_rows]).astype(int)
+            raw = raw_json(frame, rows)
+            if wide and len(rejects):  # name the cell's sensor in the raw record
+                sensors = long["sensor"].to_numpy()[rejects["pos"].to_numpy(dtype=int)]
+                details[: len(rejects)] = [
+                    f"{s}: {d}" for s, d in zip(sensors, details[: len(rejects)], strict=True)
+                ]
+            quarantine += quarantine_rows(
+                batch_id, source, chunk.first_row + rows, raw, reasons, details
+            )
+            report.records += len(long) + len(empty_rows)
+            report.stored += stored
+            report.duplicates += duplicates
+            report.quarantined.update(reasons)
+        insert_quarantine(conn, quarantine)
+        if progress is not None:
+            progress(report.records)
+
+
+def _batch_body(config: PlantConfig, source: str, chunks, wide: bool, progress):  # noqa: ANN001
+    def body(conn: Connection, batch_id: int, report: IngestReport) -> None:
+        ingest_reading_frames(
+            conn, batch_id, report, config, source, chunks, wide=wide, progress=progress
+        )
+
+    return body
+
+
+def _is_wide(file: Path, columns: list[str], layout: str | None) -> bool:
+    names = {c.strip() for c in columns}
+    if layout is None:
+        layout = "long" if {"sensor", "value"} <= names else "wide"
+    required = LONG_COLUMNS if layout == "long" else _ID_COLUMNS
+    missing = [c for c in required if c not in names]
+    if missing:
+        raise IngestError(
+            f"{file}: missing column(s) {', '.join(missing)} for the {layout} layout "
+            f"({', '.join(required)}{'' if layout == 'long' else ', <sensor columns>'})"
+        )
+    if layout == "wide" and len(names - set(_ID_COLUMNS)) == 0:
+        raise IngestError(f"{file}: a wide-layout file needs at least one sensor column")
+    return layout == "wide"
+
+
+def _wide_to_long(frame: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """Melt a wide chunk to long: (long frame, row of origin per record, all-empty rows)."""
+    sensors = [c for c in frame.columns if c not in _ID_COLUMNS]
+    cells = frame[sensors]
+    if all(pd.api.types.is_numeric_dtype(cells[c].dtype) for c in sensors):
+        present = cells.notna().to_numpy()
+    else:
+        present = np.column_stack(
+            [
+                cells[c].notna().to_numpy()
+                & (cells[c].astype("str").str.strip() != "").to_numpy(dtype=bool)
+                for c in sensors
+            ]
+        )
+    row, col = np.nonzero(present)  # row-major: records in file order
+    empty_rows = np.flatnonzero(~present.any(axis=1))
+    values = cells.to_numpy(dtype=object)[row, col]
+    long = pd.DataFrame(
+        {
+            "charge_id": frame["charge_id"].to_numpy()[row],
+            "stick_id": frame["stick_id"].to_numpy()[row],
+            "station": frame["station"].to_numpy()[row],
+            "timestamp": frame["timestamp"].to_numpy()[row],
+            "sensor": np.asarray(sensors, dtype=object)[col],
+            "value": values,
+        }
+    )
+    if isinstance(frame["timestamp"].dtype, pd.DatetimeTZDtype):
+        long["timestamp"] = frame["timestamp"].iloc[row].reset_index(drop=True)
+    return long, row, empty_rows

@@ -1,0 +1,93 @@
+"""What an ingestion did: the ``IngestReport`` and the quarantine reasons a person reads.
+
+Accounting identity, checked by the tests: every input record is stored, recognized as a
+duplicate of what is already stored, or quarantined with one reason::
+
+    stored + duplicates + sum(quarantined.values()) == records
+
+A record is a row of a long-format or defect-count input, or one non-empty sensor cell of a
+wide-format row (a wide row whose sensor cells are all empty is one quarantined record).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+__all__ = ["REASONS", "IngestError", "IngestReport"]
+
+#: reason key -> what it means (the quarantine table stores the key plus a row-specific detail)
+REASONS: dict[str, str] = {
+    "malformed_row": "the CSV line has the wrong number of fields",
+    "missing_id": "charge_id or stick_id is empty",
+    "missing_timestamp": "the timestamp is empty",
+    "unparseable_timestamp": (
+        "the timestamp is not ISO 8601 between 1970 and 2200, or a nonexistent/ambiguous local time"
+    ),
+    "unknown_station": "the station is not in the plant config",
+    "unknown_sensor": "the station has no such sensor in the plant config",
+    "missing_value": "the value is empty",
+    "non_numeric_value": "the value is not a finite number",
+    "value_out_of_range": "the value is outside the sensor's configured range",
+    "conflicting_duplicate": "a reading with the same key and a different value is stored",
+    "non_numeric_count": "n_sticks or a defect count is empty or not a whole number",
+    "non_positive_n_sticks": "n_sticks is zero or negative",
+    "negative_count": "a defect count is negative",
+    "counts_exceed_n_sticks": "the defect counts add up to more than n_sticks",
+    "conflicting_counts": "the charge was reported before with different counts (kept as conflict)",
+}
+
+
+class IngestError(ValueError):
+    """A whole input cannot be ingested (unreadable file, missing or unknown columns)."""
+
+
+@dataclass
+class IngestReport:
+    """Counts of one ingestion call (one or more batches).
+
+    ``quarantined`` maps reason keys (:data:`REASONS`) to counts; ``files_skipped`` lists inputs
+    recognized as already ingested (same checksum); ``files_failed`` maps inputs that could not
+    be ingested at all to the error (nothing of them was stored).
+    """
+
+    kind: str
+    records: int = 0
+    stored: int = 0
+    duplicates: int = 0
+    quarantined: Counter = field(default_factory=Counter)
+    batches: list[int] = field(default_factory=list)
+    files_ingested: list[str] = field(default_factory=list)
+    files_skipped: list[str] = field(default_factory=list)
+    files_failed: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def quarantined_total(self) -> int:
+        """All quarantined records, whatever the reason."""
+        return sum(self.quarantined.values())
+
+    def add(self, other: IngestReport) -> None:
+        """Fold another report's counts into this one."""
+        self.records += other.records
+        self.stored += other.stored
+        self.duplicates += other.duplicates
+        self.quarantined.update(other.quarantined)
+        self.batches += other.batches
+        self.files_ingested += other.files_ingested
+        self.files_skipped += other.files_skipped
+        self.files_failed.update(other.files_failed)
+
+    def as_dict(self) -> dict:
+        """A JSON-ready dict (for ``--json`` output and logs)."""
+        return {
+            "kind": self.kind,
+            "records": self.records,
+            "stored": self.stored,
+            "duplicates": self.duplicates,
+            "quarantined": dict(sorted(self.quarantined.items())),
+            "quarantined_total": self.quarantined_total,
+            "batches": list(self.batches),
+            "files_ingested": list(self.files_ingested),
+            "files_skipped": list(self.files_skipped),
+            "files_failed": dict(self.files_failed),
+        }

@@ -1,0 +1,271 @@
+"""Vectorized validation of one chunk of input: which rows are valid, and why the others are not.
+
+Every function takes a whole chunk (a pandas frame, typically 100k-500k rows) and decides for all
+rows at once with array operations; Python-level work happens only for the rejected rows'
+detail messages. Each rejected row gets exactly one reason, the first that applies in the order
+of :data:`MEASUREMENT_CHECKS` (a row with an unknown station is not also checked for its value).
+
+Choices where the issue is silent:
+
+* Ids and names are stripped of surrounding whitespace (exports pad them); ids are compared
+  as strings, so ``"007"`` and ``"7"`` are different sticks.
+* Timestamps are ISO 8601. A timestamp with an offset (``Z``, ``+01:00``) is taken as is; one
+  without is local time of the plant (``config.timezone``). A local time that does not exist
+  or is ambiguous (the hour of a DST change) cannot be placed on the time line and is
+  quarantined with that explanation rather than guessed. Timestamps outside 1970..2200 are
+  treated as unparseable (typos such as year 20244; they would not fit nanosecond pandas
+  timestamps downstream).
+* Values must be finite numbers; ``NaN``/``inf`` text is "not a finite number". Range bounds
+  from the config are inclusive.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from qcllp.plant.config import PlantConfig
+
+__all__ = [
+    "KEY",
+    "MEASUREMENT_CHECKS",
+    "SensorTable",
+    "as_text",
+    "parse_timestamps_us",
+    "validate_readings",
+]
+
+KEY = ["station", "charge_id", "stick_id", "sensor", "ts_us"]  # natural key of a reading
+LONG_COLUMNS = ["charge_id", "stick_id", "station", "timestamp", "sensor", "value"]
+MEASUREMENT_CHECKS = (
+    "missing_id",
+    "missing_timestamp",
+    "unknown_station",
+    "unknown_sensor",
+    "missing_value",
+    "non_numeric_value",
+    "unparseable_timestamp",
+    "value_out_of_range",
+)
+_MIN_US = 0  # 1970-01-01
+_MAX_US = int(pd.Timestamp("2200-01-01", tz="UTC").value // 1000)
+_AWARE = r"(?:[zZ]|[+-]\d\d(?::?\d\d)?)$"
+
+
+@dataclass(frozen=True)
+class SensorTable:
+    """The plant's stations and sensors as arrays, for lookups by integer code.
+
+    ``pair = station_code * n_sensor_names + sensor_code`` indexes ``low``/``high``/``known``.
+    """
+
+    stations: pd.Index
+    sensor_names: pd.Index
+    low: np.ndarray
+    high: np.ndarray
+    known: np.ndarray
+    units: np.ndarray
+
+    @classmethod
+    def from_config(cls, config: PlantConfig) -> SensorTable:
+        stations = pd.Index([s.name for s in config.stations])
+        names = pd.Index(sorted({x.name for s in config.stations for x in s.sensors}))
+        size = len(stations) * len(names)
+        low, high = np.full(size, np.nan), np.full(size, np.nan)
+        known, units = np.zeros(size, bool), np.full(size, "", dtype=object)
+        for i, station in enumerate(config.stations):
+            for sensor in station.sensors:
+                pair = i * len(names) + names.get_loc(sensor.name)
+                low[pair], high[pair], known[pair] = sensor.min, sensor.max, True
+                units[pair] = sensor.unit
+        return cls(stations, names, low, high, known, units)
+
+    def codes(self, station: pd.Series, sensor: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+        """(station code or -1, pair code or -1) for each row."""
+        st = self.stations.get_indexer(station)
+        se = self.sensor_names.get_indexer(sensor)
+        pair = st * len(self.sensor_names) + se
+        ok = (st >= 0) & (se >= 0)
+        pair = np.where(ok, pair, -1)
+        pair[ok] = np.where(self.known[pair[ok]], pair[ok], -1)
+        return st, pair
+
+
+def as_text(column: pd.Series) -> pd.Series:
+    """A column as stripped strings; missing values become ``""``."""
+    if column.dtype != "str":
+        missing = column.isna().to_numpy()
+        column = column.astype("str")
+        if missing.any():
+            column = column.where(~missing, "")
+    return column.fillna("").str.strip()
+
+
+def parse_timestamps_us(column: pd.Series, timezone: str) -> tuple[np.ndarray, np.ndarray]:
+    """Parse timestamps to epoch microseconds (UTC).
+
+    Returns ``(ts_us, status)``: status 0 = ok, 1 = not parseable / out of range, 2 = local time
+    that does not exist or is ambiguous in ``timezone``. ``ts_us`` is 0 where status != 0.
+    """
+    n = len(column)
+    status = np.zeros(n, dtype=np.int8)
+    if isinstance(column.dtype, pd.DatetimeTZDtype):
+        utc = column.dt.tz_convert("UTC")
+    elif pd.api.types.is_datetime64_dtype(column.dtype):
+        utc = _localize(column, timezone, status, column.notna().to_numpy())
+    else:
+        text = as_text(column)
+        aware = text.str.contains(_AWARE, regex=True).to_numpy(dtype=bool)
+        utc = pd.Series(pd.NaT, index=column.index, dtype="datetime64[us, UTC]")
+        if aware.any():
+            parsed = pd.to_datetime(text[aware], format="ISO8601", utc=True, errors="coerce")
+            utc[aware] = parsed.dt.as_unit("us")
+        naive = ~aware
+        if naive.any():
+            parsed = pd.to_datetime(text[naive], format="ISO8601", errors="coerce")
+            utc[naive] = _localize(parsed, timezone, status, naive, parsed.notna().to_numpy())
+    values = utc.dt.as_unit("us")
+    bad = values.isna().to_numpy().copy()
+    ts_us = np.where(bad, 0, values.to_numpy(dtype="int64", na_value=0))
+    bad |= (ts_us < _MIN_US) | (ts_us >= _MAX_US)
+    status[bad & (status == 0)] = 1
+    ts_us[status != 0] = 0
+    return ts_us, status
+
+
+def _localize(parsed, timezone, status, rows, parsed_ok=None):  # noqa: ANN001
+    """Naive local times -> UTC; marks nonexistent/ambiguous local times with status 2."""
+    local = parsed.dt.tz_localize(timezone, ambiguous="NaT", nonexistent="NaT")
+    if parsed_ok is None:
+        parsed_ok = parsed.notna().to_numpy()
+    lost = parsed_ok & local.isna().to_numpy()
+    if lost.any():
+        positions = np.flatnonzero(rows)[lost]
+        status[positions] = 2
+    return local.dt.tz_convert("UTC").dt.as_unit("us")
+
+
+def validate_readings(
+    chunk: pd.DataFrame, config: PlantConfig, table: SensorTable
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Split a long-format chunk into valid readings and rejects.
+
+    ``chunk`` has the :data:`LONG_COLUMNS` (any dtypes). Returns ``(valid, rejects)``:
+    ``valid`` with columns ``pos`` (row position in ``chunk``), the :data:`KEY` columns and
+    ``value``; ``rejects`` with ``pos``, ``reason``, ``detail``.
+    """
+    n = len(chunk)
+    charge = as_text(chunk["charge_id"])
+    stick = as_text(chunk["stick_id"])
+    station = as_text(chunk["station"])
+    sensor = as_text(chunk["sensor"])
+    raw_ts = chunk["timestamp"]
+    raw_value = chunk["value"]
+    if pd.api.types.is_numeric_dtype(raw_value.dtype) and raw_value.dtype != bool:
+        value = raw_value.to_numpy(dtype="float64", na_value=np.nan)
+        value_empty = np.isnan(value)
+    else:
+        value_text = as_text(raw_value)
+        value_empty = (value_text == "").to_numpy(dtype=bool)
+        value = pd.to_numeric(value_text, errors="coerce").to_numpy(
+            dtype="float64", na_value=np.nan
+        )
+    if isinstance(raw_ts.dtype, pd.DatetimeTZDtype) or pd.api.types.is_datetime64_dtype(raw_ts):
+        ts_empty = raw_ts.isna().to_numpy()
+    else:
+        ts_empty = (as_text(raw_ts) == "").to_numpy(dtype=bool)
+    st_code, pair = table.codes(station, sensor)
+    ts_us, ts_status = parse_timestamps_us(raw_ts, config.timezone)
+    finite = np.isfinite(value)
+    safe_pair = np.maximum(pair, 0)
+    in_range = (value >= table.low[safe_pair]) & (value <= table.high[safe_pair])
+
+    failing = {
+        "missing_id": ((charge == "") | (stick == "")).to_numpy(dtype=bool),
+        "missing_timestamp": ts_empty,
+        "unknown_station": st_code < 0,
+        "unknown_sensor": pair < 0,
+        "missing_value": value_empty & ~finite,
+        "non_numeric_value": ~finite,
+        "unparseable_timestamp": ts_status != 0,
+        "value_out_of_range": ~in_range,
+    }
+    reason = np.full(n, "", dtype=object)
+    open_rows = np.ones(n, dtype=bool)
+    for name in MEASUREMENT_CHECKS:
+        hit = failing[name] & open_rows
+        reason[hit] = name
+        open_rows &= ~hit
+    ok = open_rows
+    valid = pd.DataFrame(
+        {
+            "pos": np.flatnonzero(ok),
+            "station": station[ok].to_numpy(),
+            "charge_id": charge[ok].to_numpy(),
+            "stick_id": stick[ok].to_numpy(),
+            "sensor": sensor[ok].to_numpy(),
+            "ts_us": ts_us[ok],
+            "value": value[ok],
+        }
+    )
+    bad = np.flatnonzero(~ok)
+    detail = _details(
+        reason[bad],
+        charge.iloc[bad],
+        station.iloc[bad],
+        sensor.iloc[bad],
+        as_text(raw_ts.iloc[bad]),
+        as_text(raw_value.iloc[bad]),
+        ts_status[bad],
+        pair[bad],
+        config,
+        table,
+    )
+    rejects = pd.DataFrame({"pos": bad, "reason": reason[bad], "detail": detail})
+    return valid, rejects
+
+
+def _details(
+    reason, charge, station, sensor, ts, value, ts_status, pair, config, table
+) -> np.ndarray:  # noqa: ANN001
+    """Row-specific, human-readable detail for each rejected row (only rejects are touched)."""
+    out = np.full(len(reason), "", dtype=object)
+    if not len(reason):
+        return out
+    station, sensor = station.to_numpy(dtype=object), sensor.to_numpy(dtype=object)
+    ts, value = ts.to_numpy(dtype=object), value.to_numpy(dtype=object)
+    charge = charge.to_numpy(dtype=object)
+    known_stations = ", ".join(table.stations)
+    sensors_of = {s.name: ", ".join(x.name for x in s.sensors) for s in config.stations}
+    for i, why in enumerate(reason):  # rejects only: at most the bad rows of one chunk
+        if why == "missing_id":
+            out[i] = "charge_id is empty" if charge[i] == "" else "stick_id is empty"
+        elif why == "missing_timestamp":
+            out[i] = "timestamp is empty"
+        elif why == "unknown_station":
+            out[i] = f"unknown station '{station[i]}'; known: {known_stations}"
+        elif why == "unknown_sensor":
+            out[i] = (
+                f"station '{station[i]}' has no sensor '{sensor[i]}'; "
+                f"known: {sensors_of[station[i]]}"
+            )
+        elif why == "missing_value":
+            out[i] = "value is empty"
+        elif why == "non_numeric_value":
+            out[i] = f"value '{value[i]}' is not a finite number"
+        elif why == "unparseable_timestamp":
+            out[i] = (
+                f"local time '{ts[i]}' does not exist or is ambiguous in {config.timezone} "
+                "(DST change); give it with a UTC offset"
+                if ts_status[i] == 2
+                else f"timestamp '{ts[i]}' is not an ISO 8601 time between 1970 and 2200"
+            )
+        elif why == "value_out_of_range":
+            p = pair[i]
+            out[i] = (
+                f"value {value[i]} outside [{table.low[p]:g}, {table.high[p]:g}] "
+                f"{table.units[p]} of {station[i]}.{sensor[i]}"
+            )
+    return out

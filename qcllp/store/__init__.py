@@ -1,0 +1,37 @@
+"""The plant database: schema, migrations, sessions and read helpers.
+
+``Store.open(url)`` is the entry point; :mod:`qcllp.store.schema` holds the tables and
+:mod:`qcllp.store.migrate` the versioned Alembic migrations that ``open`` applies.
+"""
+
+from qcllp.store.core import Store, StoreError, us_to_utc
+from qcllp.store.schema import (
+    Base,
+    Charge,
+    DefectCount,
+    DefectCountConflict,
+    Flag,
+    IngestionBatch,
+    Model,
+    QuarantineRow,
+    Reading,
+    Stick,
+    Watermark,
+)
+
+__all__ = [
+    "Base",
+    "Charge",
+    "DefectCount",
+    "DefectCountConflict",
+    "Flag",
+    "IngestionBatch",
+    "Model",
+    "QuarantineRow",
+    "Reading",
+    "Stick",
+    "Store",
+    "StoreError",
+    "Watermark",
+    "us_to_utc",
+]

@@ -1,0 +1,247 @@
+"""``Store``: one plant database (SQLite file by default, PostgreSQL for bigger plants).
+
+``Store.open(url)`` creates the database if needed and migrates it to the newest schema
+(:mod:`qcllp.store.migrate`), so an existing plant database upgrades in place. Sessions are one
+transaction each (SQLAlchemy 2.0 "unit of work"); the read helpers return pandas frames with
+the dtypes the feature builder and the learners expect.
+
+SQLite settings, and why: WAL journal (readers -- scorers, the feature builder -- never block
+the ingester and vice versa), ``synchronous=NORMAL`` (durable at each checkpoint, safe against
+application crashes, the usual WAL pairing), a busy timeout instead of instant "database is
+locked" errors, foreign keys on, and pysqlite's own transaction handling switched off so that
+SQLAlchemy's ``BEGIN`` is really the start of the transaction -- writers use ``BEGIN IMMEDIATE``
+(:meth:`Store.write`) so that two ingesters serialize instead of deadlocking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import pandas as pd
+from sqlalchemy import Connection, Engine, create_engine, event, func, select, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session
+
+from qcllp.store import migrate
+from qcllp.store.schema import Charge, DefectCount, DefectCountConflict, Reading, Stick
+
+__all__ = ["Store", "StoreError", "us_to_utc"]
+
+_ADVISORY_LOCK_KEY = 0x51C11F  # PostgreSQL advisory lock held by a writing ingester
+_IN_CHUNK = 5000  # ids per IN (...) list: far below SQLite's and psycopg's parameter limits
+
+
+class StoreError(RuntimeError):
+    """The database cannot be used (missing and create=False, or newer than this qcllp)."""
+
+
+def us_to_utc(values) -> pd.Series | pd.DatetimeIndex:
+    """Epoch microseconds (int) -> ``datetime64[ns, UTC]``."""
+    return pd.to_datetime(values, unit="us", utc=True).astype("datetime64[ns, UTC]")
+
+
+def _sqlite_engine(url: str) -> Engine:
+    engine = create_engine(url)
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, _record):  # noqa: ANN001
+        dbapi_connection.isolation_level = None  # SQLAlchemy emits BEGIN itself (below)
+        cursor = dbapi_connection.cursor()
+        for pragma in (
+            "journal_mode=WAL",
+            "synchronous=NORMAL",
+            "busy_timeout=60000",
+            "foreign_keys=ON",
+            "cache_size=-131072",  # 128 MiB page cache: bulk inserts into the readings B-tree
+        ):
+            cursor.execute(f"PRAGMA {pragma}")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Connection):
+        immediate = connection.get_execution_options().get("qcllp_write", False)
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    return engine
+
+
+class Store:
+    """One plant database. Create with :meth:`open`."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+
+    @property
+    def dialect(self) -> str:
+        """``"sqlite"`` or ``"postgresql"``."""
+        return self.engine.dialect.name
+
+    @classmethod
+    def open(cls, url: str, *, create: bool = True) -> Store:
+        """Open the database at ``url``, creating it and migrating it to the newest schema.
+
+        ``create=False`` refuses an empty database (no qcllp schema yet) instead of creating the
+        tables: for tools that must not start a new plant database by a typo in the URL.
+        """
+        parsed = make_url(url)
+        if parsed.get_backend_name() == "sqlite":
+            if not create and parsed.database and not _sqlite_file_exists(parsed.database):
+                raise StoreError(f"no plant database at {parsed.database}")
+            engine = _sqlite_engine(url)
+        else:
+            engine = create_engine(url, pool_pre_ping=True)
+        current = migrate.current_revision(engine)
+        if current is None and not create:
+            engine.dispose()
+            raise StoreError(f"{parsed.render_as_string(hide_password=True)} has no qcllp schema")
+        known = migrate.known_revisions()
+        if current is not None and current not in known:
+            engine.dispose()
+            raise StoreError(
+                f"the database is at schema revision {current}, which this qcllp does not know "
+                "(written by a newer qcllp?); upgrade qcllp"
+            )
+        migrate.upgrade(engine)
+        return cls(engine)
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self.engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """An ORM session in one transaction: committed on success, rolled back on error."""
+        with Session(self.engine) as session, session.begin():
+            yield session
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """A Core connection in one *exclusive writing* transaction.
+
+        Ingesters use it: it takes the database's writer lock up front (SQLite ``BEGIN
+        IMMEDIATE``, PostgreSQL transaction-scoped advisory lock), so what a batch reads to
+        classify its rows (duplicate or conflict) cannot change before it writes.
+        """
+        with self.engine.connect().execution_options(qcllp_write=True) as conn, conn.begin():
+            if self.dialect == "postgresql":
+                conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_ADVISORY_LOCK_KEY})")
+            yield conn
+
+    # ---------------------------------------------------------------- read helpers
+    def read_readings(
+        self,
+        stations: Sequence[str] | None = None,
+        charge_ids: Sequence[str] | None = None,
+    ) -> pd.DataFrame:
+        """Readings as a long frame (optionally only some stations and/or charges).
+
+        Columns ``charge_id, stick_id, station`` (str), ``timestamp`` (datetime64[ns, UTC]),
+        ``sensor`` (str), ``value`` (float64); ordered by station, charge, stick, sensor, time.
+        """
+        cols = [Reading.charge_id, Reading.stick_id, Reading.station, Reading.ts_us]
+        cols += [Reading.sensor, Reading.value]
+        base = select(*cols)
+        if stations is not None:
+            base = base.where(Reading.station.in_(list(stations)))
+        order = (Reading.station, Reading.charge_id, Reading.stick_id, Reading.sensor)
+        parts = []
+        with self.engine.connect() as conn:
+            for ids in _chunks(charge_ids):
+                stmt = base if ids is None else base.where(Reading.charge_id.in_(ids))
+                rows = conn.execute(stmt.order_by(*order, Reading.ts_us)).all()
+                parts.append(pd.DataFrame(rows, columns=[c.key for c in cols]))
+        frame = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+        frame = frame.astype(
+            {"charge_id": "str", "stick_id": "str", "station": "str", "sensor": "str"}
+        )
+        timestamp = us_to_utc(frame.pop("ts_us").to_numpy(dtype="int64"))
+        frame.insert(3, "timestamp", timestamp)
+        frame["value"] = frame["value"].astype("float64")
+        if len(parts) > 1:
+            frame = frame.sort_values(["station", "charge_id", "stick_id", "sensor", "timestamp"])
+            frame = frame.reset_index(drop=True)
+        return frame
+
+    def read_defect_counts(self, defect_types: Sequence[str] | None = None) -> pd.DataFrame:
+        """Final-QC counts per charge: index ``charge_id``; ``n_sticks``, one int column per type.
+
+        Only charges whose counts are unambiguous: a charge with a recorded conflict (re-reported
+        with different counts) is left out until a person resolves it. ``defect_types`` gives
+        the columns and their order (pass ``config.defect_types``); by default the types found
+        in the store, alphabetically. A charge without a count for one of
+        the requested types (reported before that type was configured) is left out too: its
+        ok count would be wrong.
+        """
+        conflicted = select(DefectCountConflict.charge_id)
+        with self.engine.connect() as conn:
+            charges = conn.execute(
+                select(Charge.charge_id, Charge.n_sticks)
+                .where(Charge.n_sticks.is_not(None))
+                .where(Charge.charge_id.not_in(conflicted))
+                .order_by(Charge.charge_id)
+            ).all()
+            counts = conn.execute(
+                select(DefectCount.charge_id, DefectCount.defect_type, DefectCount.count)
+            ).all()
+        if defect_types is None:
+            defect_types = sorted({row.defect_type for row in counts})
+        defect_types = list(defect_types)
+        frame = pd.DataFrame(charges, columns=["charge_id", "n_sticks"]).set_index("charge_id")
+        long = pd.DataFrame(counts, columns=["charge_id", "defect_type", "count"])
+        wide = long.pivot(index="charge_id", columns="defect_type", values="count")
+        wide = wide.reindex(index=frame.index, columns=defect_types)
+        complete = wide.notna().all(axis=1)
+        frame = pd.concat([frame, wide], axis=1).loc[complete]
+        frame = frame.astype(dict.fromkeys(["n_sticks", *defect_types], "int64"))
+        frame.index = frame.index.astype("str")
+        frame.index.name = "charge_id"
+        frame.columns.name = None
+        return frame
+
+    def read_sticks(self) -> pd.DataFrame:
+        """All sticks: ``charge_id``, ``stick_id`` (str), ``first_seen`` (datetime64[ns, UTC])."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(Stick.charge_id, Stick.stick_id, Stick.first_seen_us).order_by(
+                    Stick.charge_id, Stick.stick_id
+                )
+            ).all()
+        frame = pd.DataFrame(rows, columns=["charge_id", "stick_id", "first_seen_us"])
+        frame = frame.astype({"charge_id": "str", "stick_id": "str"})
+        first = frame.pop("first_seen_us").to_numpy(dtype="int64")
+        frame["first_seen"] = us_to_utc(first)
+        return frame
+
+    def count(self, table) -> int:  # noqa: ANN001
+        """Number of rows of a table (a model class or ``Table``): for reports and tests."""
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(table)).scalar_one())
+
+    def execute_sql(self, sql: str, **params) -> list:
+        """Run one read-only SQL statement and return its rows (for tools and tests)."""
+        with self.engine.connect() as conn:
+            return list(conn.execute(text(sql), params).all())
+
+
+def _chunks(ids: Sequence[str] | None) -> Iterator[list[str] | None]:
+    if ids is None:
+        yield None
+        return
+    ids = list(dict.fromkeys(str(i) for i in ids))
+    if not ids:
+        yield []
+    for start in range(0, len(ids), _IN_CHUNK):
+        yield ids[start : start + _IN_CHUNK]
+
+
+def _sqlite_file_exists(database: str) -> bool:
+    from pathlib import Path
+
+    return database == ":memory:" or Path(database).exists()

@@ -1,0 +1,77 @@
+"""Versioned schema migrations with Alembic, run programmatically (no alembic.ini).
+
+Why Alembic rather than a home-made migrator: it is already a dependency, it knows how to
+ALTER tables on both SQLite (batch mode: copy-and-move) and PostgreSQL, records the revision in
+``alembic_version`` the way every DBA expects, and its autogenerate diff lets a test prove that
+the models in :mod:`qcllp.store.schema` and the migration scripts agree.
+
+The scripts live inside the package (``qcllp/store/migrations/versions``) so that an installed
+qcllp can upgrade a plant database in place: ``Store.open(url)`` calls :func:`upgrade`.
+
+Development: ``python -m qcllp.store.migrate revision "message" sqlite:///scratch.sqlite``
+autogenerates a new revision against a database migrated to head.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine
+
+__all__ = ["alembic_config", "upgrade", "current_revision", "head_revision", "known_revisions"]
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+
+
+def alembic_config(connection=None) -> Config:
+    """An Alembic config pointing at the packaged scripts, optionally bound to a connection."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.set_main_option("path_separator", "os")
+    if connection is not None:
+        cfg.attributes["connection"] = connection
+    return cfg
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Migrate the database behind ``engine`` to ``revision`` (default: the newest)."""
+    with engine.begin() as connection:
+        command.upgrade(alembic_config(connection), revision)
+
+
+def current_revision(engine: Engine) -> str | None:
+    """The revision the database is at (``None`` for an empty database)."""
+    with engine.connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()
+
+
+def known_revisions() -> set[str]:
+    """All revisions shipped with this qcllp."""
+    return {
+        script.revision for script in ScriptDirectory.from_config(alembic_config()).walk_revisions()
+    }
+
+
+def head_revision() -> str:
+    """The newest revision shipped with this qcllp."""
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None
+    return head
+
+
+def _main(argv: list[str]) -> None:  # pragma: no cover - developer tool
+    if len(argv) != 3 or argv[0] != "revision":
+        sys.exit('usage: python -m qcllp.store.migrate revision "message" DATABASE_URL')
+    engine = create_engine(argv[2])
+    upgrade(engine)
+    with engine.begin() as connection:
+        command.revision(alembic_config(connection), message=argv[1], autogenerate=True)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    _main(sys.argv[1:])

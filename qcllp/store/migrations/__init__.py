@@ -1,0 +1,1 @@
+"""Alembic migration environment of the plant database (run by ``Store.open``)."""

@@ -1,0 +1,1 @@
+"""Alembic revisions of the plant database, oldest first (``0001_initial`` ...)."""

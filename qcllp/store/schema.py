@@ -1,0 +1,215 @@
+"""The plant database schema: SQLAlchemy 2.0 typed models, one class per table.
+
+Why it looks the way it does:
+
+* ``readings`` is the big table (millions of rows per week). Its primary key *is* the natural
+  key ``(station, charge_id, stick_id, sensor, ts_us)``: ingestion relies on it to store nothing
+  twice (``INSERT ... ON CONFLICT DO NOTHING``), and the station-first order serves the main
+  read path, "readings of stations up to s" (``qcllp.features``). On SQLite the table is
+  ``WITHOUT ROWID`` so that the key is the only B-tree written per row.
+* Timestamps of readings are stored as integer microseconds since the Unix epoch, UTC
+  (``ts_us``): identical on SQLite and PostgreSQL, exact under equality (the natural key must
+  compare exactly), and cheap to bulk insert; so are the ``first_seen_us`` columns of charges
+  and sticks (kept with ``min()`` upserts). Microseconds are PostgreSQL's own resolution;
+  finer input is truncated. Bookkeeping timestamps (batches, models) are ordinary
+  timezone-aware ``DateTime`` columns.
+* No foreign keys on ``readings``: a per-row FK check would halve bulk-insert throughput; the
+  ingester writes the ``charges``/``sticks`` rows in the same transaction instead.
+* ``models`` and ``flags`` are not used by ingestion; they are here so that the model registry
+  and the station scorers (next issues) find their tables in every migrated plant database.
+
+Every change to these models needs a new migration in ``qcllp/store/migrations/versions``;
+``tests/store/test_migrations.py`` fails when models and migrations disagree.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Double,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+__all__ = [
+    "Base",
+    "Charge",
+    "Stick",
+    "Reading",
+    "DefectCount",
+    "DefectCountConflict",
+    "IngestionBatch",
+    "QuarantineRow",
+    "Watermark",
+    "Model",
+    "Flag",
+]
+
+ID = String(128)  # charge, stick, station, sensor and defect-type names
+TS = DateTime(timezone=True)
+
+
+class Base(DeclarativeBase):
+    """Declarative base of all qcllp tables."""
+
+
+class Charge(Base):
+    """A production batch (the LLP bag); ``n_sticks`` is set when final QC reports its counts.
+
+    ``first_seen_us``: earliest reading of the charge, microseconds since the epoch (UTC).
+    """
+
+    __tablename__ = "charges"
+
+    charge_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    first_seen_us: Mapped[int | None] = mapped_column(BigInteger)
+    n_sticks: Mapped[int | None] = mapped_column(Integer)
+    counts_batch_id: Mapped[int | None] = mapped_column(ForeignKey("ingestion_batches.id"))
+
+
+class Stick(Base):
+    """One stick of a charge; ``first_seen_us``: its earliest reading (epoch µs, UTC)."""
+
+    __tablename__ = "sticks"
+
+    charge_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    stick_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    first_seen_us: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class Reading(Base):
+    """One sensor value of one stick at one station and time (natural key = primary key)."""
+
+    __tablename__ = "readings"
+    __table_args__ = {"sqlite_with_rowid": False}
+
+    station: Mapped[str] = mapped_column(ID, primary_key=True)
+    charge_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    stick_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    sensor: Mapped[str] = mapped_column(ID, primary_key=True)
+    ts_us: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    value: Mapped[float] = mapped_column(Double(), nullable=False)
+    batch_id: Mapped[int] = mapped_column(Integer, nullable=False)
+
+
+class DefectCount(Base):
+    """Final-QC count of one defect type in one charge (the charge's n_sticks is on ``charges``)."""
+
+    __tablename__ = "defect_counts"
+
+    charge_id: Mapped[str] = mapped_column(ForeignKey("charges.charge_id"), primary_key=True)
+    defect_type: Mapped[str] = mapped_column(ID, primary_key=True)
+    count: Mapped[int] = mapped_column(Integer, nullable=False)
+
+
+class DefectCountConflict(Base):
+    """A charge re-reported with counts that differ from the stored ones (never overwritten)."""
+
+    __tablename__ = "defect_count_conflicts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    charge_id: Mapped[str] = mapped_column(ID, nullable=False, index=True)
+    batch_id: Mapped[int] = mapped_column(ForeignKey("ingestion_batches.id"), nullable=False)
+    n_sticks: Mapped[int] = mapped_column(Integer, nullable=False)
+    counts: Mapped[dict] = mapped_column(JSON, nullable=False)
+    detail: Mapped[str] = mapped_column(Text, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(TS, nullable=False)
+
+
+class IngestionBatch(Base):
+    """One unit of ingestion (a file, a SQL pull): stored atomically, with its accounting."""
+
+    __tablename__ = "ingestion_batches"
+    __table_args__ = (Index("ix_ingestion_batches_kind_checksum", "kind", "checksum"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    kind: Mapped[str] = mapped_column(String(32), nullable=False)  # measurements|defect_counts
+    source: Mapped[str] = mapped_column(Text, nullable=False)
+    checksum: Mapped[str | None] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16), nullable=False)  # running|done|failed
+    started_at: Mapped[datetime] = mapped_column(TS, nullable=False)
+    finished_at: Mapped[datetime | None] = mapped_column(TS)
+    rows_read: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
+    rows_stored: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
+    rows_duplicate: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
+    rows_quarantined: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
+    message: Mapped[str | None] = mapped_column(Text)
+
+
+class QuarantineRow(Base):
+    """An input row that was not stored, with the reason a person can read."""
+
+    __tablename__ = "quarantine"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    batch_id: Mapped[int] = mapped_column(
+        ForeignKey("ingestion_batches.id"), nullable=False, index=True
+    )
+    source: Mapped[str] = mapped_column(Text, nullable=False)
+    row_number: Mapped[int | None] = mapped_column(BigInteger)
+    raw: Mapped[str] = mapped_column(Text, nullable=False)  # the input row as JSON
+    reason: Mapped[str] = mapped_column(String(64), nullable=False)
+    detail: Mapped[str] = mapped_column(Text, nullable=False)
+
+
+class Watermark(Base):
+    """High-water mark of an incremental SQL source (the last watermark value ingested)."""
+
+    __tablename__ = "watermarks"
+
+    source_name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    column: Mapped[str] = mapped_column(String(128), nullable=False)
+    value: Mapped[str] = mapped_column(Text, nullable=False)  # JSON-encoded
+    batch_id: Mapped[int | None] = mapped_column(ForeignKey("ingestion_batches.id"))
+    updated_at: Mapped[datetime] = mapped_column(TS, nullable=False)
+
+
+class Model(Base):
+    """A trained station model in the registry (used from the next issue on)."""
+
+    __tablename__ = "models"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    station: Mapped[str] = mapped_column(ID, nullable=False, index=True)
+    method: Mapped[str] = mapped_column(String(64), nullable=False)
+    target: Mapped[str] = mapped_column(String(128), nullable=False)
+    params: Mapped[dict] = mapped_column(JSON, nullable=False)
+    metrics: Mapped[dict] = mapped_column(JSON, nullable=False)
+    features: Mapped[list] = mapped_column(JSON, nullable=False)
+    artifact_path: Mapped[str] = mapped_column(Text, nullable=False)
+    sha256: Mapped[str] = mapped_column(String(64), nullable=False)
+    status: Mapped[str] = mapped_column(String(16), nullable=False)  # candidate|active|retired
+    trained_from: Mapped[datetime | None] = mapped_column(TS)
+    trained_until: Mapped[datetime | None] = mapped_column(TS)
+    n_charges: Mapped[int] = mapped_column(Integer, nullable=False)
+    n_sticks: Mapped[int] = mapped_column(Integer, nullable=False)
+    qcllp_version: Mapped[str] = mapped_column(String(32), nullable=False)
+    created_at: Mapped[datetime] = mapped_column(TS, nullable=False)
+    promoted_at: Mapped[datetime | None] = mapped_column(TS)
+
+
+class Flag(Base):
+    """A scored stick at a station: the lock-out decision of the active model."""
+
+    __tablename__ = "flags"
+    __table_args__ = (UniqueConstraint("station", "charge_id", "stick_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    station: Mapped[str] = mapped_column(ID, nullable=False)
+    charge_id: Mapped[str] = mapped_column(ID, nullable=False)
+    stick_id: Mapped[str] = mapped_column(ID, nullable=False)
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id"), nullable=False)
+    probability: Mapped[float] = mapped_column(Double(), nullable=False)
+    flagged: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    threshold: Mapped[float] = mapped_column(Double(), nullable=False)
+    scored_at: Mapped[datetime] = mapped_column(TS, nullable=False)

@@ -1,0 +1,89 @@
+"""Shared fixtures: a tiny plant config, and stores on both engines (SQLite, PostgreSQL).
+
+``store_url`` / ``store`` are parametrized over ``sqlite`` and ``postgresql``, so every store
+and ingestion test runs on both. The PostgreSQL server is started once per session
+(:mod:`tests.pgserver`); each test gets its own database, cloned from a migrated template.
+Without PostgreSQL binaries the ``postgresql`` cases skip with the reason.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from qcllp.plant.config import PlantConfig, parse_plant_config
+from tests.pgserver import TempPostgres, find_pg_bin
+
+TINY_PLANT = {
+    "name": "tiny",
+    "timezone": "Europe/Berlin",
+    "defect_types": ["crack", "bend"],
+    "stations": [
+        {
+            "name": "furnace",
+            "fail_cost": 100.0,
+            "good_cost": 300.0,
+            "sensors": [
+                {"name": "temperature", "unit": "degC", "min": 900.0, "max": 1300.0},
+                {"name": "oxygen", "unit": "percent", "min": 0.0, "max": 10.0},
+            ],
+        },
+        {
+            "name": "rolling",
+            "fail_cost": 50.0,
+            "good_cost": 320.0,
+            "sensors": [
+                {"name": "force", "unit": "kN", "min": 1000.0, "max": 30000.0},
+                {"name": "temperature", "unit": "degC", "min": 700.0, "max": 1250.0},
+            ],
+        },
+    ],
+}
+
+_names = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def tiny_config(tmp_path_factory) -> PlantConfig:
+    """A two-station plant (furnace: temperature, oxygen; rolling: force, temperature)."""
+    base = tmp_path_factory.mktemp("tiny_plant")
+    return parse_plant_config(dict(TINY_PLANT), source="<tiny plant>", base_dir=base)
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """A throwaway PostgreSQL cluster for the whole session (skips without binaries)."""
+    bin_dir = find_pg_bin()
+    if bin_dir is None:
+        pytest.skip(
+            "PostgreSQL server binaries (initdb, pg_ctl) not found in /usr/lib/postgresql/*/bin "
+            "or on PATH: install Debian's 'postgresql' package (deploy/bootstrap.sh --test)"
+        )
+    server = TempPostgres(bin_dir)
+    try:
+        from qcllp.store import Store
+
+        Store.open(server.create_database("qcllp_template")).close()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request, tmp_path) -> str:
+    """URL of a fresh, empty plant database on each engine."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'plant.sqlite'}"
+    server = request.getfixturevalue("pg_server")
+    return server.create_database(f"t{next(_names)}", template="qcllp_template")
+
+
+@pytest.fixture
+def store(store_url):
+    """An opened :class:`qcllp.store.Store` on a fresh database (both engines)."""
+    from qcllp.store import Store
+
+    opened = Store.open(store_url)
+    yield opened
+    opened.close()

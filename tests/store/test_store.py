@@ -1,0 +1,89 @@
+"""Store: schema creation and migration, read helpers' dtypes, refusal of unknown databases."""
+
+import pandas as pd
+import pytest
+from sqlalchemy import insert
+
+from qcllp.store import Charge, DefectCount, DefectCountConflict, Reading, Stick, Store, StoreError
+from qcllp.store.migrate import current_revision, head_revision
+
+
+def test_open_creates_schema_at_head_and_reopening_keeps_data(store_url):
+    store = Store.open(store_url)
+    assert current_revision(store.engine) == head_revision()
+    with store.session() as session:
+        session.add(Charge(charge_id="c1", first_seen_us=0))
+    store.close()
+    again = Store.open(store_url)
+    assert again.count(Charge) == 1
+    again.close()
+
+
+def test_open_without_create_refuses_a_missing_sqlite_file(tmp_path):
+    with pytest.raises(StoreError, match="no plant database"):
+        Store.open(f"sqlite:///{tmp_path / 'typo.sqlite'}", create=False)
+
+
+def test_open_refuses_a_database_from_a_newer_qcllp(tmp_path):
+    url = f"sqlite:///{tmp_path / 'p.sqlite'}"
+    store = Store.open(url)
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE alembic_version SET version_num = '9999'")
+    store.close()
+    with pytest.raises(StoreError, match="9999"):
+        Store.open(url)
+
+
+def test_read_helpers_return_the_documented_dtypes(store):
+    with store.engine.begin() as conn:
+        conn.execute(
+            insert(Reading.__table__),
+            [
+                {"station": "rolling", "charge_id": "c1", "stick_id": "s1", "sensor": "force",
+                 "ts_us": 1_700_000_000_000_000, "value": 5000.0, "batch_id": 1},
+                {"station": "furnace", "charge_id": "c2", "stick_id": "s9", "sensor": "oxygen",
+                 "ts_us": 1_700_000_001_000_000, "value": 2.5, "batch_id": 1},
+            ],
+        )  # fmt: skip
+        stick = {"charge_id": "c1", "stick_id": "s1", "first_seen_us": 1_700_000_000_000_000}
+        conn.execute(insert(Stick.__table__), [stick])
+    readings = store.read_readings()
+    assert list(readings.columns) == ["charge_id", "stick_id", "station", "timestamp", "sensor",
+                                      "value"]  # fmt: skip
+    assert str(readings["timestamp"].dtype) == "datetime64[ns, UTC]"
+    assert readings["value"].dtype == "float64"
+    assert readings["timestamp"].iloc[0] == pd.Timestamp("2023-11-14 22:13:21", tz="UTC")
+    assert store.read_readings(stations=["rolling"])["charge_id"].tolist() == ["c1"]
+    assert store.read_readings(charge_ids=["c2"])["sensor"].tolist() == ["oxygen"]
+    assert store.read_readings(charge_ids=[]).empty
+    sticks = store.read_sticks()
+    assert sticks.iloc[0].tolist()[:2] == ["c1", "s1"]
+    assert str(sticks["first_seen"].dtype) == "datetime64[ns, UTC]"
+
+
+def test_read_defect_counts_leaves_out_conflicted_and_incomplete_charges(store):
+    with store.session() as session:
+        for charge, n in (("c1", 20), ("c2", 30), ("c3", 10)):
+            session.add(Charge(charge_id=charge, n_sticks=n))
+        session.flush()
+        for charge, crack, bend in (("c1", 1, 2), ("c2", 3, 4)):
+            session.add(DefectCount(charge_id=charge, defect_type="crack", count=crack))
+            session.add(DefectCount(charge_id=charge, defect_type="bend", count=bend))
+        session.add(DefectCount(charge_id="c3", defect_type="crack", count=1))
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO ingestion_batches (kind, source, status, started_at, rows_read, "
+            "rows_stored, rows_duplicate, rows_quarantined) VALUES "
+            "('defect_counts', 'x', 'done', CURRENT_TIMESTAMP, 0, 0, 0, 0)"
+        )
+        batch_id = conn.exec_driver_sql("SELECT max(id) FROM ingestion_batches").scalar()
+        conn.execute(
+            insert(DefectCountConflict.__table__),
+            [{"charge_id": "c2", "batch_id": batch_id, "n_sticks": 30, "counts": {"crack": 9},
+              "detail": "x", "created_at": pd.Timestamp.now(tz="UTC").to_pydatetime()}],
+        )  # fmt: skip
+    counts = store.read_defect_counts(["crack", "bend"])
+    assert counts.index.tolist() == ["c1"]
+    assert list(counts.columns) == ["n_sticks", "crack", "bend"]
+    assert counts.loc["c1"].tolist() == [20, 1, 2]
+    assert (counts.dtypes == "int64").all()
