@@ -343,7 +343,7 @@ def write_simulation(
     if layout == "long":
         measurements.append(write(sim.readings, dirs["measurements"] / f"measurements.{ext}"))
     else:
-        for station, wide in _wide(sim.readings, sim.config.station_names):
+        for station, wide in _wide(sim.readings, sim.config):
             measurements.append(write(wide, dirs["measurements"] / f"measurements_{station}.{ext}"))
     return {
         "measurements": measurements,
@@ -352,14 +352,15 @@ def write_simulation(
     }
 
 
-def _wide(readings: pd.DataFrame, stations: Sequence[str]):
-    """Yield (station, wide frame) per station, sensors as columns in config order."""
+def _wide(readings: pd.DataFrame, config: PlantConfig):
+    """Yield (station, wide frame) per station, its sensors as columns in config order."""
     keys = ["charge_id", "stick_id", "station", "timestamp"]
-    for station in stations:
-        part = readings[readings["station"] == station]
+    for station in config.stations:
+        part = readings[readings["station"] == station.name]
         if part.empty:
             continue
-        sensors = list(dict.fromkeys(part["sensor"]))
-        wide = part.pivot(index=keys, columns="sensor", values="value")[sensors]
+        part = part.astype({"sensor": str})
+        wide = part.pivot(index=keys, columns="sensor", values="value")
+        wide = wide.reindex(columns=list(station.sensor_names))
         wide.columns.name = None
-        yield station, wide.reset_index()
+        yield station.name, wide.reset_index()

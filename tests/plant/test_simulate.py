@@ -1,0 +1,208 @@
+"""Plant simulator: reproducible, shaped like plant data, consistent counts, learnable truth."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import roc_auc_score
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from qcllp.features import build_station_features
+from qcllp.plant import load_plant_config, parse_plant_config, simulate_plant, write_simulation
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "plant_config" / "example.yaml"
+KEY = ["charge_id", "stick_id", "station", "timestamp", "sensor"]
+
+
+@pytest.fixture(scope="module")
+def config():
+    return load_plant_config(EXAMPLE)
+
+
+@pytest.fixture(scope="module")
+def sim(config):
+    return simulate_plant(config, 60, random_state=7)
+
+
+def test_same_seed_gives_identical_plant_and_other_seed_a_different_one(config, sim):
+    again = simulate_plant(config, 60, random_state=7)
+    # DataFrame.equals: same dtypes and values (assert_frame_equal is very slow on categoricals)
+    assert sim.readings.equals(again.readings)
+    assert sim.defect_counts.equals(again.defect_counts)
+    assert sim.truth.equals(again.truth)
+    other = simulate_plant(config, 60, random_state=8)
+    assert not other.readings["value"].head(100).equals(sim.readings["value"].head(100))
+
+
+def test_simulating_200_charges_is_vectorized_not_a_python_loop(config):
+    # ~680k readings; a per-reading Python loop takes many seconds. CPU time, generous bound.
+    started = time.process_time()
+    big = simulate_plant(config, 200, random_state=0)
+    assert len(big.readings) > 500_000
+    assert time.process_time() - started < 3.0
+
+
+def test_readings_have_the_data_contract_columns_and_valid_values(config, sim):
+    r = sim.readings
+    assert list(r.columns) == ["charge_id", "stick_id", "station", "timestamp", "sensor", "value"]
+    assert str(r["timestamp"].dtype) == "datetime64[ns, UTC]"
+    assert not r.duplicated(KEY).any()  # the natural key of the store is unique
+    for station in config.stations:
+        part = r[r["station"] == station.name]
+        assert set(part["sensor"]) == set(station.sensor_names)
+        for sensor in station.sensors:
+            values = part.loc[part["sensor"] == sensor.name, "value"]
+            assert values.between(sensor.min, sensor.max).all(), (station.name, sensor.name)
+
+
+def test_charges_have_20_to_80_sticks_and_each_stick_3_to_8_readings_per_station(sim):
+    sizes = sim.truth.groupby("charge_id").size()
+    assert sizes.between(20, 80).all() and sizes.nunique() > 5
+    per_series = sim.readings.groupby(["stick_id", "station", "sensor"], observed=True).size()
+    assert per_series.between(3, 8).all()
+    assert set(per_series.unique()) == set(range(3, 9))
+    assert per_series.groupby(level="stick_id").size().eq(12).all()  # every sensor, every stick
+
+
+def test_timestamps_advance_through_the_stations_in_line_order(config, sim):
+    span = sim.readings.groupby(["stick_id", "station"], observed=True)["timestamp"].agg(
+        ["min", "max"]
+    )
+    names = config.station_names
+    for before, after in zip(names, names[1:], strict=False):
+        left = span.xs(before, level="station")
+        right = span.xs(after, level="station").loc[left.index]
+        assert (left["max"] < right["min"]).all(), (before, after)
+    dwell = (span["max"] - span["min"]).dt.total_seconds()
+    furnace = dwell.xs("furnace", level="station")
+    assert (
+        furnace.std() > 0 and furnace.median() > 10 * dwell.xs("rolling", level="station").median()
+    )
+
+
+def test_defect_counts_equal_the_truth_counts(config, sim):
+    truth = pd.crosstab(sim.truth["charge_id"], sim.truth["defect"])
+    truth = truth.reindex(columns=list(config.classes), fill_value=0)
+    counts = sim.defect_counts.set_index("charge_id")
+    assert list(counts.columns) == ["n_sticks", *config.defect_types]
+    assert (counts["n_sticks"] == truth.sum(axis=1).loc[counts.index]).all()
+    for defect in config.defect_types:
+        assert (counts[defect] == truth[defect].loc[counts.index]).all(), defect
+    assert set(sim.truth["defect"]) <= set(config.classes)
+    assert sim.truth["stick_id"].is_unique
+
+
+def test_defect_rate_is_between_10_and_25_percent_and_varies_between_charges(config):
+    sim = simulate_plant(config, 150, random_state=1)
+    assert 0.10 <= sim.defect_rate <= 0.25
+    counts = sim.defect_counts
+    shares = counts[list(config.defect_types)].sum(axis=1) / counts["n_sticks"]
+    assert shares.std() > 0.05  # charges differ: the bags carry information
+    assert (counts[list(config.defect_types)].sum() > 0).all()  # every defect type occurs
+
+
+def _defective(sim, index: pd.MultiIndex) -> np.ndarray:
+    truth = sim.truth.set_index(["charge_id", "stick_id"])["defect"]
+    return (truth.loc[index] != "ok").to_numpy()
+
+
+def test_truth_is_learnable_from_features_up_to_the_middle_station(config):
+    """Supervised logistic regression, trained and evaluated on different plants' charges."""
+    middle = config.station_names[len(config.stations) // 2]
+    assert middle == "cooling"
+    train = simulate_plant(config, 80, random_state=11)
+    test = simulate_plant(config, 80, random_state=12)
+    f_train = build_station_features(train.readings, config, middle)
+    f_test = build_station_features(test.readings, config, middle, imputation=f_train.imputation)
+    model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
+    model.fit(f_train.X.to_numpy(), _defective(train, f_train.X.index))
+    scores = model.predict_proba(f_test.X.to_numpy())[:, 1]
+    assert roc_auc_score(_defective(test, f_test.X.index), scores) >= 0.85
+
+
+def test_simulator_works_for_any_config_not_only_the_example_names():
+    config = parse_plant_config(
+        {
+            "name": "other",
+            "defect_types": ["dent", "porosity"],
+            "stations": [
+                {
+                    "name": f"s{i}",
+                    "fail_cost": 10 - i,
+                    "good_cost": 20,
+                    "sensors": [
+                        {"name": f"x{j}", "unit": "u", "min": 0, "max": 100} for j in range(2)
+                    ],
+                }
+                for i in range(3)
+            ],
+        }
+    )
+    sim = simulate_plant(config, 30, random_state=0, sticks_per_charge=(5, 10))
+    assert sim.truth.groupby("charge_id").size().between(5, 10).all()
+    assert set(sim.readings["station"]) == {"s0", "s1", "s2"}
+    assert 0.05 <= sim.defect_rate <= 0.3
+    assert list(sim.defect_counts.columns) == ["charge_id", "n_sticks", "dent", "porosity"]
+
+
+def test_invalid_arguments_are_rejected(config):
+    with pytest.raises(ValueError, match="n_charges"):
+        simulate_plant(config, 0, random_state=0)
+    with pytest.raises(ValueError, match="sticks_per_charge"):
+        simulate_plant(config, 3, random_state=0, sticks_per_charge=(10, 5))
+    with pytest.raises(ValueError, match="defect_rate"):
+        simulate_plant(config, 3, random_state=0, defect_rate=1.5)
+
+
+def _read(path: Path) -> pd.DataFrame:
+    return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_long_files_round_trip_and_truth_is_kept_apart(tmp_path, config, fmt):
+    sim = simulate_plant(config, 4, random_state=3)
+    paths = write_simulation(sim, tmp_path, format=fmt, layout="long")
+    assert [p.parent.name for p in paths["measurements"]] == ["measurements"]
+    assert paths["defects"].parent.name == "defects" and paths["truth"].parent.name == "truth"
+    assert not list((tmp_path / "measurements").glob("*truth*"))
+    back = _read(paths["measurements"][0])
+    back["timestamp"] = pd.to_datetime(back["timestamp"], utc=True)
+    expected = sim.readings.astype({c: str for c in ["charge_id", "stick_id", "station", "sensor"]})
+    back = back.astype({c: str for c in ["charge_id", "stick_id", "station", "sensor"]})
+    pd.testing.assert_frame_equal(back, expected, check_dtype=False, check_exact=False)
+    pd.testing.assert_frame_equal(_read(paths["defects"]), sim.defect_counts, check_dtype=False)
+    pd.testing.assert_frame_equal(_read(paths["truth"]), sim.truth, check_dtype=False)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_wide_files_have_one_file_per_station_with_its_sensors_as_columns(tmp_path, config, fmt):
+    sim = simulate_plant(config, 3, random_state=4)
+    paths = write_simulation(sim, tmp_path, format=fmt, layout="wide")
+    assert [p.name for p in paths["measurements"]] == [
+        f"measurements_{s}.{fmt}" for s in config.station_names
+    ]
+    for station, path in zip(config.stations, paths["measurements"], strict=True):
+        wide = _read(path)
+        assert list(wide.columns) == [
+            "charge_id",
+            "stick_id",
+            "station",
+            "timestamp",
+            *station.sensor_names,
+        ]
+        assert not wide[list(station.sensor_names)].isna().any().any()
+        n_long = (sim.readings["station"] == station.name).sum()
+        assert len(wide) * len(station.sensors) == n_long
+
+
+def test_write_rejects_unknown_format_and_layout(tmp_path, sim):
+    with pytest.raises(ValueError, match="format"):
+        write_simulation(sim, tmp_path, format="xlsx")
+    with pytest.raises(ValueError, match="layout"):
+        write_simulation(sim, tmp_path, layout="tall")
