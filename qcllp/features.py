@@ -124,10 +124,10 @@ def build_station_features(
     n_sticks = len(stick_index)
 
     # per (stick, pair) aggregates; sort by time so "last" is the latest reading
-    group = stick_codes.astype(np.int64) * max(n_pairs, 1) + pair
+    group = stick_codes.astype(np.int64) * n_pairs + pair
     order = np.lexsort((t, group))
     group, t, v = group[order], t[order], v[order]
-    table = _aggregate(group, t, v, n_sticks * max(n_pairs, 1))
+    table = _aggregate(group, t, v, n_sticks * n_pairs)
     counts = table[:, SENSOR_STATS.index("count")]
     sensor_block = table.reshape(n_sticks, n_pairs, len(SENSOR_STATS))
 
@@ -138,7 +138,8 @@ def build_station_features(
     t_last = np.full(n_sticks * len(stations), -np.inf)
     np.minimum.at(t_first, sgroup, t)
     np.maximum.at(t_last, sgroup, t)
-    dwell = np.where(np.isfinite(t_first), t_last - t_first, np.nan).reshape(n_sticks, -1)
+    dwell = np.where(np.isfinite(t_first), t_last - t_first, np.nan)
+    dwell = dwell.reshape(n_sticks, len(stations))
     has = counts.reshape(n_sticks, n_pairs) > 0
     missing = np.ones((n_sticks, len(stations)))
     for i in range(len(stations)):
@@ -149,7 +150,9 @@ def build_station_features(
     blocks, start = [], 0
     for i, st in enumerate(stations):
         k = len(st.sensors)
-        blocks.append(sensor_block[:, start : start + k, :].reshape(n_sticks, -1))
+        blocks.append(
+            sensor_block[:, start : start + k, :].reshape(n_sticks, k * len(SENSOR_STATS))
+        )
         blocks.append(np.column_stack([dwell[:, i], missing[:, i]]))
         start += k
     values = np.hstack(blocks) if blocks else np.empty((n_sticks, 0))
