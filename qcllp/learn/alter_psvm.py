@@ -1,0 +1,433 @@
+"""alter-pSVM: proportion-SVM by alternating optimisation with annealing (Yu et al. 2013, Alg. 1).
+
+The unknown instance labels ``y`` are latent variables of the pSVM objective (eq. 4)::
+
+    min_{y, w, b}  1/2 |w|^2 + C sum_i L(y_i, w.phi(x_i) + b) + C_p sum_k |p~_k(y) - p_k|
+
+Alternate: with ``y`` fixed, (w, b) is an ordinary SVM; with (w, b) fixed, the best ``y`` of
+every bag follows from sorting the loss reductions (Prop. 1, eq. 7-8). An annealing loop raises
+the loss weight ``C*`` from ``1e-5 C`` by the factor ``1 + Delta`` up to ``C`` (the last step runs
+at ``C``), alternating at each ``C*`` until the objective decreases by less than ``tol``
+*relative* to its previous value. Several random restarts run through joblib (seeds drawn up
+front, so a fixed ``random_state`` gives the same model for any ``n_jobs``); the restart with
+the smallest final objective wins (Sect. 4).
+
+Choices where the paper leaves room (all documented on the class too):
+
+* **Loss.** ``L`` is the *squared* hinge ``max(0, 1 - y f)^2`` (the L2-SVM), not the paper's
+  hinge: the SVM step is then solved exactly in the primal by a generalised Newton method
+  (Keerthi & DeCoste 2005; liblinear's primal L2-SVM) whose cost per iteration is
+  ``O(N D^2)`` with D the feature count, which is linear in N and warm-starts from the previous
+  (w, b) across alternations and annealing steps. The label step uses the same loss, so every
+  half step minimises the same objective and the objective cannot increase inside an annealing
+  step. The bias ``b`` is not regularised, as in eq. (4).
+* **Initialisation.** "Randomly initialize y" is done within the proportions: every bag gets
+  ``round(p_k |B_k|)`` positives at random positions (the label step with random scores and an
+  overwhelming proportion weight). ``init="invcal"`` / ``"conv"`` replaces the random ranking of
+  the *first* restart by the scores of InvCal / conv-pSVM (Sect. 7.2); the others stay random.
+* **One BLAS thread per restart.** Restarts are the unit of parallelism (``n_jobs``); the
+  small dense algebra inside one restart runs faster single-threaded than with contending
+  BLAS threads.
+* **Monotonicity guard.** If a numerically imperfect SVM step would raise the objective, the
+  previous (w, b) is kept, so the recorded history is non-increasing by construction as well as
+  in theory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from joblib import Parallel, delayed
+from threadpoolctl import threadpool_limits
+
+from .kernels import LinearDecision, apply_map, make_feature_map
+from .margin import MarginLLPClassifier
+
+__all__ = ["AlterPSVM", "optimal_bag_labels", "proportional_random_labels", "run_annealing"]
+
+_SEED_MAX = np.iinfo(np.int32).max
+
+
+def optimal_bag_labels(
+    delta: np.ndarray,
+    bag_codes: np.ndarray,
+    shares: np.ndarray,
+    weight: float,
+    known: np.ndarray | None = None,
+) -> np.ndarray:
+    """The label step of alter-pSVM (Prop. 1 and 2) for all bags at once.
+
+    Minimises, over labelings of the rows whose label is not ``known``,
+    ``sum_i loss_i(y_i) + weight * sum_k |p~_k(y) - p_k|`` where ``delta_i = loss_i(-1) -
+    loss_i(+1)`` is the loss reduction of labeling row i positive. For a fixed number r of
+    positives among a bag's free rows the best choice is the r rows with the largest ``delta``
+    (Prop. 1); every r from 0 to the number of free rows is scored from cumulative sums and the
+    best r is taken per bag.
+
+    Array operations only: one ``np.lexsort`` by (bag, -delta), one cumulative sum, and a
+    segment minimum (``np.minimum.reduceat``) over the ``N_free + K`` candidate counts, so the
+    cost is O(N log N) with no Python loop over bags or rows.
+
+    Parameters
+    ----------
+    delta : (n,) loss reduction of labeling each row positive instead of negative.
+    bag_codes : (n,) bag index 0..K-1 per row.
+    shares : (K,) target positive share p_k per bag.
+    weight : the proportion-loss weight (``C_p / C*`` in eq. 7).
+    known : (n,) 1 / 0 for rows with a fixed label, -1 elsewhere (``None``: all free).
+
+    Returns
+    -------
+    (n,) bool, True where the row is labeled positive.
+    """
+    delta = np.asarray(delta, dtype=float)
+    codes = np.asarray(bag_codes, dtype=np.intp)
+    shares = np.asarray(shares, dtype=float)
+    n_bags = len(shares)
+    known = np.full(len(codes), -1) if known is None else np.asarray(known)
+    sizes = np.maximum(np.bincount(codes, minlength=n_bags), 1)
+    known_pos = np.bincount(codes, weights=(known == 1), minlength=n_bags)
+
+    rows = np.flatnonzero(known < 0)
+    order = np.lexsort((-delta[rows], codes[rows]))
+    srows = rows[order]
+    scodes = codes[srows]
+    n_free = np.bincount(scodes, minlength=n_bags)
+    seg_start = np.cumsum(n_free) - n_free
+    csum = np.cumsum(delta[srows])
+    before = np.concatenate(([0.0], csum))[seg_start]
+    gain_sorted = csum - before[scodes]  # gain of the top-(t+1) rows of the bag
+
+    # candidates: for bag k the counts r = 0..n_free[k], laid out bag after bag
+    cand_start = seg_start + np.arange(n_bags)
+    cand_bag = np.repeat(np.arange(n_bags), n_free + 1)
+    cand_r = np.arange(len(cand_bag)) - cand_start[cand_bag]
+    gain = np.zeros(len(cand_bag))
+    gain[np.arange(len(srows)) + scodes + 1] = gain_sorted
+    share_gap = (cand_r + known_pos[cand_bag]) / sizes[cand_bag] - shares[cand_bag]
+    value = weight * np.abs(share_gap) - gain
+    best = np.minimum.reduceat(value, cand_start)
+    hits = np.flatnonzero(value <= best[cand_bag])
+    first = hits[np.concatenate(([True], cand_bag[hits[1:]] != cand_bag[hits[:-1]]))]
+    r_best = cand_r[first]
+
+    positive = known == 1
+    rank = np.arange(len(srows)) - seg_start[scodes]
+    positive[srows] = rank < r_best[scodes]
+    return positive
+
+
+def proportional_random_labels(
+    scores: np.ndarray, bag_codes: np.ndarray, shares: np.ndarray, known: np.ndarray
+) -> np.ndarray:
+    """±1 labels matching every bag's share as closely as counts allow; ranked by ``scores``.
+
+    With random scores this is the random initialisation within the proportions; with a
+    model's decision values it is that model's best proportion-consistent labeling.
+    """
+    scores = np.asarray(scores, dtype=float)
+    sizes = np.bincount(bag_codes, minlength=len(shares))
+    weight = 4.0 * (np.abs(scores).max() + 1.0) * sizes.max()
+    positive = optimal_bag_labels(scores, bag_codes, shares, weight, known)
+    return np.where(positive, 1.0, -1.0)
+
+
+def proportion_loss(y: np.ndarray, bag_codes: np.ndarray, shares: np.ndarray) -> float:
+    """``sum_k |p~_k(y) - p_k|`` (eq. 3 and the absolute proportion loss of Sect. 4)."""
+    sizes = np.bincount(bag_codes, minlength=len(shares))
+    positives = np.bincount(bag_codes, weights=(y > 0), minlength=len(shares))
+    return float(np.abs(positives / np.maximum(sizes, 1) - shares).sum())
+
+
+def run_annealing(
+    y: np.ndarray,
+    schedule: Sequence,
+    fit: Callable,
+    objective: Callable,
+    relabel: Callable,
+    *,
+    tol: float,
+    max_iter: int,
+):
+    """The annealing / alternation skeleton shared by alter-pSVM and twin alter-pSVM.
+
+    For each value ``c`` of ``schedule``: repeat ``state = fit(y, c, state)`` (model step,
+    warm-started) and ``y = relabel(state, c)`` (label step) until the objective after a label
+    step falls by less than ``tol`` relative to the previous one, or ``max_iter`` rounds. A model
+    step that would raise ``objective(state, y, c)`` is rejected (the old state is kept).
+
+    Returns ``(state, y, history, n_iter)``: ``history`` holds, per annealing step, the
+    objective after every half step (model, label, model, label, ...).
+    """
+    state, history, n_iter = None, [], 0
+    for c in schedule:
+        values: list[float] = []
+        previous = np.inf
+        for _ in range(max_iter):
+            before = objective(state, y, c) if state is not None else np.inf
+            candidate = fit(y, c, state)
+            after = objective(candidate, y, c)
+            if after <= before:
+                state = candidate
+            else:
+                after = before
+            y = relabel(state, c)
+            current = objective(state, y, c)
+            values += [after, current]
+            n_iter += 1
+            if np.isfinite(previous) and previous - current <= tol * abs(previous):
+                break
+            previous = current
+        history.append(np.array(values))
+    return state, y, history, n_iter
+
+
+def annealing_schedule(start: float, stop: float, delta: float) -> list[float]:
+    """``start, start (1+delta), ...`` capped at ``stop``; the last value is ``stop`` (Alg. 1)."""
+    values = [start]
+    while values[-1] < stop:
+        values.append(min(values[-1] * (1.0 + delta), stop))
+    return values
+
+
+# --- the SVM step: squared-hinge SVM in the primal by generalised Newton ---------------------
+
+
+def squared_hinge_svm(
+    Z: np.ndarray, y: np.ndarray, C: float, z0: np.ndarray | None = None, max_iter: int = 50
+) -> np.ndarray:
+    """``argmin_z 1/2 |w|^2 + C sum_i max(0, 1 - y_i z.Z_i)^2``, ``z = (w, b)``, b unregularised.
+
+    ``Z`` carries a last column of ones for the bias. Generalised Newton with Armijo
+    backtracking (the objective is piecewise quadratic, so Newton converges in a few steps
+    once the active set settles); stops when the Newton decrement is below 1e-12 of the
+    objective. Cost per iteration O(N D^2).
+    """
+    D = Z.shape[1]
+    reg = np.ones(D)
+    reg[-1] = 0.0
+    z = np.zeros(D) if z0 is None else z0.copy()
+
+    def value(zz: np.ndarray) -> tuple[float, np.ndarray]:
+        margin = 1.0 - y * (Z @ zz)
+        return 0.5 * float(zz[:-1] @ zz[:-1]) + C * float(
+            np.square(np.maximum(margin, 0)).sum()
+        ), margin
+
+    f0, margin = value(z)
+    for _ in range(max_iter):
+        active = margin > 0
+        Za = Z[active]
+        grad = reg * z - 2.0 * C * (Za.T @ (margin[active] * y[active]))
+        hess = 2.0 * C * (Za.T @ Za)
+        hess[np.diag_indices(D)] += reg + 1e-12 * (1.0 + hess.diagonal().max())
+        step = np.linalg.solve(hess, grad)
+        decrement = float(grad @ step)
+        if decrement <= 1e-12 * max(f0, 1e-12):
+            break
+        t = 1.0
+        while True:
+            f1, m1 = value(z - t * step)
+            if f1 <= f0 - 1e-4 * t * decrement or t < 1e-10:
+                break
+            t *= 0.5
+        if f1 > f0:
+            break
+        z, f0, margin = z - t * step, f1, m1
+    return z
+
+
+def _squared_hinge(margin: np.ndarray) -> np.ndarray:
+    return np.square(np.maximum(margin, 0.0))
+
+
+def _alter_run(
+    Z: np.ndarray,
+    codes: np.ndarray,
+    shares: np.ndarray,
+    known: np.ndarray,
+    schedule: list[float],
+    C_p: float,
+    tol: float,
+    max_iter: int,
+    init_scores: np.ndarray | None,
+    seed: int,
+):
+    """One restart of Alg. 1; returns (objective, z, history, n_iter)."""
+    rng = np.random.RandomState(seed)
+    scores = rng.uniform(-1, 1, len(codes)) if init_scores is None else init_scores
+    y = proportional_random_labels(scores, codes, shares, known)
+
+    def fit(y, c, z):
+        return squared_hinge_svm(Z, y, c, z)
+
+    def objective(z, y, c):
+        f = Z @ z
+        loss = _squared_hinge(1.0 - y * f).sum()
+        return 0.5 * float(z[:-1] @ z[:-1]) + c * loss + C_p * proportion_loss(y, codes, shares)
+
+    def relabel(z, c):
+        f = Z @ z
+        delta = _squared_hinge(1.0 + f) - _squared_hinge(1.0 - f)
+        return np.where(optimal_bag_labels(delta, codes, shares, C_p / c, known), 1.0, -1.0)
+
+    with threadpool_limits(limits=1):
+        z, y, history, n_iter = run_annealing(
+            y, schedule, fit, objective, relabel, tol=tol, max_iter=max_iter
+        )
+    return objective(z, y, schedule[-1]), z, history, n_iter
+
+
+@dataclass(eq=False)
+class FittedPSVM(LinearDecision):
+    """A binary alter-pSVM model with its optimisation record."""
+
+    objective: float = np.nan
+    objective_history: list = field(default_factory=list)
+    restart_objectives: np.ndarray | None = None
+    n_iter: int = 0
+
+
+class _HistoryMixin:
+    """Expose the binary models' optimisation records on the estimator after ``fit``."""
+
+    def fit(self, X, bags, proportions, y=None):
+        super().fit(X, bags, proportions, y)
+        self.objective_ = np.array([m.objective for m in self.estimators_])
+        self.objective_history_ = [m.objective_history for m in self.estimators_]
+        self.n_iter_ = np.array([m.n_iter for m in self.estimators_])
+        return self
+
+
+def check_positive(**params: float) -> None:
+    """ValueError naming the first parameter that is not a positive number."""
+    for name, value in params.items():
+        if not (isinstance(value, int | float | np.number) and np.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be a positive number, got {value!r}")
+
+
+def initial_scores(estimator, init, X, bag_codes, shares, known, random_state):
+    """Decision values of the initialiser named by ``init`` (Sect. 7.2), or ``None``."""
+    if init is None:
+        return None
+    if init == "invcal":
+        from .baselines import InvCal
+
+        model = InvCal(kernel=estimator.kernel, gamma=estimator.gamma)
+    elif init == "conv":
+        try:
+            from .conv_psvm import ConvPSVM
+        except ImportError as exc:
+            raise ValueError(
+                "init='conv' needs qcllp.learn.conv_psvm.ConvPSVM, which is not available"
+            ) from exc
+        model = ConvPSVM(C=estimator.C, kernel=estimator.kernel, gamma=estimator.gamma)
+    else:
+        raise ValueError(f"init must be None, 'invcal' or 'conv', got {init!r}")
+    fitted = model._fit_binary(X, bag_codes, shares, known, random_state)
+    return fitted.decision_function(X)
+
+
+class AlterPSVM(_HistoryMixin, MarginLLPClassifier):
+    """alter-pSVM (Yu et al. 2013, Alg. 1) with the squared hinge loss; see the module docstring.
+
+    Parameters
+    ----------
+    C : weight of the instance loss (final value of the annealed ``C*``).
+    C_p : weight of the absolute proportion loss ``sum_k |p~_k - p_k|`` (eq. 4).
+    kernel : ``"linear"`` or ``"rbf"`` (exact kernel map up to ``exact_kernel_max_n`` rows,
+        Nystroem with ``n_components`` landmarks above; :mod:`qcllp.learn.kernels`).
+    gamma : RBF width, a number or ``"scale"``.
+    n_restarts : random initialisations; the smallest final objective wins.
+    init : ``None``, ``"invcal"`` or ``"conv"``: scores ranking the first restart's labels.
+    annealing_delta : ``Delta``; ``C*`` grows by ``1 + Delta`` per annealing step (0.5 as in
+        the paper, following Chapelle et al. 2008).
+    tol : relative decrease of the objective below which the alternation at one ``C*`` stops.
+    max_iter : cap on alternations per annealing step.
+    n_components, exact_kernel_max_n : see ``kernel``.
+    n_jobs : joblib workers for the restarts.
+    random_state : seed; fixes the model for any ``n_jobs``.
+
+    Fitted attributes (besides the base class's): ``objective_`` (per binary task),
+    ``objective_history_`` (per binary task: per annealing step an array of the objective after
+    every half step), ``n_iter_`` (alternations of the winning restart); each binary model in
+    ``estimators_`` also keeps ``restart_objectives``.
+    """
+
+    def __init__(
+        self,
+        C: float = 1.0,
+        C_p: float = 10.0,
+        kernel: str = "linear",
+        gamma: float | str = "scale",
+        n_restarts: int = 10,
+        init: str | None = None,
+        annealing_delta: float = 0.5,
+        tol: float = 1e-4,
+        max_iter: int = 100,
+        n_components: int = 500,
+        exact_kernel_max_n: int = 1000,
+        n_jobs: int | None = None,
+        random_state=None,
+    ):
+        self.C = C
+        self.C_p = C_p
+        self.kernel = kernel
+        self.gamma = gamma
+        self.n_restarts = n_restarts
+        self.init = init
+        self.annealing_delta = annealing_delta
+        self.tol = tol
+        self.max_iter = max_iter
+        self.n_components = n_components
+        self.exact_kernel_max_n = exact_kernel_max_n
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+
+    def _fit_binary(self, X, bag_codes, shares, known, random_state):
+        check_positive(C=self.C, annealing_delta=self.annealing_delta, tol=self.tol)
+        if not (np.isfinite(self.C_p) and self.C_p >= 0):
+            raise ValueError(f"C_p must be a non-negative number, got {self.C_p!r}")
+        if int(self.n_restarts) < 1 or int(self.max_iter) < 1:
+            raise ValueError("n_restarts and max_iter must be at least 1")
+        feature_map = make_feature_map(
+            X,
+            self.kernel,
+            self.gamma,
+            n_components=self.n_components,
+            exact_kernel_max_n=self.exact_kernel_max_n,
+            random_state=random_state,
+        )
+        Z = np.column_stack([apply_map(feature_map, X), np.ones(len(X))])
+        init_scores = initial_scores(self, self.init, X, bag_codes, shares, known, random_state)
+        seeds = random_state.randint(_SEED_MAX, size=int(self.n_restarts))
+        schedule = annealing_schedule(1e-5 * self.C, self.C, self.annealing_delta)
+        runs = Parallel(n_jobs=self.n_jobs)(
+            delayed(_alter_run)(
+                Z,
+                bag_codes,
+                shares,
+                known,
+                schedule,
+                float(self.C_p),
+                float(self.tol),
+                int(self.max_iter),
+                init_scores if i == 0 else None,
+                seed,
+            )
+            for i, seed in enumerate(seeds)
+        )
+        objectives = np.array([run[0] for run in runs])
+        best = int(np.argmin(objectives))
+        _, z, history, n_iter = runs[best]
+        return FittedPSVM(
+            feature_map,
+            z[:-1],
+            float(z[-1]),
+            objective=float(objectives[best]),
+            objective_history=history,
+            restart_objectives=objectives,
+            n_iter=n_iter,
+        )
