@@ -42,7 +42,7 @@ import numpy as np
 from joblib import Parallel, delayed
 from threadpoolctl import threadpool_limits
 
-from .kernels import LinearDecision, apply_map, make_feature_map
+from .kernels import LinearDecision, estimator_features
 from .margin import MarginLLPClassifier
 
 __all__ = ["AlterPSVM", "optimal_bag_labels", "proportional_random_labels", "run_annealing"]
@@ -244,16 +244,17 @@ def _squared_hinge(margin: np.ndarray) -> np.ndarray:
 
 
 def _alter_run(
-    Z: np.ndarray,
     codes: np.ndarray,
     shares: np.ndarray,
     known: np.ndarray,
-    schedule: list[float],
-    C_p: float,
     tol: float,
     max_iter: int,
     init_scores: np.ndarray | None,
     seed: int,
+    *,
+    Z: np.ndarray,
+    schedule: list[float],
+    C_p: float,
 ):
     """One restart of Alg. 1; returns (objective, z, history, n_iter)."""
     rng = np.random.RandomState(seed)
@@ -308,8 +309,42 @@ def check_positive(**params: float) -> None:
             raise ValueError(f"{name} must be a positive number, got {value!r}")
 
 
-def initial_scores(estimator, init, X, bag_codes, shares, known, random_state):
+def run_restarts(estimator, run, X, bag_codes, shares, known, random_state, **problem):
+    """``estimator.n_restarts`` calls of ``run`` through joblib; the smallest objective wins.
+
+    Seeds are drawn from ``random_state`` before any work is dispatched, so the result does
+    not depend on ``estimator.n_jobs``. The first restart may start from
+    ``estimator.init``'s scores. ``run(codes, shares, known, tol, max_iter, init_scores, seed,
+    **problem)`` returns a tuple whose first entry is the final objective. Returns the
+    objectives of all restarts and the winning run's tuple.
+    """
+    check_positive(C=estimator.C, annealing_delta=estimator.annealing_delta, tol=estimator.tol)
+    if not (np.isfinite(estimator.C_p) and estimator.C_p >= 0):
+        raise ValueError(f"C_p must be a non-negative number, got {estimator.C_p!r}")
+    if int(estimator.n_restarts) < 1 or int(estimator.max_iter) < 1:
+        raise ValueError("n_restarts and max_iter must be at least 1")
+    init_scores = initial_scores(estimator, X, bag_codes, shares, known, random_state)
+    seeds = random_state.randint(_SEED_MAX, size=int(estimator.n_restarts))
+    runs = Parallel(n_jobs=estimator.n_jobs)(
+        delayed(run)(
+            bag_codes,
+            shares,
+            known,
+            float(estimator.tol),
+            int(estimator.max_iter),
+            init_scores if i == 0 else None,
+            seed,
+            **problem,
+        )
+        for i, seed in enumerate(seeds)
+    )
+    objectives = np.array([r[0] for r in runs])
+    return objectives, runs[int(np.argmin(objectives))]
+
+
+def initial_scores(estimator, X, bag_codes, shares, known, random_state):
     """Decision values of the initialiser named by ``init`` (Sect. 7.2), or ``None``."""
+    init = estimator.init
     if init is None:
         return None
     if init == "invcal":
@@ -387,46 +422,25 @@ class AlterPSVM(_HistoryMixin, MarginLLPClassifier):
         self.random_state = random_state
 
     def _fit_binary(self, X, bag_codes, shares, known, random_state):
-        check_positive(C=self.C, annealing_delta=self.annealing_delta, tol=self.tol)
-        if not (np.isfinite(self.C_p) and self.C_p >= 0):
-            raise ValueError(f"C_p must be a non-negative number, got {self.C_p!r}")
-        if int(self.n_restarts) < 1 or int(self.max_iter) < 1:
-            raise ValueError("n_restarts and max_iter must be at least 1")
-        feature_map = make_feature_map(
+        feature_map, Phi = estimator_features(self, X, random_state)
+        Z = np.column_stack([Phi, np.ones(len(X))])
+        objectives, (_, z, history, n_iter) = run_restarts(
+            self,
+            _alter_run,
             X,
-            self.kernel,
-            self.gamma,
-            n_components=self.n_components,
-            exact_kernel_max_n=self.exact_kernel_max_n,
-            random_state=random_state,
+            bag_codes,
+            shares,
+            known,
+            random_state,
+            Z=Z,
+            schedule=annealing_schedule(1e-5 * self.C, self.C, self.annealing_delta),
+            C_p=float(self.C_p),
         )
-        Z = np.column_stack([apply_map(feature_map, X), np.ones(len(X))])
-        init_scores = initial_scores(self, self.init, X, bag_codes, shares, known, random_state)
-        seeds = random_state.randint(_SEED_MAX, size=int(self.n_restarts))
-        schedule = annealing_schedule(1e-5 * self.C, self.C, self.annealing_delta)
-        runs = Parallel(n_jobs=self.n_jobs)(
-            delayed(_alter_run)(
-                Z,
-                bag_codes,
-                shares,
-                known,
-                schedule,
-                float(self.C_p),
-                float(self.tol),
-                int(self.max_iter),
-                init_scores if i == 0 else None,
-                seed,
-            )
-            for i, seed in enumerate(seeds)
-        )
-        objectives = np.array([run[0] for run in runs])
-        best = int(np.argmin(objectives))
-        _, z, history, n_iter = runs[best]
         return FittedPSVM(
             feature_map,
             z[:-1],
             float(z[-1]),
-            objective=float(objectives[best]),
+            objective=float(objectives.min()),
             objective_history=history,
             restart_objectives=objectives,
             n_iter=n_iter,

@@ -14,7 +14,7 @@ from scipy import sparse
 from scipy.optimize import minimize
 from sklearn.svm import SVR
 
-from .kernels import LinearDecision, apply_map, make_feature_map
+from .kernels import LinearDecision, estimator_features
 from .margin import MarginLLPClassifier
 
 __all__ = ["InvCal", "MeanMap", "bag_means"]
@@ -30,22 +30,7 @@ def bag_means(Phi: np.ndarray, bag_codes: np.ndarray, n_bags: int) -> np.ndarray
     return np.asarray(averaging @ Phi)
 
 
-class _BagMeanLearner(MarginLLPClassifier):
-    """Shared parameters and feature map of the bag-mean baselines."""
-
-    def _features(self, X: np.ndarray, random_state) -> tuple[object, np.ndarray]:
-        feature_map = make_feature_map(
-            X,
-            self.kernel,
-            self.gamma,
-            n_components=self.n_components,
-            exact_kernel_max_n=self.exact_kernel_max_n,
-            random_state=random_state,
-        )
-        return feature_map, apply_map(feature_map, X)
-
-
-class InvCal(_BagMeanLearner):
+class InvCal(MarginLLPClassifier):
     """Inverse Calibration (Rueping 2010; pSVM paper eq. 5-6).
 
     Every bag becomes one "super-instance", its mean ``m_k``, with the soft label ``p_k``.
@@ -84,7 +69,7 @@ class InvCal(_BagMeanLearner):
             raise ValueError(f"C_p must be a positive number, got {self.C_p!r}")
         if not (np.isfinite(self.epsilon) and self.epsilon >= 0):
             raise ValueError(f"epsilon must be a non-negative number, got {self.epsilon!r}")
-        feature_map, Phi = self._features(X, random_state)
+        feature_map, Phi = estimator_features(self, X, random_state)
         sizes = np.bincount(bag_codes, minlength=len(shares)).astype(float)
         p = np.clip(shares, 0.5 / sizes, 1.0 - 0.5 / sizes)
         target = -np.log(1.0 / p - 1.0)
@@ -93,7 +78,7 @@ class InvCal(_BagMeanLearner):
         return LinearDecision(feature_map, np.ravel(svr.coef_), float(svr.intercept_[0]))
 
 
-class MeanMap(_BagMeanLearner):
+class MeanMap(MarginLLPClassifier):
     """MeanMap (Quadrianto, Smola, Caetano & Le 2009), linear-feature version.
 
     1. The mean map: bag means are mixtures of the class means, ``m_k = p_k mu_1 + (1 - p_k)
@@ -132,7 +117,7 @@ class MeanMap(_BagMeanLearner):
     def _fit_binary(self, X, bag_codes, shares, known, random_state):
         if not (np.isfinite(self.reg) and self.reg > 0):
             raise ValueError(f"reg must be a positive number, got {self.reg!r}")
-        feature_map, Phi = self._features(X, random_state)
+        feature_map, Phi = estimator_features(self, X, random_state)
         Phi = np.column_stack([Phi, np.ones(len(Phi))])
         n, D = Phi.shape
         Pi = np.column_stack([1.0 - shares, shares])

@@ -25,7 +25,14 @@ from sklearn.kernel_approximation import Nystroem
 from sklearn.metrics.pairwise import rbf_kernel
 from threadpoolctl import threadpool_limits
 
-__all__ = ["ExactRBFMap", "LinearDecision", "make_feature_map", "resolve_gamma"]
+__all__ = [
+    "ExactRBFMap",
+    "LinearDecision",
+    "apply_map",
+    "estimator_features",
+    "make_feature_map",
+    "resolve_gamma",
+]
 
 KERNELS = ("linear", "rbf")
 
@@ -82,6 +89,20 @@ def make_feature_map(
     return Nystroem(
         gamma=g, n_components=min(int(n_components), X.shape[0]), random_state=random_state
     ).fit(X)
+
+
+def estimator_features(estimator, X: np.ndarray, random_state) -> tuple[object, np.ndarray]:
+    """The feature map an estimator's ``kernel``, ``gamma``, ``n_components`` and
+    ``exact_kernel_max_n`` ask for, fitted on ``X``, and the features of ``X``."""
+    feature_map = make_feature_map(
+        X,
+        estimator.kernel,
+        estimator.gamma,
+        n_components=estimator.n_components,
+        exact_kernel_max_n=estimator.exact_kernel_max_n,
+        random_state=random_state,
+    )
+    return feature_map, apply_map(feature_map, X)
 
 
 def apply_map(feature_map, X: np.ndarray) -> np.ndarray:
