@@ -1,0 +1,650 @@
+"""WellSVM: convex relaxation of SVMs with latent labels by label generation (Li et al. 2013).
+
+A weakly labeled SVM looks for labels ``y`` in a feasible set ``Y`` and a large margin at the
+same time, ``min_{y in Y} max_{alpha in A} G(alpha, y)`` with
+``G = 1'alpha - 1/2 alpha' (K o y y') alpha`` (WellSVM eq. 3/11, pSVM eq. 11). The engine here
+solves the convex relaxation over the convex hull of ``{y y'}`` (WellSVM Prop. 1, pSVM
+eq. 14) and serves three feasible sets:
+
+* **label proportions** (pSVM eq. 10): per bag, the share of positives is within ``epsilon``
+  of the given share; this is conv-pSVM (pSVM Alg. 2, :mod:`qcllp.learn.conv_psvm`);
+* **semi-supervised balance** (WellSVM Sect. 4.1, Alg. 2): labeled rows keep their labels,
+  the unlabeled rows have the labeled rows' positive share;
+* **clustering balance** (WellSVM Sect. 4.3, Alg. 4): ``-B <= 1'y <= B``.
+
+All three are the same structure, a :class:`LabelSpace`: groups of free rows, each with a range
+of allowed positive counts, plus fixed rows. Maximising a linear function ``r'y`` over such a
+set is solved for all groups (and many score vectors) at once by sorting (pSVM eq. 21, WellSVM
+Prop. 5): one sort by (group, score), ranks from group offsets, no loop over groups or rows.
+
+The algorithm (WellSVM Alg. 1 = pSVM Alg. 2):
+
+1. start from ``alpha = 1/N`` (pSVM Alg. 2) or from given scores and add a first label vector;
+2. multiple label-kernel learning over the working set (WellSVM Sect. 4.1.2, MKLGL-style):
+   alternate an SVM with the mixed kernel ``sum_t mu_t (K o y_t y_t')`` and the closed-form
+   update ``mu_t = ||w_t|| / sum_s ||w_s||``, ``w_t = mu_t sum_i alpha_i y_ti phi(x_i)``;
+3. add a violated label vector (Sect. 4.1.3, pSVM eq. 18-21) and repeat until none is left or
+   the objective decreases by less than ``tol`` (relative).
+
+Choices where the papers leave room:
+
+* **Feature space.** Everything runs on an explicit feature matrix ``Phi`` with
+  ``K = Phi Phi'`` (:func:`feature_space`): linear: ``[X, 1]``; rbf: the Nystroem map of
+  ``k(x, x') + 1``, with *all* training rows as landmarks (the exact kernel) when
+  ``N <= n_components`` and ``n_components`` random landmarks otherwise. The constant 1 stands
+  in for the dropped bias (pSVM footnote 2). ``Phi`` is rotated onto its principal axes, so
+  its columns are the kernel's eigen-directions in decreasing variance, which the
+  l-infinity search of pSVM eq. 19 needs ("eigendecomposition of the kernel matrix, d such that
+  90 % of the variance is preserved").
+* **SVM solver.** The bias-free dual ``max 1'a - 1/2 a'Qa, 0 <= a <= C`` for
+  ``N <= EXACT_MAX_ROWS`` is solved exactly by libsvm (``SVC(kernel="precomputed")``) on the
+  doubled problem ``{(phi_i, +1), (-phi_i, -1)}`` with ``C/2``: by symmetry its equality
+  constraint ``sum a_i s_i = 0`` binds nothing, and ``a_i + a_i'`` solves the bias-free dual.
+  For larger N the same dual is solved by L-BFGS-B with implicit products
+  ``Q a = sum_t mu_t y_t o Phi (Phi' (y_t o a))``: memory and time O(T N d) per product,
+  never an N x N matrix.
+* **Violated label.** Candidates are the l-infinity maximisers of pSVM eq. 19-21 (every one of
+  the leading ``d`` eigen-directions, both signs) plus WellSVM's eq. 16-17 candidate
+  (``r = H y_hat`` for the best label vector of the working set); the candidate with the largest
+  true value ``y' H y = ||Phi' (alpha o y)||^2`` (eq. 18) is added when it beats the working set
+  (WellSVM Prop. 4), otherwise the algorithm has converged.
+* **Recovering labels.** pSVM Sect. 5.3: rank-1 approximation ``M ~ y y'`` of
+  ``M = sum_t mu_t y_t y_t'`` (real-valued y), prediction by eq. 22. WellSVM Alg. 2/4 step 7:
+  ``f(x) = sum_t w_t' phi(x)``, i.e. ``y = sum_t mu_t y_t``. Either way the global sign is then
+  chosen so that the training predictions fit the label space best (pSVM footnote 3:
+  "resolved by validation on the training bags"), so a model never flips all labels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.optimize import minimize
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.svm import SVC
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_array, check_is_fitted
+
+from .kernels import LinearDecision, apply_map, make_feature_map
+
+__all__ = [
+    "EXACT_MAX_ROWS",
+    "FeatureSpace",
+    "LabelSpace",
+    "WellSVM",
+    "WellSVMResult",
+    "argmax_labels",
+    "balance_label_space",
+    "cluster_label_space",
+    "feature_space",
+    "fit_wellsvm",
+    "linf_violated_label",
+    "proportion_label_space",
+]
+
+EXACT_MAX_ROWS = 1500
+"""Up to this many rows the mixed-kernel SVM is solved exactly by libsvm (doubled kernel)."""
+
+VARIANCE_KEPT = 0.9
+"""pSVM Sect. 5.2: the l-infinity search uses the eigen-directions holding 90 % of the variance."""
+
+MAX_SEARCH_DIMS = 32
+"""Cap on those directions, so that a search costs at most O(N * 64 * d) on large sets."""
+
+MKL_MAX_ITER = 100
+"""WellSVM Sect. 4.1.2: the MKLGL alternation "always converges in fewer than 100 iterations"."""
+
+MKL_TOL = 1e-3
+
+LOCAL_SEARCH_STEPS = 20
+"""Steps of the eq. 16-17 ascent that sharpens the violated label (see ``_Engine.improve``)."""
+"""Stop the MKLGL alternation when no kernel weight moves by more than this."""
+
+
+# --------------------------------------------------------------------------- label spaces
+
+
+@dataclass(frozen=True)
+class LabelSpace:
+    """A feasible set of label vectors ``y in {-1, +1}^n``.
+
+    ``fixed`` (n,) holds +1/-1 for rows whose label is fixed and 0 for free rows; ``groups``
+    (n,) the group index 0..g-1 of every row (only free rows matter); ``lo``/``hi`` (g,) the
+    allowed range of the number of positives among each group's *free* rows.
+    """
+
+    fixed: np.ndarray
+    groups: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+
+    @property
+    def n_groups(self) -> int:
+        return len(self.lo)
+
+    def argmax(self, scores: np.ndarray) -> np.ndarray:
+        """``argmax_{y in Y} scores' y``, per column of ``scores``; see :func:`argmax_labels`."""
+        return argmax_labels(scores, self)
+
+    def contains(self, y: np.ndarray) -> bool:
+        """Whether ``y`` (n,) in {-1, +1} is feasible."""
+        y = np.asarray(y)
+        if not np.isin(y, (-1, 1)).all():
+            return False
+        fixed = self.fixed != 0
+        if np.any(y[fixed] != self.fixed[fixed]):
+            return False
+        pos = self._free_positives(y)
+        return bool(np.all((pos >= self.lo) & (pos <= self.hi)))
+
+    def violation(self, y: np.ndarray) -> float:
+        """How far ``y`` (any signs) is from the set: positives outside the allowed count range
+        per group plus fixed rows with the other sign. Orients recovered labels (footnote 3)."""
+        y = np.where(np.asarray(y) > 0, 1, -1)
+        fixed = self.fixed != 0
+        wrong = np.count_nonzero(y[fixed] != self.fixed[fixed])
+        pos = self._free_positives(y)
+        outside = np.maximum(self.lo - pos, 0) + np.maximum(pos - self.hi, 0)
+        return float(wrong + outside.sum())
+
+    def _free_positives(self, y: np.ndarray) -> np.ndarray:
+        free = self.fixed == 0
+        return np.bincount(
+            self.groups[free], weights=(y[free] > 0).astype(float), minlength=self.n_groups
+        )
+
+
+def argmax_labels(scores: np.ndarray, space: LabelSpace) -> np.ndarray:
+    """Maximise ``r' y`` over the label space for every column ``r`` of ``scores`` at once.
+
+    pSVM eq. 21 / WellSVM Prop. 5: within a group the optimal y is +1 on the highest scores,
+    and the number of positives is the count of positive scores clipped to the allowed range
+    (the objective is concave in that count, ``2 * sum of the top m scores - sum``). Fixed rows
+    keep their label. All groups and columns are handled by one stable sort by score and one by
+    group, per-group ranks from group offsets: O(N log N) per column, no Python loop.
+
+    ``scores`` (n,) or (n, q); returns int8 labels in {-1, +1} of the same shape.
+    """
+    S = np.asarray(scores, dtype=float)
+    one_d = S.ndim == 1
+    S = S.reshape(len(S), -1)
+    n, q = S.shape
+    Y = np.repeat(space.fixed.astype(np.int8)[:, None], q, axis=1)
+    free = np.flatnonzero(space.fixed == 0)
+    if len(free):
+        Sf = S[free]
+        gf = space.groups[free]
+        order = np.argsort(-Sf, axis=0, kind="stable")
+        order = np.take_along_axis(order, np.argsort(gf[order], axis=0, kind="stable"), axis=0)
+        sizes = np.bincount(gf, minlength=space.n_groups)
+        starts = np.cumsum(sizes) - sizes
+        g_sorted = gf[order]
+        rank = np.arange(len(free))[:, None] - starts[g_sorted]
+        flat = (gf[:, None] * q + np.arange(q)).ravel()
+        n_pos = np.bincount(flat, weights=(Sf > 0).ravel(), minlength=space.n_groups * q)
+        m = np.clip(n_pos.reshape(space.n_groups, q), space.lo[:, None], space.hi[:, None])
+        y_sorted = np.where(rank < m[g_sorted, np.arange(q)], 1, -1).astype(np.int8)
+        Yf = np.empty_like(y_sorted)
+        np.put_along_axis(Yf, order, y_sorted, axis=0)
+        Y[free] = Yf
+    return Y[:, 0] if one_d else Y
+
+
+def _count_range(target: np.ndarray, slack: np.ndarray, size: np.ndarray):
+    """Integer positive counts within ``target +- slack`` (all arrays per group), in [0, size];
+    when no integer lies in the range (e.g. slack 0 and a non-integer target), the nearest."""
+    lo = np.ceil(target - slack - 1e-9)
+    hi = np.floor(target + slack + 1e-9)
+    empty = lo > hi
+    lo = np.where(empty, np.round(target), lo)
+    hi = np.where(empty, np.round(target), hi)
+    lo = np.clip(lo, 0, size).astype(np.int64)
+    return lo, np.clip(hi, lo, size).astype(np.int64)
+
+
+def _fixed_from_known(known: np.ndarray | None, n: int) -> np.ndarray:
+    """1 / 0 known labels, -1 unknown (the :class:`MarginLLPClassifier` convention) -> +1/-1/0."""
+    if known is None:
+        return np.zeros(n, dtype=np.int8)
+    known = np.asarray(known)
+    return np.select([known == 1, known == 0], [1, -1], 0).astype(np.int8)
+
+
+def proportion_label_space(
+    bag_codes: np.ndarray,
+    shares: np.ndarray,
+    epsilon: float = 0.0,
+    known: np.ndarray | None = None,
+) -> LabelSpace:
+    """pSVM eq. 10: per bag k, ``|p~_k(y) - p_k| <= epsilon``; known rows (1/0, -1 unknown) fixed.
+
+    The allowed numbers of positives per bag are the integers in
+    ``[(p_k - eps) |B_k|, (p_k + eps) |B_k|]`` (the nearest one when that range holds none),
+    minus the known positives of the bag, clipped to the bag's free rows.
+    """
+    codes = np.asarray(bag_codes, dtype=np.intp)
+    shares = np.asarray(shares, dtype=float)
+    fixed = _fixed_from_known(known, len(codes))
+    h = len(shares)
+    size = np.bincount(codes, minlength=h)
+    lo, hi = _count_range(shares * size, np.full(h, float(epsilon)) * size, size)
+    known_pos = np.bincount(codes, weights=(fixed == 1).astype(float), minlength=h)
+    n_free = np.bincount(codes, weights=(fixed == 0).astype(float), minlength=h).astype(np.int64)
+    lo = np.clip(lo - known_pos, 0, n_free).astype(np.int64)
+    hi = np.clip(hi - known_pos, lo, n_free).astype(np.int64)
+    return LabelSpace(fixed=fixed, groups=codes, lo=lo, hi=hi)
+
+
+def balance_label_space(
+    fixed: np.ndarray, balance: float = 0.0, positive_share: float | None = None
+) -> LabelSpace:
+    """WellSVM Sect. 4.1 (semi-supervised): the unlabeled rows' positive share equals the
+    labeled rows' share (``1'y_U / (N - l) = 1'y_L / l``), or ``positive_share`` when given,
+    within ``balance`` (0: as exactly as integers allow, the paper's constraint)."""
+    fixed = np.asarray(fixed).astype(np.int8)
+    labeled = fixed != 0
+    if positive_share is None:
+        if not labeled.any():
+            raise ValueError("semi-supervised WellSVM needs at least one labeled row")
+        positive_share = float(np.mean(fixed[labeled] > 0))
+    n_free = np.array([np.count_nonzero(~labeled)])
+    lo, hi = _count_range(positive_share * n_free, balance * n_free, n_free)
+    return LabelSpace(fixed=fixed, groups=np.zeros(len(fixed), dtype=np.intp), lo=lo, hi=hi)
+
+
+def cluster_label_space(n: int, balance: float = 0.03) -> LabelSpace:
+    """WellSVM Sect. 4.3: ``-B <= 1'y <= B`` with ``B = balance * N`` (the paper: 0.03 N for
+    balanced data), i.e. between ``(N - B) / 2`` and ``(N + B) / 2`` positives."""
+    size = np.array([n])
+    lo, hi = _count_range(size / 2.0, balance * size / 2.0, size)
+    return LabelSpace(
+        fixed=np.zeros(n, dtype=np.int8), groups=np.zeros(n, dtype=np.intp), lo=lo, hi=hi
+    )
+
+
+# --------------------------------------------------------------------------- feature space
+
+
+@dataclass(frozen=True)
+class FeatureSpace:
+    """The engine's feature space: ``Phi = [phi(X), 1] @ rotation``.
+
+    ``feature_map`` comes from :func:`qcllp.learn.kernels.make_feature_map` (``None`` for the
+    linear kernel); ``rotation`` (D + 1, d) turns ``[phi(x), 1]`` onto the principal axes of the
+    training features (eigenvectors of ``Phi' Phi``, decreasing eigenvalue, null directions
+    dropped). Weights ``w`` learned on ``Phi`` become an ordinary linear model on ``phi(x)``.
+    """
+
+    feature_map: object | None
+    rotation: np.ndarray
+
+    def decision(self, w: np.ndarray) -> LinearDecision:
+        """``f(x) = [phi(x), 1] @ rotation @ w`` as a :class:`LinearDecision`."""
+        v = self.rotation @ w
+        return LinearDecision(self.feature_map, v[:-1], float(v[-1]))
+
+
+def feature_space(
+    X: np.ndarray, kernel: str, gamma, n_components: int, random_state
+) -> tuple[FeatureSpace, np.ndarray]:
+    """Fit the feature space on ``X`` and return it with the training features ``Phi``.
+
+    ``"linear"``: ``phi(x) = x``; ``"rbf"``: the exact kernel map when ``N <= n_components``,
+    Nystroem with ``n_components`` landmarks otherwise (:mod:`qcllp.learn.kernels`). A constant
+    1 is appended (kernel ``k + 1``) in place of the dropped bias (pSVM footnote 2).
+    """
+    X = np.asarray(X, dtype=float)
+    fmap = make_feature_map(
+        X,
+        kernel,
+        gamma,
+        n_components=n_components,
+        exact_kernel_max_n=n_components,
+        random_state=random_state,
+    )
+    base = np.column_stack([apply_map(fmap, X), np.ones(len(X))])
+    eigval, eigvec = np.linalg.eigh(base.T @ base)
+    keep = eigval > 1e-10 * max(eigval.max(), 1e-300)
+    order = np.argsort(-eigval[keep])
+    rotation = eigvec[:, keep][:, order]
+    return FeatureSpace(fmap, rotation), base @ rotation
+
+
+# --------------------------------------------------------------------------- the engine
+
+
+@dataclass
+class WellSVMResult:
+    """What :func:`fit_wellsvm` learned.
+
+    ``alpha`` (n,) dual variables, ``mu`` (T,) kernel weights, ``Y`` (T, n) the working set of
+    label vectors, ``objective`` the MKL objective after each cutting-plane iteration
+    (non-increasing up to solver accuracy), ``converged`` whether no violated label was left.
+    """
+
+    alpha: np.ndarray
+    mu: np.ndarray
+    Y: np.ndarray
+    objective: list[float] = field(default_factory=list)
+    converged: bool = False
+
+    @property
+    def n_iter(self) -> int:
+        return len(self.objective)
+
+    def rank1_labels(self) -> np.ndarray:
+        """pSVM Sect. 5.3: real-valued y from the rank-1 approximation of sum_t mu_t y_t y_t'."""
+        A = self.Y.T.astype(float) * np.sqrt(self.mu)
+        u, s, _ = np.linalg.svd(A, full_matrices=False)
+        return s[0] * u[:, 0]
+
+    def mean_labels(self) -> np.ndarray:
+        """WellSVM Alg. 2/4 step 7: f = sum_t w_t' phi, i.e. the labels sum_t mu_t y_t."""
+        return self.mu @ self.Y
+
+
+def _svm_exact(Q: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    """Bias-free SVM dual ``max 1'a - a'Qa/2, 0 <= a <= upper`` by libsvm on the doubled problem.
+
+    Rows (phi_i, +1) and (-phi_i, -1) with box ``upper/2`` each: the doubled kernel seen by
+    libsvm is ``[[Q, Q], [Q, Q]]`` and its equality constraint ``sum a - sum b = 0`` always has
+    a feasible split, so ``a + b`` solves the bias-free problem (libsvm's bias is unused).
+    """
+    n = len(Q)
+    C = float(upper.max())
+    svc = SVC(C=C / 2.0, kernel="precomputed", tol=1e-5, cache_size=500)
+    weights = np.tile(upper / C, 2)
+    svc.fit(np.block([[Q, -Q], [-Q, Q]]), np.r_[np.ones(n), -np.ones(n)], sample_weight=weights)
+    both = np.zeros(2 * n)
+    both[svc.support_] = np.abs(svc.dual_coef_[0])
+    return np.minimum(both[:n] + both[n:], upper)
+
+
+def _svm_lbfgs(matvec, upper: np.ndarray, alpha0: np.ndarray) -> np.ndarray:
+    """The same dual by L-BFGS-B with implicit products (large N), warm-started."""
+
+    def fun(a):
+        g = matvec(a)
+        return 0.5 * a @ g - a.sum(), g - 1.0
+
+    bounds = np.column_stack([np.zeros_like(upper), upper])
+    res = minimize(
+        fun,
+        np.clip(alpha0, 0, upper),
+        jac=True,
+        method="L-BFGS-B",
+        bounds=bounds,
+        options={"maxiter": 2000, "ftol": 1e-10, "gtol": 1e-6},
+    )
+    return res.x
+
+
+class _Engine:
+    """One WellSVM run on a fixed feature matrix and label space (WellSVM Alg. 1)."""
+
+    def __init__(self, Phi: np.ndarray, space: LabelSpace, upper: np.ndarray):
+        self.Phi = Phi
+        self.space = space
+        self.upper = upper
+        self.exact = len(Phi) <= EXACT_MAX_ROWS
+        self.K = Phi @ Phi.T if self.exact else None
+        var = np.sum(Phi**2, axis=0)
+        kept = np.searchsorted(np.cumsum(var) / var.sum(), VARIANCE_KEPT) + 1
+        self.n_search = int(min(kept, MAX_SEARCH_DIMS, Phi.shape[1]))
+
+    def label_norms(self, alpha: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        """``y' H y = ||Phi' (alpha o y)||^2`` for every column of Y (n, q) (pSVM eq. 18)."""
+        G = self.Phi.T @ (alpha[:, None] * Y)
+        return np.einsum("dq,dq->q", G, G)
+
+    def _solve_svm(self, Y: np.ndarray, mu: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+        if self.exact:
+            M = (Y.T * mu) @ Y
+            return _svm_exact(self.K * M, self.upper)
+        Phi, Yf = self.Phi, Y.astype(float)
+
+        def matvec(a):
+            G = Phi.T @ (Yf.T * a[:, None])  # (d, T)
+            return np.sum(Yf.T * (Phi @ (G * mu)), axis=1)
+
+        return _svm_lbfgs(matvec, self.upper, alpha)
+
+    def mkl(self, Y: np.ndarray, mu: np.ndarray, alpha: np.ndarray):
+        """WellSVM Sect. 4.1.2 (MKLGL): SVM with the mixed kernel, then
+        ``mu_t = ||w_t|| / sum ||w_s||`` with ``||w_t|| = mu_t ||Phi'(alpha o y_t)||``."""
+        for _ in range(MKL_MAX_ITER):
+            alpha = self._solve_svm(Y, mu, alpha)
+            norms = mu * np.sqrt(np.maximum(self.label_norms(alpha, Y.T), 0.0))
+            if norms.sum() <= 0:
+                break
+            new_mu = norms / norms.sum()
+            done = np.max(np.abs(new_mu - mu)) < MKL_TOL
+            mu = new_mu
+            if done:
+                break
+        alpha = self._solve_svm(Y, mu, alpha)
+        objective = float(alpha.sum() - 0.5 * mu @ self.label_norms(alpha, Y.T))
+        return alpha, mu, objective
+
+    def candidates(self, alpha: np.ndarray, Y: np.ndarray | None) -> np.ndarray:
+        """Violated-label candidates (n, q): pSVM eq. 19-21 per eigen-direction and sign, plus
+        WellSVM eq. 16-17 (``r = H y_hat``) for the best working-set vector ``y_hat``."""
+        R = alpha[:, None] * self.Phi[:, : self.n_search]
+        scores = [R, -R]
+        if Y is not None:
+            best = Y[np.argmax(self.label_norms(alpha, Y.T))]
+            scores.append((alpha * (self.Phi @ (self.Phi.T @ (alpha * best))))[:, None])
+        return self.space.argmax(np.hstack(scores))
+
+    def improve(self, alpha: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Ascend ``y' H y`` from ``y`` by repeating WellSVM eq. 16-17, ``y <- argmax (H y)' y``:
+        by Prop. 4 every changed step is more violated (Prop. 3: more effort per search, fewer
+        cutting-plane iterations). Stops at a fixed point or after ``LOCAL_SEARCH_STEPS``."""
+        for _ in range(LOCAL_SEARCH_STEPS):
+            step = self.space.argmax(alpha * (self.Phi @ (self.Phi.T @ (alpha * y))))
+            if np.array_equal(step, y):
+                break
+            y = step
+        return y
+
+    def run(self, init_scores: np.ndarray | None, max_iter: int, tol: float) -> WellSVMResult:
+        n = len(self.Phi)
+        if init_scores is None:
+            alpha = np.full(n, 1.0 / n)  # pSVM Alg. 2: alpha_i = 1/N
+            cands = self.candidates(alpha, None)
+            y0 = cands[:, np.argmax(self.label_norms(alpha, cands))]
+        else:
+            y0 = self.space.argmax(init_scores)
+        Y = y0[None, :].astype(np.int8)
+        mu = np.ones(1)
+        alpha = np.minimum(self.upper, 1.0 / n)
+        result = WellSVMResult(alpha, mu, Y)
+        for _ in range(max(int(max_iter), 1)):
+            alpha, mu, objective = self.mkl(Y, mu, alpha)
+            previous = result.objective[-1] if result.objective else np.inf
+            result = WellSVMResult(alpha, mu, Y, [*result.objective, objective])
+            if previous - objective < tol * max(abs(objective), 1e-12) and np.isfinite(previous):
+                result.converged = True
+                break
+            cands = self.candidates(alpha, Y)
+            y_new = self.improve(alpha, cands[:, np.argmax(self.label_norms(alpha, cands))])
+            value = self.label_norms(alpha, y_new[:, None])[0]
+            working_best = self.label_norms(alpha, Y.T).max()
+            duplicate = np.any(np.all(y_new == Y, axis=1))
+            # WellSVM Prop. 4: violated iff y*' H y* > max over the working set.
+            if duplicate or value <= working_best * (1 + 1e-9):
+                result.converged = True
+                break
+            Y = np.vstack([Y, y_new])
+            mu = np.append(mu * (1 - 1 / len(Y)), 1 / len(Y))
+        return result
+
+
+def fit_wellsvm(
+    Phi: np.ndarray,
+    space: LabelSpace,
+    C: float | np.ndarray = 1.0,
+    *,
+    max_iter: int = 10,
+    tol: float = 1e-4,
+    init_scores: np.ndarray | None = None,
+) -> WellSVMResult:
+    """Run WellSVM (Alg. 1) on features ``Phi`` (n, d) over the label space ``space``.
+
+    ``C`` is a scalar or a per-row box (e.g. C_l on labeled and C_u on unlabeled rows);
+    ``init_scores`` (n,) gives the first label vector as ``space.argmax(init_scores)``,
+    otherwise it is found by the violated-label search at ``alpha = 1/N`` (pSVM Alg. 2).
+    """
+    upper = np.broadcast_to(np.asarray(C, dtype=float), (len(Phi),)).copy()
+    if np.any(upper <= 0):
+        raise ValueError("C must be positive")
+    return _Engine(np.asarray(Phi, dtype=float), space, upper).run(init_scores, max_iter, tol)
+
+
+def linf_violated_label(alpha: np.ndarray, features: np.ndarray, space: LabelSpace) -> np.ndarray:
+    """pSVM eq. 19-21: ``argmax_{y in Y} max_j |sum_i alpha_i y_i x_i^(j)|``.
+
+    For every dimension j and sign s the inner problem is linear in y and splits over bags
+    (eq. 20), each solved by sorting (eq. 21); all 2d of them run in one :func:`argmax_labels`
+    call, and the best (j, s) wins.
+    """
+    R = np.asarray(alpha, dtype=float)[:, None] * np.asarray(features, dtype=float)
+    scores = np.hstack([R, -R])
+    cands = space.argmax(scores)
+    values = np.einsum("nq,nq->q", scores, cands)
+    return cands[:, int(np.argmax(values))]
+
+
+def oriented_weights(
+    Phi: np.ndarray, result: WellSVMResult, space: LabelSpace, labels: np.ndarray
+) -> np.ndarray:
+    """Weights ``w = Phi' (alpha o labels)`` of eq. 22, with the global sign that makes the
+    training predictions fit ``space`` best (pSVM footnote 3); ties keep the sign."""
+    w = Phi.T @ (result.alpha * labels)
+    f = Phi @ w
+    if space.violation(-f) < space.violation(f):
+        w = -w
+    return w
+
+
+# --------------------------------------------------------------------------- estimator
+
+
+class WellSVM(ClassifierMixin, BaseEstimator):
+    """WellSVM for semi-supervised learning (Alg. 2) and clustering (Alg. 4).
+
+    Parameters
+    ----------
+    task : ``"semi-supervised"`` or ``"clustering"``.
+    C : box of the labeled rows' dual variables (C_1 in WellSVM eq. 11); for clustering, of
+        all rows (eq. 26).
+    C_u : box of the unlabeled rows (C_2 in eq. 11); ``None`` means ``C``.
+    balance : semi-supervised: tolerance on the unlabeled rows' positive share around the
+        labeled share (or ``positive_share``), 0 = the paper's equality; clustering:
+        ``B / N`` in ``-B <= 1'y <= B`` (the paper uses 0.03 for balanced data).
+    positive_share : semi-supervised only: the unlabeled rows' positive share, when known
+        better than from the labeled rows.
+    kernel, gamma, n_components : the feature space (:func:`feature_space`).
+    max_iter, tol : cutting-plane iterations and relative objective decrease to stop at.
+    random_state : seeds the Nystroem landmarks (rbf with more rows than ``n_components``).
+
+    Label convention: ``fit(X, y)`` takes ``y`` with +1 / -1 for labeled rows and 0 or NaN for
+    unlabeled ones (clustering ignores ``y``). ``labels_`` holds +1 / -1 for every training row:
+    labeled rows keep theirs, the others get ``argmax_{y in Y} f' y`` for the learned decision
+    values f (so they satisfy the balance constraint). ``predict`` is the sign of
+    ``decision_function``; classes are ``[-1, 1]``.
+    """
+
+    def __init__(
+        self,
+        task: str = "semi-supervised",
+        C: float = 1.0,
+        C_u: float | None = None,
+        balance: float = 0.03,
+        positive_share: float | None = None,
+        kernel: str = "linear",
+        gamma="scale",
+        max_iter: int = 10,
+        tol: float = 1e-4,
+        n_components: int = 500,
+        random_state=None,
+    ):
+        self.task = task
+        self.C = C
+        self.C_u = C_u
+        self.balance = balance
+        self.positive_share = positive_share
+        self.kernel = kernel
+        self.gamma = gamma
+        self.max_iter = max_iter
+        self.tol = tol
+        self.n_components = n_components
+        self.random_state = random_state
+
+    def _space_and_box(self, n: int, y) -> tuple[LabelSpace, np.ndarray, np.ndarray | None]:
+        if self.task == "clustering":
+            return cluster_label_space(n, self.balance), np.full(n, float(self.C)), None
+        if self.task != "semi-supervised":
+            raise ValueError(f"task must be 'semi-supervised' or 'clustering', got {self.task!r}")
+        if y is None:
+            raise ValueError("semi-supervised WellSVM needs y (+1/-1 labeled, 0/NaN unlabeled)")
+        ya = np.asarray(y, dtype=float).ravel()
+        if len(ya) != n:
+            raise ValueError(f"y has {len(ya)} entries but X has {n} rows")
+        ya = np.nan_to_num(ya, nan=0.0)
+        bad = ~np.isin(ya, (-1.0, 0.0, 1.0))
+        if bad.any():
+            row = int(np.argmax(bad))
+            raise ValueError(f"y row {row}: {ya[row]!r} is not +1, -1, 0 or NaN (unlabeled)")
+        fixed = ya.astype(np.int8)
+        if not (fixed == 1).any() or not (fixed == -1).any():
+            raise ValueError("semi-supervised WellSVM needs labeled rows of both classes")
+        space = balance_label_space(fixed, self.balance, self.positive_share)
+        C_u = self.C if self.C_u is None else self.C_u
+        upper = np.where(fixed != 0, float(self.C), float(C_u))
+        return space, upper, fixed.astype(float)
+
+    def fit(self, X, y=None):
+        """Learn labels for all rows of X and a decision function (see class docstring)."""
+        X = check_array(X, dtype=float)
+        self.n_features_in_ = X.shape[1]
+        space, upper, fixed = self._space_and_box(len(X), y)
+        space_, Phi = feature_space(
+            X, self.kernel, self.gamma, self.n_components, check_random_state(self.random_state)
+        )
+        init = None
+        if fixed is not None:
+            # labeled rows' kernel mean classifier: sum_{i in L} y_i k(x_i, x)
+            init = Phi @ (Phi.T @ fixed)
+        result = fit_wellsvm(
+            Phi, space, upper, max_iter=self.max_iter, tol=self.tol, init_scores=init
+        )
+        w = oriented_weights(Phi, result, space, result.mean_labels())
+        self.labels_ = space.argmax(Phi @ w).astype(np.int64)
+        self.decision_ = space_.decision(w)
+        self.mu_ = result.mu
+        self.label_vectors_ = result.Y
+        self.objective_ = np.asarray(result.objective)
+        self.n_iter_ = result.n_iter
+        self.converged_ = result.converged
+        self.classes_ = np.array([-1, 1])
+        return self
+
+    def fit_predict(self, X, y=None) -> np.ndarray:
+        """``fit`` and return ``labels_``."""
+        return self.fit(X, y).labels_
+
+    def decision_function(self, X) -> np.ndarray:
+        """f(x) = w' phi(x) (WellSVM Alg. 2/4 step 7); positive means class +1."""
+        check_is_fitted(self, "decision_")
+        X = check_array(X, dtype=float)
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {X.shape[1]} features, but the model was fitted on {self.n_features_in_}"
+            )
+        return self.decision_.decision_function(X)
+
+    def predict(self, X) -> np.ndarray:
+        """+1 / -1 by the sign of the decision function."""
+        return np.where(self.decision_function(X) > 0, 1, -1)
