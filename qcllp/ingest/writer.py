@@ -70,7 +70,7 @@ class ReadingWriter:
         """
         if valid.empty:
             return 0, 0, _no_conflicts()
-        dup = valid.duplicated(KEY, keep="first").to_numpy()
+        dup = valid.duplicated(KEY, keep="first").to_numpy().copy()
         conflict = np.zeros(len(valid), dtype=bool)
         detail = np.full(len(valid), "", dtype=object)
         if dup.any():

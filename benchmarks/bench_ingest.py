@@ -1,0 +1,138 @@
+"""Ingestion throughput: 1M long-format readings (CSV) into SQLite and PostgreSQL.
+
+Prints readings per second and the peak resident memory of the ingesting process, per engine.
+Each run is a separate process (so the peak RSS is that run's own) on a fresh database; the
+PostgreSQL server is a throwaway cluster like the test fixture's (skipped without binaries).
+
+    .venv/bin/python benchmarks/bench_ingest.py [--readings 1000000] [--chunk-rows 200000]
+
+Target of issue 4: >= 100k readings/s into SQLite on the 2-core reference machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.conftest import TINY_PLANT  # noqa: E402
+from tests.pgserver import TempPostgres, find_pg_bin  # noqa: E402
+
+SENSORS = [("furnace", "temperature", 900, 1300), ("furnace", "oxygen", 0, 10),
+           ("rolling", "force", 1000, 30000), ("rolling", "temperature", 700, 1250)]  # fmt: skip
+
+
+def write_readings(path: Path, n: int, seed: int = 0) -> None:
+    """``n`` valid long-format readings: sticks of 40 per charge, 4 sensors, 10 samples each."""
+    rng = np.random.default_rng(seed)
+    per_stick = len(SENSORS) * 10
+    i = np.arange(n)
+    stick = i // per_stick
+    sensor = (i % per_stick) // 10
+    sample = i % 10
+    station = np.array([s[0] for s in SENSORS])[sensor]
+    name = np.array([s[1] for s in SENSORS])[sensor]
+    low = np.array([s[2] for s in SENSORS], float)[sensor]
+    high = np.array([s[3] for s in SENSORS], float)[sensor]
+    value = np.round(low + (high - low) * rng.uniform(0.1, 0.9, n), 3)
+    ts = np.datetime64("2025-01-06T06:00:00", "s") + (stick * 60 + sample * 2).astype("m8[s]")
+    table = pa.table(
+        {
+            "charge_id": pa.array(np.char.add("C", (stick // 40).astype(str))),
+            "stick_id": pa.array(np.char.add("S", (stick % 40).astype(str))),
+            "station": pa.array(station),
+            "timestamp": pa.array(np.char.add(np.datetime_as_string(ts), "Z")),
+            "sensor": pa.array(name),
+            "value": pa.array(value),
+        }
+    )
+    pacsv.write_csv(table, path)
+
+
+def run_one(url: str, csv_path: str, chunk_rows: int) -> dict:
+    """Ingest in this process; return timing, counts and peak RSS."""
+    from qcllp.ingest import ingest_measurements
+    from qcllp.plant.config import parse_plant_config
+    from qcllp.store import Store
+
+    config = parse_plant_config(dict(TINY_PLANT), source="<bench>")
+    store = Store.open(url)
+    start = time.perf_counter()
+    report = ingest_measurements(store, config, csv_path, chunk_rows=chunk_rows)
+    seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    again = ingest_measurements(store, config, csv_path, chunk_rows=chunk_rows)
+    skip_seconds = time.perf_counter() - start
+    store.close()
+    return {
+        "seconds": seconds,
+        "stored": report.stored,
+        "records": report.records,
+        "skipped_again": len(again.files_skipped),
+        "skip_seconds": skip_seconds,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--readings", type=int, default=1_000_000)
+    parser.add_argument("--chunk-rows", type=int, default=200_000)
+    parser.add_argument("--child", nargs=2, metavar=("URL", "CSV"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(run_one(*args.child, args.chunk_rows)))
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="qcllp-bench-"))
+    csv_path = tmp / "readings.csv"
+    write_readings(csv_path, args.readings)
+    size_mb = csv_path.stat().st_size / 2**20
+    print(f"{args.readings:,} readings, {size_mb:.0f} MiB CSV, chunk_rows={args.chunk_rows:,}")
+    engines = [("sqlite", f"sqlite:///{tmp / 'bench.sqlite'}")]
+    server = None
+    bin_dir = find_pg_bin()
+    if bin_dir is not None:
+        server = TempPostgres(bin_dir, port=54391)
+        engines.append(("postgresql", server.create_database("bench")))
+    else:
+        print("postgresql: skipped (no initdb/pg_ctl found)")
+    rows = []
+    try:
+        for engine, url in engines:
+            out = subprocess.run(
+                [sys.executable, __file__, "--chunk-rows", str(args.chunk_rows),
+                 "--child", url, str(csv_path)],
+                capture_output=True, text=True, check=True,
+            )  # fmt: skip
+            result = json.loads(out.stdout.strip().splitlines()[-1])
+            assert result["stored"] == args.readings, result
+            rows.append((engine, result))
+    finally:
+        if server is not None:
+            server.stop()
+    print()
+    print(
+        "| engine | readings | seconds | readings/s | peak RSS MiB | re-run (skipped by checksum) |"
+    )
+    print("|---|---:|---:|---:|---:|---|")
+    for engine, r in rows:
+        print(
+            f"| {engine} | {r['stored']:,} | {r['seconds']:.1f} | {r['stored'] / r['seconds']:,.0f}"
+            f" | {r['peak_rss_mb']:.0f} | {r['skipped_again']} file, {r['skip_seconds']:.2f} s |"
+        )
+
+
+if __name__ == "__main__":
+    main()
