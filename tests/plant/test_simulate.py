@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.optimize import minimize
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 from sklearn.pipeline import make_pipeline
@@ -206,3 +207,41 @@ def test_write_rejects_unknown_format_and_layout(tmp_path, sim):
         write_simulation(sim, tmp_path, format="xlsx")
     with pytest.raises(ValueError, match="layout"):
         write_simulation(sim, tmp_path, layout="tall")
+
+
+def _proportion_loss_logistic(X: np.ndarray, bags: pd.Series, shares: pd.Series) -> np.ndarray:
+    """The simplest LLP learner: logistic model whose mean per bag matches the bag's share.
+
+    Minimizes the bag-size-weighted cross-entropy between each bag's share of defective sticks
+    and the mean predicted probability of its sticks (+ a small ridge term). Returns (b, w).
+    """
+    codes, ids = pd.factorize(bags.to_numpy())
+    target = shares.loc[ids].to_numpy()
+    sizes = np.bincount(codes).astype(float)
+    ridge = 1e-3
+
+    def loss(theta):
+        p = 1.0 / (1.0 + np.exp(-(X @ theta[1:] + theta[0])))
+        q = np.clip(np.bincount(codes, p) / sizes, 1e-9, 1 - 1e-9)
+        value = -(sizes * (target * np.log(q) + (1 - target) * np.log1p(-q))).sum() / len(X)
+        dq = -sizes * (target / q - (1 - target) / (1 - q)) / len(X)
+        dz = dq[codes] / sizes[codes] * p * (1 - p)
+        grad = np.r_[dz.sum(), X.T @ dz + 2 * ridge * theta[1:]]
+        return value + ridge * theta[1:] @ theta[1:], grad
+
+    return minimize(loss, np.zeros(X.shape[1] + 1), jac=True, method="L-BFGS-B").x
+
+
+def test_truth_is_learnable_from_the_charges_defect_counts_alone(config):
+    """LLP: trained on features + per-charge defect shares only, evaluated on stick truth."""
+    middle = config.station_names[len(config.stations) // 2]
+    train = simulate_plant(config, 100, random_state=31)
+    test = simulate_plant(config, 60, random_state=32)
+    f_train = build_station_features(train.readings, config, middle)
+    f_test = build_station_features(test.readings, config, middle, imputation=f_train.imputation)
+    scaler = StandardScaler().fit(f_train.X.to_numpy())
+    counts = train.defect_counts.set_index("charge_id")
+    shares = counts[list(config.defect_types)].sum(axis=1) / counts["n_sticks"]
+    theta = _proportion_loss_logistic(scaler.transform(f_train.X.to_numpy()), f_train.bags, shares)
+    scores = scaler.transform(f_test.X.to_numpy()) @ theta[1:]
+    assert roc_auc_score(_defective(test, f_test.X.index), scores) >= 0.85
