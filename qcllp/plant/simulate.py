@@ -115,12 +115,15 @@ def simulate_plant(
     sticks_per_charge: tuple[int, int] = (20, 80),
     defect_rate: float = 0.15,
     strength: float = 3.0,
+    missing_rate: float = 0.0,
 ) -> SimulatedPlant:
     """Simulate ``n_charges`` charges passing the line of ``config`` (see module docstring).
 
     ``sticks_per_charge`` is an inclusive range; ``defect_rate`` the expected share of
     defective sticks over all defect types; ``strength`` scales how strongly the latent sensor
-    levels drive the defects. The same ``random_state`` gives identical output.
+    levels drive the defects; ``missing_rate`` is the share of (stick, station, sensor) series
+    lost to sensor dropouts (no readings at all; empty cells in the wide layout; the truth and
+    the counts are unaffected). The same ``random_state`` gives identical output.
     """
     if n_charges < 1:
         raise ValueError(f"n_charges must be >= 1, got {n_charges}")
@@ -129,6 +132,8 @@ def simulate_plant(
         raise ValueError(f"sticks_per_charge must be (low, high) with 1 <= low <= high: {lo, hi}")
     if not 0.0 < defect_rate < 1.0:
         raise ValueError(f"defect_rate must be in (0, 1), got {defect_rate}")
+    if not 0.0 <= missing_rate < 1.0:
+        raise ValueError(f"missing_rate must be in [0, 1), got {missing_rate}")
     rng = np.random.default_rng(random_state)
     start = pd.Timestamp(start)
     start = start.tz_localize("UTC") if start.tzinfo is None else start.tz_convert("UTC")
@@ -179,7 +184,17 @@ def simulate_plant(
     charge_ids = np.array([f"CH{c + 1:06d}" for c in range(n_charges)], dtype=object)
     stick_ids = charge_ids[charge_of] + np.char.mod("-%03d", stick_in_charge + 1).astype(object)
     readings = _readings(
-        config, levels, trends, entry, dwell, rng, start, charge_of, charge_ids, stick_ids
+        config,
+        levels,
+        trends,
+        entry,
+        dwell,
+        rng,
+        start,
+        charge_of,
+        charge_ids,
+        stick_ids,
+        missing_rate,
     )
 
     classes = np.array(config.classes, dtype=object)
@@ -268,6 +283,7 @@ def _readings(
     charge_of: np.ndarray,
     charge_ids: np.ndarray,
     stick_ids: np.ndarray,
+    missing_rate: float,
 ) -> pd.DataFrame:
     """Long-format readings; vectorized over sticks and readings (loops over stations only)."""
     n = len(charge_of)
@@ -291,15 +307,18 @@ def _readings(
         z += 0.35 * rng.standard_normal(z.shape)
         values = np.clip((lo + hi) / 2 + (hi - lo) / 12 * z, lo, hi)
         m = len(stick)
-        parts.append(
-            (
-                np.repeat(stick, n_sens),
-                np.repeat(np.round(t * 1000).astype(np.int64), n_sens),
-                np.full(m * n_sens, i),
-                np.tile(np.arange(n_sens), m),
-                values.ravel(),
-            )
+        part = (
+            np.repeat(stick, n_sens),
+            np.repeat(np.round(t * 1000).astype(np.int64), n_sens),
+            np.full(m * n_sens, i),
+            np.tile(np.arange(n_sens), m),
+            values.ravel(),
         )
+        if missing_rate > 0:  # sensor dropouts: whole (stick, sensor) series at this station
+            lost = rng.random((n, n_sens)) < missing_rate
+            keep = ~lost[part[0], part[3]]
+            part = tuple(a[keep] for a in part)
+        parts.append(part)
     stick, t_ms, st, se, values = (np.concatenate(c) for c in zip(*parts, strict=True))
     sensor_offsets = np.cumsum([0] + [len(s.sensors) for s in config.stations])
     flat_sensors = [se.name for s in config.stations for se in s.sensors]

@@ -245,3 +245,19 @@ def test_truth_is_learnable_from_the_charges_defect_counts_alone(config):
     theta = _proportion_loss_logistic(scaler.transform(f_train.X.to_numpy()), f_train.bags, shares)
     scores = scaler.transform(f_test.X.to_numpy()) @ theta[1:]
     assert roc_auc_score(_defective(test, f_test.X.index), scores) >= 0.85
+
+
+def test_sensor_dropouts_remove_whole_series_but_not_sticks_or_counts(tmp_path, config):
+    full = simulate_plant(config, 20, random_state=9)
+    holes = simulate_plant(config, 20, random_state=9, missing_rate=0.2)
+    pd.testing.assert_frame_equal(full.defect_counts, holes.defect_counts)
+    assert full.truth.equals(holes.truth)
+    series = holes.readings.groupby(["stick_id", "station", "sensor"], observed=True).size()
+    n_series = len(full.truth) * 12
+    assert 0.15 <= 1 - len(series) / n_series <= 0.25
+    assert series.between(3, 8).all()  # a series is either complete or absent
+    paths = write_simulation(holes, tmp_path, format="parquet", layout="wide")
+    wide = pd.read_parquet(paths["measurements"][0])
+    assert wide[list(config.station("furnace").sensor_names)].isna().any().any()
+    with pytest.raises(ValueError, match="missing_rate"):
+        simulate_plant(config, 2, random_state=0, missing_rate=1.0)
