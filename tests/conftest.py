@@ -2,13 +2,11 @@
 
 ``store_url`` / ``store`` are parametrized over ``sqlite`` and ``postgresql``, so every store
 and ingestion test runs on both. The PostgreSQL server is started once per session
-(:mod:`tests.pgserver`); each test gets its own database, cloned from a migrated template.
+(:mod:`tests.pgserver`); each test gets the session's migrated database emptied (``TRUNCATE``).
 Without PostgreSQL binaries the ``postgresql`` cases skip with the reason.
 """
 
 from __future__ import annotations
-
-import itertools
 
 import pytest
 
@@ -41,8 +39,6 @@ TINY_PLANT = {
     ],
 }
 
-_names = itertools.count()
-
 
 @pytest.fixture(scope="session")
 def tiny_config(tmp_path_factory) -> PlantConfig:
@@ -62,21 +58,41 @@ def pg_server():
         )
     server = TempPostgres(bin_dir)
     try:
-        from qcllp.store import Store
-
-        Store.open(server.create_database("qcllp_template")).close()
         yield server
     finally:
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def pg_test_url(pg_server) -> str:
+    """One migrated PostgreSQL database for the session; emptied before each test."""
+    from qcllp.store import Store
+
+    url = pg_server.create_database("qcllp_test")
+    Store.open(url).close()
+    return url
+
+
+def _empty_all_tables(url: str) -> None:
+    from sqlalchemy import create_engine
+
+    from qcllp.store import Base
+
+    engine = create_engine(url)
+    names = ", ".join(t.name for t in Base.metadata.sorted_tables)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"TRUNCATE {names} RESTART IDENTITY CASCADE")
+    engine.dispose()
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def store_url(request, tmp_path) -> str:
-    """URL of a fresh, empty plant database on each engine."""
+    """URL of an empty, migrated plant database on each engine."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'plant.sqlite'}"
-    server = request.getfixturevalue("pg_server")
-    return server.create_database(f"t{next(_names)}", template="qcllp_template")
+    url = request.getfixturevalue("pg_test_url")
+    _empty_all_tables(url)
+    return url
 
 
 @pytest.fixture

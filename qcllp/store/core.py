@@ -102,7 +102,8 @@ class Store:
                 f"the database is at schema revision {current}, which this qcllp does not know "
                 "(written by a newer qcllp?); upgrade qcllp"
             )
-        migrate.upgrade(engine)
+        if current != migrate.head_revision():
+            migrate.upgrade(engine)
         return cls(engine)
 
     def close(self) -> None:

@@ -14,6 +14,7 @@ autogenerates a new revision against a database migrated to head.
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
@@ -57,6 +58,7 @@ def known_revisions() -> set[str]:
     }
 
 
+@functools.cache
 def head_revision() -> str:
     """The newest revision shipped with this qcllp."""
     head = ScriptDirectory.from_config(alembic_config()).get_current_head()
