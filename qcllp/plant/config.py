@@ -117,9 +117,8 @@ class Station:
         return tuple(s.name for s in self.sensors)
 
     def sensor(self, name: str) -> Sensor:
-        for s in self.sensors:
-            if s.name == name:
-                return s
+        if (found := _by_name(self.sensors, name)) is not None:
+            return found
         raise KeyError(
             f"station {self.name!r} has no sensor {name!r}; known: {', '.join(self.sensor_names)}"
         )
@@ -163,9 +162,8 @@ class PlantConfig:
         return tuple(s.name for s in self.stations)
 
     def station(self, name: str) -> Station:
-        for s in self.stations:
-            if s.name == name:
-                return s
+        if (found := _by_name(self.stations, name)) is not None:
+            return found
         raise ConfigError(f"unknown station {name!r}; known: {', '.join(self.station_names)}")
 
     def station_index(self, name: str) -> int:
@@ -682,6 +680,11 @@ class _Validator:
                     f"{default!r} is not among training.methods ({', '.join(map(str, methods))})",
                 )
         return m
+
+
+def _by_name(items: Sequence[Any], name: str) -> Any:
+    """The first item whose ``.name`` is ``name``, else None."""
+    return next((item for item in items if item.name == name), None)
 
 
 def _join(key: str, k: Any) -> str:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -15,14 +13,7 @@ from qcllp.features import (
     feature_names,
     station_features,
 )
-from qcllp.plant import ConfigError, load_plant_config, simulate_plant, write_simulation
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "plant_config" / "example.yaml"
-
-
-@pytest.fixture(scope="module")
-def config():
-    return load_plant_config(EXAMPLE)
+from qcllp.plant import ConfigError, simulate_plant, write_simulation
 
 
 @pytest.fixture(scope="module")

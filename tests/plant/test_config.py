@@ -9,8 +9,7 @@ import pytest
 import yaml
 
 from qcllp.plant import ConfigError, load_plant_config, parse_plant_config
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "plant_config" / "example.yaml"
+from tests.plant.conftest import EXAMPLE
 
 
 @pytest.fixture(scope="module")

@@ -15,15 +15,9 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from qcllp.features import build_station_features
-from qcllp.plant import load_plant_config, parse_plant_config, simulate_plant, write_simulation
+from qcllp.plant import parse_plant_config, simulate_plant, write_simulation
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "plant_config" / "example.yaml"
 KEY = ["charge_id", "stick_id", "station", "timestamp", "sensor"]
-
-
-@pytest.fixture(scope="module")
-def config():
-    return load_plant_config(EXAMPLE)
 
 
 @pytest.fixture(scope="module")
