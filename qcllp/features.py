@@ -24,8 +24,11 @@ Choices the issue leaves open:
   and the fill values are returned in ``StationFeatures.imputation``, so that a model records
   them and scoring applies the same (:func:`apply_imputation`). A feature that is missing in all
   training rows is filled with 0. Counts are never missing (0 readings is a count).
-* Vectorized: one stable sort by time, then pandas groupby aggregations on integer group codes
-  and ``np.bincount`` sums for the slope -- no Python loop over sticks or readings.
+* Vectorized: ids are factorized to integer codes (``pd.factorize``), the readings sorted once
+  by (stick, sensor, time) with ``np.lexsort``, then every aggregate is an ``np.bincount`` sum
+  or a ``ufunc.reduceat`` over the contiguous runs -- the same group-by as pandas', without its
+  per-aggregate overhead, and no Python loop over sticks or readings (~0.4 s for 1M readings,
+  ``benchmarks/bench_features.py``).
 """
 
 from __future__ import annotations
