@@ -30,6 +30,7 @@ from qcllp.plant.config import PlantConfig
 
 __all__ = [
     "KEY",
+    "SERIES_KEY",
     "MEASUREMENT_CHECKS",
     "SensorTable",
     "as_text",
@@ -38,6 +39,7 @@ __all__ = [
 ]
 
 KEY = ["station", "charge_id", "stick_id", "sensor", "ts_us"]  # natural key of a reading
+SERIES_KEY = KEY[:4]  # one time series: a sensor of a stick at a station
 LONG_COLUMNS = ["charge_id", "stick_id", "station", "timestamp", "sensor", "value"]
 MEASUREMENT_CHECKS = (
     "missing_id",
@@ -200,16 +202,12 @@ def validate_readings(
         open_rows &= ~hit
     ok = open_rows
     valid = pd.DataFrame(
-        {
-            "pos": np.flatnonzero(ok),
-            "station": station[ok].to_numpy(),
-            "charge_id": charge[ok].to_numpy(),
-            "stick_id": stick[ok].to_numpy(),
-            "sensor": sensor[ok].to_numpy(),
-            "ts_us": ts_us[ok],
-            "value": value[ok],
-        }
+        {"station": station, "charge_id": charge, "stick_id": stick, "sensor": sensor}
     )
+    valid["ts_us"] = ts_us
+    valid["value"] = value
+    valid = valid[ok].reset_index(drop=True)  # strings stay Arrow-backed: no per-row objects
+    valid.insert(0, "pos", np.flatnonzero(ok))
     bad = np.flatnonzero(~ok)
     detail = _details(
         reason[bad],

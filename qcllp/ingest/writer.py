@@ -3,15 +3,18 @@ quarantine rows.
 
 How a chunk of valid readings is stored, inside the batch's exclusive transaction:
 
-1. duplicates *within* the chunk: the first row of a key wins; a later row with the same value
+1. the chunk's time series (station, charge, stick, sensor) are factorized in pandas and
+   looked up in ``series`` by station and charge; missing ones are created
+   (``ON CONFLICT DO NOTHING``), so every row gets a ``series_id``;
+2. duplicates *within* the chunk: the first row of a key wins; a later row with the same value
    is a duplicate, one with a different value a ``conflicting_duplicate``;
-2. the stored readings of the chunk's stations and charges are fetched (primary-key prefix
-   lookup; usually nothing for new data) and merged on the natural key: equal value ->
+3. only for series that existed before this chunk, their stored readings are fetched
+   (primary-key prefix lookup) and merged on ``(series_id, ts_us)``: equal value ->
    duplicate, different value -> ``conflicting_duplicate`` (the stored value is kept);
-3. the remaining rows are inserted with ``INSERT ... ON CONFLICT DO NOTHING`` -- on SQLite with
+4. the remaining rows are inserted with ``INSERT ... ON CONFLICT DO NOTHING`` -- on SQLite with
    the driver's ``executemany`` (one prepared statement), on PostgreSQL with ``COPY`` into a
    temporary staging table and one ``INSERT ... SELECT ... ON CONFLICT DO NOTHING``;
-4. sticks and charges are upserted with ``first_seen_us = min(stored, new)``.
+5. sticks and charges are upserted with ``first_seen_us = min(stored, new)``.
 
 Because the batch holds the writer lock, steps 2 and 3 see the same database state, so the
 numbers reported are exact; ``ON CONFLICT DO NOTHING`` is the belt to those braces.
@@ -25,8 +28,8 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import Connection, insert, select
 
-from qcllp.ingest.validate import KEY
-from qcllp.store import QuarantineRow, Reading
+from qcllp.ingest.validate import SERIES_KEY
+from qcllp.store import QuarantineRow, Reading, Series
 
 __all__ = ["ReadingWriter", "insert_quarantine", "raw_json"]
 
@@ -63,42 +66,48 @@ class ReadingWriter:
         self._staged = False
 
     def write(self, valid: pd.DataFrame) -> tuple[int, int, pd.DataFrame]:
-        """Store ``valid`` (columns ``pos``, KEY, ``value``).
+        """Store ``valid`` (columns ``pos``, station, charge_id, stick_id, sensor, ts_us, value).
 
         Returns ``(stored, duplicates, conflicts)`` with ``conflicts`` a frame ``pos, reason,
         detail`` of the rows quarantined as conflicting duplicates.
         """
         if valid.empty:
             return 0, 0, _no_conflicts()
-        dup = valid.duplicated(KEY, keep="first").to_numpy().copy()
+        code, keys = _series_of(valid)
+        ids, existed = self._series_ids(keys)
+        sid = ids[code]
+        ts = valid["ts_us"].to_numpy(dtype=np.int64)
+        value = valid["value"].to_numpy(dtype=np.float64)
+        pairs = pd.DataFrame({"sid": sid, "ts": ts})
+        dup = pairs.duplicated(keep="first").to_numpy().copy()
         conflict = np.zeros(len(valid), dtype=bool)
         detail = np.full(len(valid), "", dtype=object)
         if dup.any():
-            first_value = valid.groupby(KEY, sort=False)["value"].transform("first").to_numpy()
-            differs = dup & (first_value != valid["value"].to_numpy())
+            first_value = pd.Series(value).groupby([sid, ts], sort=False).transform("first")
+            first_value = first_value.to_numpy()
+            differs = dup & (first_value != value)
             conflict |= differs
             detail[differs] = [
                 f"an earlier row of this input has the same key with value {float(v)!r}"
                 for v in first_value[differs]
             ]
-        existing = self._existing(valid)
-        if len(existing):
-            stored_value = valid[KEY].merge(existing, on=KEY, how="left")["value"].to_numpy()
+        if existed.any():
+            stored_value = self._stored_values(pairs, ids[existed])
             present = ~np.isnan(stored_value) & ~dup
-            differs = present & (stored_value != valid["value"].to_numpy())
+            differs = present & (stored_value != value)
             conflict |= differs
             detail[differs] = [
                 f"a reading with this key is stored with value {float(v)!r}"
                 for v in stored_value[differs]
             ]
             dup |= present
-        new = valid[~dup]
-        stored = self._insert(new)
-        if stored != len(new):
+        new = ~dup
+        stored = self._insert(sid[new], ts[new], value[new])
+        if stored != int(new.sum()):
             raise RuntimeError(  # would mean another writer bypassed the lock
-                f"expected to store {len(new)} readings, the database took {stored}"
+                f"expected to store {int(new.sum())} readings, the database took {stored}"
             )
-        self._upsert_sticks(new)
+        self._upsert_sticks(keys, code[new], ts[new])
         conflicts = pd.DataFrame(
             {
                 "pos": valid["pos"].to_numpy()[conflict],
@@ -109,95 +118,128 @@ class ReadingWriter:
         return stored, int(dup.sum() - conflict.sum()), conflicts
 
     # --------------------------------------------------------------- internals
-    def _existing(self, valid: pd.DataFrame) -> pd.DataFrame:
-        t = Reading.__table__
-        stations = valid["station"].unique().tolist()
-        charges = valid["charge_id"].unique().tolist()
-        parts = []
+    def _select_series(self, keys: pd.DataFrame) -> pd.DataFrame:
+        t = Series.__table__
+        stations = keys["station"].unique().tolist()
+        charges = keys["charge_id"].unique().tolist()
+        rows = []
         for start in range(0, len(charges), _IN_CHUNK):
-            stmt = select(t.c.station, t.c.charge_id, t.c.stick_id, t.c.sensor, t.c.ts_us)
-            stmt = stmt.add_columns(t.c.value).where(
+            stmt = select(t.c.id, t.c.station, t.c.charge_id, t.c.stick_id, t.c.sensor).where(
                 t.c.station.in_(stations), t.c.charge_id.in_(charges[start : start + _IN_CHUNK])
             )
-            rows = self.conn.execute(stmt).all()
-            if rows:
-                parts.append(pd.DataFrame(rows, columns=[*KEY, "value"]))
-        if not parts:
-            return pd.DataFrame(columns=[*KEY, "value"])
-        existing = pd.concat(parts, ignore_index=True)
-        return existing.astype({"ts_us": "int64", "value": "float64"})
+            rows += self.conn.execute(stmt).all()
+        found = pd.DataFrame(rows, columns=["id", *SERIES_KEY])
+        return found.astype({"id": "float64", **dict.fromkeys(SERIES_KEY, "str")})
 
-    def _rows(self, new: pd.DataFrame) -> list[tuple]:
-        batch = np.full(len(new), self.batch_id)
-        columns = [new[c].to_numpy(dtype=object) for c in ("station", "charge_id")]
-        columns += [new[c].to_numpy(dtype=object) for c in ("stick_id", "sensor")]
-        columns += [new["ts_us"].to_numpy().tolist(), new["value"].to_numpy().tolist()]
-        return list(zip(*columns, batch.tolist(), strict=True))
+    def _series_ids(self, keys: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        """Database id of each series in ``keys`` (created if new), and whether it existed."""
+        ids = keys.merge(self._select_series(keys), on=SERIES_KEY, how="left")["id"].to_numpy(
+            copy=True
+        )
+        existed = ~np.isnan(ids)
+        if not existed.all():
+            missing = keys[~existed]
+            cursor = self.conn.connection.dbapi_connection.cursor()
+            try:
+                cursor.executemany(
+                    "INSERT INTO series (station, charge_id, stick_id, sensor) "
+                    f"VALUES ({_placeholders(self.conn, 4)}) ON CONFLICT DO NOTHING",
+                    list(missing.itertuples(index=False, name=None)),
+                )
+            finally:
+                cursor.close()
+            created = missing.merge(self._select_series(missing), on=SERIES_KEY, how="left")
+            ids[~existed] = created["id"].to_numpy()
+        return ids.astype(np.int64), existed
 
-    def _insert(self, new: pd.DataFrame) -> int:
-        if new.empty:
+    def _stored_values(self, pairs: pd.DataFrame, series_ids: np.ndarray) -> np.ndarray:
+        """Stored value for each (sid, ts) pair, NaN where there is none."""
+        t = Reading.__table__
+        rows = []
+        ids = series_ids.tolist()
+        for start in range(0, len(ids), _IN_CHUNK):
+            stmt = select(t.c.series_id, t.c.ts_us, t.c.value)
+            rows += self.conn.execute(
+                stmt.where(t.c.series_id.in_(ids[start : start + _IN_CHUNK]))
+            ).all()
+        if not rows:
+            return np.full(len(pairs), np.nan)
+        stored = pd.DataFrame(rows, columns=["sid", "ts", "value"])
+        stored = stored.astype({"sid": "int64", "ts": "int64", "value": "float64"})
+        return pairs.merge(stored, on=["sid", "ts"], how="left")["value"].to_numpy()
+
+    def _insert(self, sid: np.ndarray, ts: np.ndarray, value: np.ndarray) -> int:
+        if not len(sid):
             return 0
-        cols = "station, charge_id, stick_id, sensor, ts_us, value, batch_id"
-        dbapi = self.conn.connection.dbapi_connection
-        cursor = dbapi.cursor()
+        rows = list(zip(sid.tolist(), ts.tolist(), value.tolist(), strict=True))
+        cols = "series_id, ts_us, value, batch_id"
+        cursor = self.conn.connection.dbapi_connection.cursor()
         try:
             if not self.postgres:
                 cursor.executemany(
-                    f"INSERT INTO readings ({cols}) VALUES ({_placeholders(self.conn, 7)}) "
+                    f"INSERT INTO readings ({cols}) VALUES (?, ?, ?, {int(self.batch_id)}) "
                     "ON CONFLICT DO NOTHING",
-                    self._rows(new),
+                    rows,
                 )
                 return cursor.rowcount
             if not self._staged:
                 cursor.execute(
                     "CREATE TEMP TABLE IF NOT EXISTS qcllp_stage_readings "
-                    "(LIKE readings) ON COMMIT DROP"
+                    "(series_id integer, ts_us bigint, value double precision) ON COMMIT DROP"
                 )
                 self._staged = True
             cursor.execute("TRUNCATE qcllp_stage_readings")
-            with cursor.copy(f"COPY qcllp_stage_readings ({cols}) FROM STDIN") as copy:
-                for row in self._rows(new):
+            with cursor.copy(
+                "COPY qcllp_stage_readings (series_id, ts_us, value) FROM STDIN"
+            ) as copy:
+                for row in rows:
                     copy.write_row(row)
             cursor.execute(
-                f"INSERT INTO readings ({cols}) SELECT {cols} FROM qcllp_stage_readings "
-                "ON CONFLICT DO NOTHING"
+                f"INSERT INTO readings ({cols}) SELECT series_id, ts_us, value, "
+                f"{int(self.batch_id)} FROM qcllp_stage_readings ON CONFLICT DO NOTHING"
             )
             return cursor.rowcount
         finally:
             cursor.close()
 
-    def _upsert_sticks(self, new: pd.DataFrame) -> None:
-        if new.empty:
+    def _upsert_sticks(self, keys: pd.DataFrame, code: np.ndarray, ts: np.ndarray) -> None:
+        if not len(code):
             return
-        sticks = new.groupby(["charge_id", "stick_id"], sort=False)["ts_us"].min().reset_index()
+        first = np.full(len(keys), np.iinfo(np.int64).max)
+        np.minimum.at(first, code, ts)
+        series = keys.assign(ts_us=first)[first < np.iinfo(np.int64).max]
+        sticks = series.groupby(["charge_id", "stick_id"], sort=False)["ts_us"].min().reset_index()
         charges = sticks.groupby("charge_id", sort=False)["ts_us"].min().reset_index()
         least = "least" if self.postgres else "min"
-        dbapi = self.conn.connection.dbapi_connection
-        cursor = dbapi.cursor()
+        cursor = self.conn.connection.dbapi_connection.cursor()
         try:
             cursor.executemany(
                 f"INSERT INTO charges (charge_id, first_seen_us) "
                 f"VALUES ({_placeholders(self.conn, 2)}) ON CONFLICT (charge_id) DO UPDATE SET "
                 f"first_seen_us = {least}(coalesce(charges.first_seen_us, "
                 "excluded.first_seen_us), excluded.first_seen_us)",
-                list(zip(charges["charge_id"].tolist(), charges["ts_us"].tolist(), strict=True)),
+                list(charges.itertuples(index=False, name=None)),
             )
             cursor.executemany(
                 f"INSERT INTO sticks (charge_id, stick_id, first_seen_us) "
                 f"VALUES ({_placeholders(self.conn, 3)}) "
                 "ON CONFLICT (charge_id, stick_id) DO UPDATE SET "
                 f"first_seen_us = {least}(sticks.first_seen_us, excluded.first_seen_us)",
-                list(
-                    zip(
-                        sticks["charge_id"].tolist(),
-                        sticks["stick_id"].tolist(),
-                        sticks["ts_us"].tolist(),
-                        strict=True,
-                    )
-                ),
+                list(sticks.itertuples(index=False, name=None)),
             )
         finally:
             cursor.close()
+
+
+def _series_of(valid: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
+    """Series code per row (0..k-1, in order of first appearance) and the k series keys."""
+    code = np.zeros(len(valid), dtype=np.int64)
+    for column in SERIES_KEY:
+        part, uniques = pd.factorize(valid[column])
+        code, _ = pd.factorize(code * len(uniques) + part)
+    _, first = np.unique(code, return_index=True)
+    keys = valid[SERIES_KEY].iloc[first].reset_index(drop=True)
+    return code, keys
 
 
 def _no_conflicts() -> pd.DataFrame:

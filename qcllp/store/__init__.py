@@ -15,6 +15,7 @@ from qcllp.store.schema import (
     Model,
     QuarantineRow,
     Reading,
+    Series,
     Stick,
     Watermark,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "Model",
     "QuarantineRow",
     "Reading",
+    "Series",
     "Stick",
     "Store",
     "StoreError",

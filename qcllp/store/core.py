@@ -18,13 +18,21 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
+import numpy as np
 import pandas as pd
 from sqlalchemy import Connection, Engine, create_engine, event, func, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
 from qcllp.store import migrate
-from qcllp.store.schema import Charge, DefectCount, DefectCountConflict, Reading, Stick
+from qcllp.store.schema import (
+    Charge,
+    DefectCount,
+    DefectCountConflict,
+    Reading,
+    Series,
+    Stick,
+)
 
 __all__ = ["Store", "StoreError", "us_to_utc"]
 
@@ -145,29 +153,46 @@ class Store:
 
         Columns ``charge_id, stick_id, station`` (str), ``timestamp`` (datetime64[ns, UTC]),
         ``sensor`` (str), ``value`` (float64); ordered by station, charge, stick, sensor, time.
+        The database returns numbers only (series id, time, value); the strings of the few
+        series are attached in pandas, which is much faster than fetching them per reading.
         """
-        cols = [Reading.charge_id, Reading.stick_id, Reading.station, Reading.ts_us]
-        cols += [Reading.sensor, Reading.value]
-        base = select(*cols)
+        s, r = Series.__table__, Reading.__table__
+        series_q = select(s.c.id, s.c.charge_id, s.c.stick_id, s.c.station, s.c.sensor)
+        readings_q = select(r.c.series_id, r.c.ts_us, r.c.value).join(s, s.c.id == r.c.series_id)
         if stations is not None:
-            base = base.where(Reading.station.in_(list(stations)))
-        order = (Reading.station, Reading.charge_id, Reading.stick_id, Reading.sensor)
-        parts = []
+            series_q = series_q.where(s.c.station.in_(list(stations)))
+            readings_q = readings_q.where(s.c.station.in_(list(stations)))
+        series_parts, reading_parts = [], []
         with self.engine.connect() as conn:
             for ids in _chunks(charge_ids):
-                stmt = base if ids is None else base.where(Reading.charge_id.in_(ids))
-                rows = conn.execute(stmt.order_by(*order, Reading.ts_us)).all()
-                parts.append(pd.DataFrame(rows, columns=[c.key for c in cols]))
-        frame = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
-        frame = frame.astype(
-            {"charge_id": "str", "stick_id": "str", "station": "str", "sensor": "str"}
+                sq, rq = series_q, readings_q
+                if ids is not None:
+                    sq, rq = sq.where(s.c.charge_id.in_(ids)), rq.where(s.c.charge_id.in_(ids))
+                series_parts += conn.execute(sq).all()
+                reading_parts += conn.execute(rq).all()
+        series = pd.DataFrame(
+            series_parts, columns=["id", "charge_id", "stick_id", "station", "sensor"]
         )
-        timestamp = us_to_utc(frame.pop("ts_us").to_numpy(dtype="int64"))
-        frame.insert(3, "timestamp", timestamp)
-        frame["value"] = frame["value"].astype("float64")
-        if len(parts) > 1:
-            frame = frame.sort_values(["station", "charge_id", "stick_id", "sensor", "timestamp"])
-            frame = frame.reset_index(drop=True)
+        series = series.astype(
+            {
+                "id": "int64",
+                "charge_id": "str",
+                "stick_id": "str",
+                "station": "str",
+                "sensor": "str",
+            }
+        )
+        series = series.sort_values(["station", "charge_id", "stick_id", "sensor"])
+        series = series.reset_index(drop=True)
+        values = pd.DataFrame(reading_parts, columns=["series_id", "ts_us", "value"])
+        sid = values["series_id"].to_numpy(dtype="int64")
+        ts = values["ts_us"].to_numpy(dtype="int64")
+        rank = pd.Index(series["id"]).get_indexer(sid)  # series position = sort rank
+        order = np.lexsort((ts, rank))
+        rank, ts = rank[order], ts[order]
+        frame = series.drop(columns="id").take(rank).reset_index(drop=True)
+        frame.insert(3, "timestamp", us_to_utc(ts))
+        frame["value"] = values["value"].to_numpy(dtype="float64")[order]
         return frame
 
     def read_defect_counts(self, defect_types: Sequence[str] | None = None) -> pd.DataFrame:

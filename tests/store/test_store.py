@@ -4,7 +4,16 @@ import pandas as pd
 import pytest
 from sqlalchemy import insert
 
-from qcllp.store import Charge, DefectCount, DefectCountConflict, Reading, Stick, Store, StoreError
+from qcllp.store import (
+    Charge,
+    DefectCount,
+    DefectCountConflict,
+    Reading,
+    Series,
+    Stick,
+    Store,
+    StoreError,
+)
 from qcllp.store.migrate import current_revision, head_revision
 
 
@@ -37,14 +46,21 @@ def test_open_refuses_a_database_from_a_newer_qcllp(tmp_path):
 def test_read_helpers_return_the_documented_dtypes(store):
     with store.engine.begin() as conn:
         conn.execute(
-            insert(Reading.__table__),
+            insert(Series.__table__),
             [
-                {"station": "rolling", "charge_id": "c1", "stick_id": "s1", "sensor": "force",
-                 "ts_us": 1_700_000_000_000_000, "value": 5000.0, "batch_id": 1},
-                {"station": "furnace", "charge_id": "c2", "stick_id": "s9", "sensor": "oxygen",
-                 "ts_us": 1_700_000_001_000_000, "value": 2.5, "batch_id": 1},
+                {"id": 1, "station": "rolling", "charge_id": "c1", "stick_id": "s1",
+                 "sensor": "force"},
+                {"id": 2, "station": "furnace", "charge_id": "c2", "stick_id": "s9",
+                 "sensor": "oxygen"},
             ],
         )  # fmt: skip
+        conn.execute(
+            insert(Reading.__table__),
+            [
+                {"series_id": 1, "ts_us": 1_700_000_000_000_000, "value": 5000.0, "batch_id": 1},
+                {"series_id": 2, "ts_us": 1_700_000_001_000_000, "value": 2.5, "batch_id": 1},
+            ],
+        )
         stick = {"charge_id": "c1", "stick_id": "s1", "first_seen_us": 1_700_000_000_000_000}
         conn.execute(insert(Stick.__table__), [stick])
     readings = store.read_readings()
@@ -52,7 +68,9 @@ def test_read_helpers_return_the_documented_dtypes(store):
                                       "value"]  # fmt: skip
     assert str(readings["timestamp"].dtype) == "datetime64[ns, UTC]"
     assert readings["value"].dtype == "float64"
-    assert readings["timestamp"].iloc[0] == pd.Timestamp("2023-11-14 22:13:21", tz="UTC")
+    # ordered by station first: furnace before rolling
+    assert readings["station"].tolist() == ["furnace", "rolling"]
+    assert readings["timestamp"].iloc[1] == pd.Timestamp("2023-11-14 22:13:20", tz="UTC")
     assert store.read_readings(stations=["rolling"])["charge_id"].tolist() == ["c1"]
     assert store.read_readings(charge_ids=["c2"])["sensor"].tolist() == ["oxygen"]
     assert store.read_readings(charge_ids=[]).empty

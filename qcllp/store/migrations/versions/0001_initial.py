@@ -1,5 +1,6 @@
-"""Initial schema: charges, sticks, readings, defect counts and conflicts, ingestion batches,
-quarantine, SQL-source watermarks, and the model registry and flags tables (used later).
+"""Initial schema: charges, sticks, series and readings, defect counts and conflicts, ingestion
+batches, quarantine, SQL-source watermarks, and the model registry and flags tables (used
+later).
 
 Revision ID: 0001
 Revises:
@@ -62,15 +63,22 @@ def upgrade() -> None:
 
     op.create_table(
         "readings",
+        sa.Column("series_id", sa.Integer(), autoincrement=False, nullable=False),
+        sa.Column("ts_us", sa.BigInteger(), autoincrement=False, nullable=False),
+        sa.Column("value", sa.Double(), nullable=False),
+        sa.Column("batch_id", sa.Integer(), nullable=False),
+        sa.PrimaryKeyConstraint("series_id", "ts_us"),
+        sqlite_with_rowid=False,
+    )
+    op.create_table(
+        "series",
+        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
         sa.Column("station", sa.String(length=128), nullable=False),
         sa.Column("charge_id", sa.String(length=128), nullable=False),
         sa.Column("stick_id", sa.String(length=128), nullable=False),
         sa.Column("sensor", sa.String(length=128), nullable=False),
-        sa.Column("ts_us", sa.BigInteger(), nullable=False),
-        sa.Column("value", sa.Double(), nullable=False),
-        sa.Column("batch_id", sa.Integer(), nullable=False),
-        sa.PrimaryKeyConstraint("station", "charge_id", "stick_id", "sensor", "ts_us"),
-        sqlite_with_rowid=False,
+        sa.PrimaryKeyConstraint("id"),
+        sa.UniqueConstraint("station", "charge_id", "stick_id", "sensor"),
     )
     op.create_table(
         "sticks",
@@ -187,6 +195,7 @@ def downgrade() -> None:
     op.drop_table("defect_count_conflicts")
     op.drop_table("charges")
     op.drop_table("sticks")
+    op.drop_table("series")
     op.drop_table("readings")
     with op.batch_alter_table("models", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_models_station"))
