@@ -383,11 +383,11 @@ def _svm_lbfgs(matvec, upper: np.ndarray, alpha0: np.ndarray) -> np.ndarray:
 class _Engine:
     """One WellSVM run on a fixed feature matrix and label space (WellSVM Alg. 1)."""
 
-    def __init__(self, Phi: np.ndarray, space: LabelSpace, upper: np.ndarray):
+    def __init__(self, Phi: np.ndarray, space: LabelSpace, upper: np.ndarray, exact: bool):
         self.Phi = Phi
         self.space = space
         self.upper = upper
-        self.exact = len(Phi) <= EXACT_MAX_ROWS
+        self.exact = exact
         self.K = Phi @ Phi.T if self.exact else None
         var = np.sum(Phi**2, axis=0)
         kept = np.searchsorted(np.cumsum(var) / var.sum(), VARIANCE_KEPT) + 1
@@ -489,17 +489,20 @@ def fit_wellsvm(
     max_iter: int = 10,
     tol: float = 1e-4,
     init_scores: np.ndarray | None = None,
+    exact_max_rows: int = EXACT_MAX_ROWS,
 ) -> WellSVMResult:
     """Run WellSVM (Alg. 1) on features ``Phi`` (n, d) over the label space ``space``.
 
     ``C`` is a scalar or a per-row box (e.g. C_l on labeled and C_u on unlabeled rows);
     ``init_scores`` (n,) gives the first label vector as ``space.argmax(init_scores)``,
     otherwise it is found by the violated-label search at ``alpha = 1/N`` (pSVM Alg. 2).
+    Up to ``exact_max_rows`` rows the SVM dual is solved by libsvm, above by L-BFGS-B.
     """
     upper = np.broadcast_to(np.asarray(C, dtype=float), (len(Phi),)).copy()
     if np.any(upper <= 0):
         raise ValueError("C must be positive")
-    return _Engine(np.asarray(Phi, dtype=float), space, upper).run(init_scores, max_iter, tol)
+    engine = _Engine(np.asarray(Phi, dtype=float), space, upper, len(Phi) <= exact_max_rows)
+    return engine.run(init_scores, max_iter, tol)
 
 
 def linf_violated_label(alpha: np.ndarray, features: np.ndarray, space: LabelSpace) -> np.ndarray:
