@@ -56,6 +56,7 @@ def optimal_bag_labels(
     shares: np.ndarray,
     weight: float,
     known: np.ndarray | None = None,
+    method: str = "auto",
 ) -> np.ndarray:
     """The label step of alter-pSVM (Prop. 1 and 2) for all bags at once.
 
@@ -64,11 +65,14 @@ def optimal_bag_labels(
     loss_i(+1)`` is the loss reduction of labeling row i positive. For a fixed number r of
     positives among a bag's free rows the best choice is the r rows with the largest ``delta``
     (Prop. 1); every r from 0 to the number of free rows is scored from cumulative sums and the
-    best r is taken per bag.
+    best r is taken per bag (the smallest r among ties).
 
-    Array operations only: one ``np.lexsort`` by (bag, -delta), one cumulative sum, and a
-    segment minimum (``np.minimum.reduceat``) over the ``N_free + K`` candidate counts, so the
-    cost is O(N log N) with no Python loop over bags or rows.
+    Array operations only, O(N log J), no Python loop over bags or rows. Two layouts:
+    ``"padded"`` puts the free rows in a (bags x largest bag) matrix and sorts, sums and takes
+    the arg-minimum along its rows; ``"segments"`` does one ``np.lexsort`` by (bag, -delta), one
+    cumulative sum and a segment minimum (``np.minimum.reduceat``) over the ``N_free + K``
+    candidate counts. ``"auto"`` uses the padded matrix unless padding would more than double
+    the work (very unequal bag sizes).
 
     Parameters
     ----------
@@ -77,6 +81,7 @@ def optimal_bag_labels(
     shares : (K,) target positive share p_k per bag.
     weight : the proportion-loss weight (``C_p / C*`` in eq. 7).
     known : (n,) 1 / 0 for rows with a fixed label, -1 elsewhere (``None``: all free).
+    method : ``"auto"``, ``"padded"`` or ``"segments"``.
 
     Returns
     -------
@@ -89,12 +94,46 @@ def optimal_bag_labels(
     known = np.full(len(codes), -1) if known is None else np.asarray(known)
     sizes = np.maximum(np.bincount(codes, minlength=n_bags), 1)
     known_pos = np.bincount(codes, weights=(known == 1), minlength=n_bags)
-
     rows = np.flatnonzero(known < 0)
+    n_free = np.bincount(codes[rows], minlength=n_bags)
+    if method == "auto":
+        method = "padded" if n_bags * n_free.max(initial=0) <= 2 * len(rows) + 64 else "segments"
+    step = _padded_label_step if method == "padded" else _segment_label_step
+    positive = known == 1
+    chosen = step(delta, codes, rows, n_free, sizes, known_pos, shares, weight)
+    positive[chosen] = True
+    return positive
+
+
+def _padded_label_step(delta, codes, rows, n_free, sizes, known_pos, shares, weight):
+    """Rows to label positive, computed on a (bags x largest bag) matrix."""
+    n_bags, width = len(shares), int(n_free.max(initial=0))
+    by_bag = rows[np.argsort(codes[rows], kind="stable")]
+    bag_of = codes[by_bag]
+    slot = np.arange(len(by_bag)) - (np.cumsum(n_free) - n_free)[bag_of]
+    index = np.full((n_bags, width), -1, dtype=np.intp)
+    index[bag_of, slot] = by_bag
+    values = np.full((n_bags, width), -np.inf)
+    values[bag_of, slot] = delta[by_bag]
+    order = np.argsort(-values, axis=1, kind="stable")
+    ranked = np.take_along_axis(values, order, axis=1)
+    gain = np.zeros((n_bags, width + 1))
+    np.cumsum(np.where(np.isfinite(ranked), ranked, 0.0), axis=1, out=gain[:, 1:])
+    r = np.arange(width + 1)
+    share_gap = (r[None, :] + known_pos[:, None]) / sizes[:, None] - shares[:, None]
+    objective = weight * np.abs(share_gap) - gain
+    objective[r[None, :] > n_free[:, None]] = np.inf
+    r_best = np.argmin(objective, axis=1)
+    take = np.arange(width)[None, :] < r_best[:, None]
+    return np.take_along_axis(index, order, axis=1)[take]
+
+
+def _segment_label_step(delta, codes, rows, n_free, sizes, known_pos, shares, weight):
+    """Rows to label positive, computed on bag segments of one sorted array."""
+    n_bags = len(shares)
     order = np.lexsort((-delta[rows], codes[rows]))
     srows = rows[order]
     scodes = codes[srows]
-    n_free = np.bincount(scodes, minlength=n_bags)
     seg_start = np.cumsum(n_free) - n_free
     csum = np.cumsum(delta[srows])
     before = np.concatenate(([0.0], csum))[seg_start]
@@ -112,11 +151,8 @@ def optimal_bag_labels(
     hits = np.flatnonzero(value <= best[cand_bag])
     first = hits[np.concatenate(([True], cand_bag[hits[1:]] != cand_bag[hits[:-1]]))]
     r_best = cand_r[first]
-
-    positive = known == 1
     rank = np.arange(len(srows)) - seg_start[scodes]
-    positive[srows] = rank < r_best[scodes]
-    return positive
+    return srows[rank < r_best[scodes]]
 
 
 def proportional_random_labels(
@@ -154,9 +190,12 @@ def run_annealing(
     """The annealing / alternation skeleton shared by alter-pSVM and twin alter-pSVM.
 
     For each value ``c`` of ``schedule``: repeat ``state = fit(y, c, state)`` (model step,
-    warm-started) and ``y = relabel(state, c)`` (label step) until the objective after a label
-    step falls by less than ``tol`` relative to the previous one, or ``max_iter`` rounds. A model
-    step that would raise ``objective(state, y, c)`` is rejected (the old state is kept).
+    warm-started) and ``y = relabel(state, c)`` (label step) until one round lowers the
+    objective by less than ``tol`` relative to its value before the round (the first round of
+    a step is measured from the objective of the previous step's model at the new ``c``), until
+    the label step leaves ``y`` unchanged (then the next model step would repeat itself), or for
+    ``max_iter`` rounds. A model step that would raise ``objective(state, y, c)`` is rejected
+    (the old state is kept).
 
     Returns ``(state, y, history, n_iter)``: ``history`` holds, per annealing step, the
     objective after every half step (model, label, model, label, ...).
@@ -164,22 +203,24 @@ def run_annealing(
     state, history, n_iter = None, [], 0
     for c in schedule:
         values: list[float] = []
-        previous = np.inf
+        current = objective(state, y, c) if state is not None else np.inf
         for _ in range(max_iter):
-            before = objective(state, y, c) if state is not None else np.inf
+            previous = current
             candidate = fit(y, c, state)
             after = objective(candidate, y, c)
-            if after <= before:
+            if after <= previous:
                 state = candidate
             else:
-                after = before
-            y = relabel(state, c)
-            current = objective(state, y, c)
+                after = previous
+            new_y = relabel(state, c)
+            current = objective(state, new_y, c)
             values += [after, current]
             n_iter += 1
-            if np.isfinite(previous) and previous - current <= tol * abs(previous):
+            unchanged = np.array_equal(new_y, y)
+            y = new_y
+            # an unchanged y means the next model step would return the same model
+            if unchanged or (np.isfinite(previous) and previous - current <= tol * abs(previous)):
                 break
-            previous = current
         history.append(np.array(values))
     return state, y, history, n_iter
 
@@ -309,14 +350,15 @@ def check_positive(**params: float) -> None:
             raise ValueError(f"{name} must be a positive number, got {value!r}")
 
 
-def run_restarts(estimator, run, X, bag_codes, shares, known, random_state, **problem):
+def run_restarts(estimator, run, X, bag_codes, shares, known, random_state, Z, **problem):
     """``estimator.n_restarts`` calls of ``run`` through joblib; the smallest objective wins.
 
     Seeds are drawn from ``random_state`` before any work is dispatched, so the result does
     not depend on ``estimator.n_jobs``. The first restart may start from
     ``estimator.init``'s scores. ``run(codes, shares, known, tol, max_iter, init_scores, seed,
-    **problem)`` returns a tuple whose first entry is the final objective. Returns the
-    objectives of all restarts and the winning run's tuple.
+    Z=Z, **problem)`` returns a tuple whose first entry is the final objective; rows are handed
+    to it grouped by bag (``Z`` the per-row features). Returns the objectives of all restarts
+    and the winning run's tuple.
     """
     check_positive(C=estimator.C, annealing_delta=estimator.annealing_delta, tol=estimator.tol)
     if not (np.isfinite(estimator.C_p) and estimator.C_p >= 0):
@@ -325,15 +367,17 @@ def run_restarts(estimator, run, X, bag_codes, shares, known, random_state, **pr
         raise ValueError("n_restarts and max_iter must be at least 1")
     init_scores = initial_scores(estimator, X, bag_codes, shares, known, random_state)
     seeds = random_state.randint(_SEED_MAX, size=int(estimator.n_restarts))
+    by_bag = np.argsort(bag_codes, kind="stable")  # bag-contiguous rows make the label step cheap
     runs = Parallel(n_jobs=estimator.n_jobs)(
         delayed(run)(
-            bag_codes,
+            bag_codes[by_bag],
             shares,
-            known,
+            known[by_bag],
             float(estimator.tol),
             int(estimator.max_iter),
-            init_scores if i == 0 else None,
+            init_scores[by_bag] if i == 0 and init_scores is not None else None,
             seed,
+            Z=Z[by_bag],
             **problem,
         )
         for i, seed in enumerate(seeds)

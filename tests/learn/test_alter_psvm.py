@@ -1,0 +1,199 @@
+"""alter-pSVM: the toy set of Fig. 1, the exact label step (Prop. 1), annealing, the contract."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from qcllp.learn.alter_psvm import AlterPSVM, optimal_bag_labels, squared_hinge_svm
+from qcllp.learn.model_selection import BagGridSearchCV
+from qcllp.learn.synthetic import bags_from_labels
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+
+
+def _toy():
+    df = pd.read_csv(DATA / "toy.csv")
+    y = (df["label"] == 1).astype(int).to_numpy()
+    bags = df["bag"].to_numpy()
+    return df[["x1", "x2"]].to_numpy(), bags, pd.Series(y).groupby(bags).mean(), y
+
+
+def _heart(bag_size: int, seed: int = 0):
+    df = pd.read_csv(DATA / "heart.csv")
+    y = (df["label"] == 1).astype(int).to_numpy()
+    bags, shares = bags_from_labels(y, bag_size, random_state=seed)
+    return df.drop(columns="label").to_numpy(), bags, shares, y
+
+
+def test_toy_set_is_learned_perfectly_although_bag_means_lie_on_the_wrong_side():
+    X, bags, shares, y = _toy()
+    model = AlterPSVM(C=1.0, C_p=10.0, random_state=0).fit(X, bags, shares)
+    assert (model.predict(X) == y).mean() >= 0.95
+
+
+def test_objective_ranks_the_label_flipped_restarts_worse():
+    # about half the restarts on the toy set end in the flipped separator, which misses both
+    # bags' shares by 0.2; the winner must be a restart with the smallest objective and not
+    # flipped
+    X, bags, shares, y = _toy()
+    model = AlterPSVM(C=1.0, C_p=10.0, n_restarts=10, random_state=3).fit(X, bags, shares)
+    restarts = model.estimators_[0].restart_objectives
+    assert restarts.max() > restarts.min() + 1.0  # some restarts did end flipped
+    assert model.objective_[0] == pytest.approx(restarts.min())
+    assert model.bag_error(X, bags, shares) < 0.05
+
+
+def _label_objective(delta, codes, shares, weight, positive):
+    sizes = np.bincount(codes, minlength=len(shares))
+    p = np.bincount(codes, weights=positive, minlength=len(shares)) / sizes
+    return -delta[positive].sum() + weight * np.abs(p - shares).sum()
+
+
+@st.composite
+def _label_problems(draw):
+    sizes = draw(st.lists(st.integers(1, 6), min_size=1, max_size=3))
+    n = sum(sizes)
+    codes = np.repeat(np.arange(len(sizes)), sizes)
+    delta = np.array(draw(st.lists(st.floats(-4, 4), min_size=n, max_size=n)))
+    shares = np.array([draw(st.integers(0, s)) / s for s in sizes], dtype=float)
+    shares = np.where(draw(st.booleans()), shares, draw(st.floats(0, 1)))
+    known = np.array(draw(st.lists(st.sampled_from([-1, -1, 0, 1]), min_size=n, max_size=n)))
+    if draw(st.booleans()):
+        known[:] = -1
+    weight = draw(st.sampled_from([0.0, 0.3, 1.0, 5.0, 100.0]))
+    return delta, codes, shares, weight, known
+
+
+@settings(max_examples=150, deadline=None)
+@given(_label_problems(), st.sampled_from(["padded", "segments"]))
+def test_vectorized_label_step_equals_brute_force_over_all_labelings(problem, method):
+    delta, codes, shares, weight, known = problem
+    positive = optimal_bag_labels(delta, codes, shares, weight, known, method=method)
+    assert np.array_equal(positive[known >= 0], known[known >= 0] == 1)
+    free = np.flatnonzero(known < 0)
+    best = np.inf
+    for bits in itertools.product([False, True], repeat=len(free)):
+        candidate = known == 1
+        candidate[free] = bits
+        best = min(best, _label_objective(delta, codes, shares, weight, candidate))
+    found = _label_objective(delta, codes, shares, weight, positive)
+    assert found == pytest.approx(best, abs=1e-9)
+
+
+def test_label_step_meets_the_shares_when_the_proportion_weight_dominates():
+    rng = np.random.RandomState(0)
+    codes = rng.randint(0, 40, 2000)
+    sizes = np.bincount(codes)
+    counts = rng.binomial(sizes, 0.3)
+    positive = optimal_bag_labels(rng.standard_normal(2000), codes, counts / sizes, 1e6)
+    assert np.array_equal(np.bincount(codes, weights=positive), counts)
+
+
+def test_squared_hinge_solver_reaches_the_optimum():
+    rng = np.random.RandomState(1)
+    X = rng.standard_normal((300, 4))
+    y = np.sign(X @ [1.0, -2.0, 0.5, 0.0] + 0.3 + rng.standard_normal(300))
+    Z = np.column_stack([X, np.ones(300)])
+    z = squared_hinge_svm(Z, y, 0.7)
+    margin = np.maximum(0, 1 - y * (Z @ z))
+    grad = np.append(z[:-1], 0.0) - 2 * 0.7 * Z.T @ (margin * y)
+    assert np.abs(grad).max() < 1e-6
+
+
+def test_objective_never_increases_inside_an_annealing_step():
+    X, bags, shares, _ = _heart(8)
+    model = AlterPSVM(C=1.0, C_p=10.0, n_restarts=2, random_state=0).fit(X, bags, shares)
+    history = model.objective_history_[0]
+    assert len(history) == 30  # 1e-5 C * 1.5^k reaches C after 29 steps, plus the start
+    assert sum(len(step) for step in history) > 2 * len(history)  # some steps alternate more
+    for step in history:
+        assert np.all(np.diff(step) <= 1e-9 * np.abs(step[:-1]))
+
+
+def test_heart_bags_of_8_give_a_sensible_accuracy_and_bag_calibrated_probabilities():
+    X, bags, shares, y = _heart(8)
+    model = AlterPSVM(C=1.0, C_p=10.0, n_restarts=3, random_state=0).fit(X, bags, shares)
+    assert (model.predict(X) == y).mean() >= 0.8
+    proba = model.predict_proba(X)[:, 1]
+    mean_p = pd.Series(proba).groupby(bags).mean()
+    assert np.abs(mean_p - shares).mean() < 0.15
+
+
+def test_fixed_seed_gives_the_same_model_for_any_n_jobs():
+    X, bags, shares, _ = _toy()
+    params = dict(C=1.0, C_p=10.0, n_restarts=3, random_state=7)
+    serial = AlterPSVM(**params).fit(X, bags, shares).decision_function(X)
+    again = AlterPSVM(**params).fit(X, bags, shares).decision_function(X)
+    parallel = AlterPSVM(n_jobs=2, **params).fit(X, bags, shares).decision_function(X)
+    assert np.array_equal(serial, again)
+    assert np.allclose(serial, parallel, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("exact_kernel_max_n", [1000, 100])
+def test_rbf_kernel_exact_and_nystroem_paths_learn_heart(exact_kernel_max_n):
+    X, bags, shares, y = _heart(8)
+    model = AlterPSVM(
+        kernel="rbf",
+        gamma=0.1,
+        n_restarts=1,
+        n_components=100,
+        exact_kernel_max_n=exact_kernel_max_n,
+        random_state=0,
+    ).fit(X, bags, shares)
+    assert (model.predict(X) == y).mean() >= 0.8
+
+
+def test_three_classes_one_vs_rest():
+    rng = np.random.RandomState(0)
+    centers = np.array([[0.0, 3.0], [3.0, -2.0], [-3.0, -2.0]])
+    y = rng.randint(0, 3, 600)
+    X = centers[y] + rng.standard_normal((600, 2))
+    bags, proportions = bags_from_labels(y, 20, random_state=0, classes=[0, 1, 2])
+    model = AlterPSVM(n_restarts=2, random_state=0).fit(X, bags, proportions)
+    assert model.decision_function(X).shape == (600, 3)
+    assert np.allclose(model.predict_proba(X).sum(axis=1), 1.0)
+    assert (model.predict(X) == y).mean() >= 0.9
+
+
+def test_known_labels_are_used_and_kept():
+    X, bags, shares, y = _heart(32)
+    known = np.full(len(y), np.nan)
+    known[::3] = y[::3]
+    model = AlterPSVM(n_restarts=1, random_state=0).fit(X, bags, shares, y=known)
+    assert (model.predict(X) == y).mean() >= 0.75
+
+
+def test_works_inside_bag_grid_search():
+    X, bags, shares, _ = _heart(8)
+    search = BagGridSearchCV(AlterPSVM(n_restarts=1, random_state=0), {"C": [0.1, 1.0]}, cv=2).fit(
+        X, bags, shares
+    )
+    assert search.cv_results_["mean_test_bag_error"].shape == (2,)
+    assert search.best_params_["C"] in (0.1, 1.0)
+    assert search.predict(X).shape == (len(X),)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{"C": -1.0}, {"C_p": np.nan}, {"kernel": "poly"}, {"init": "bogus"}, {"n_restarts": 0}],
+)
+def test_bad_parameters_raise_value_error(params):
+    X, bags, shares, _ = _toy()
+    with pytest.raises(ValueError):
+        AlterPSVM(**params).fit(X, bags, shares)
+
+
+def test_invcal_initialisation_makes_a_single_restart_independent_of_the_seed():
+    X, bags, shares, _ = _heart(8)
+    first, second = (
+        AlterPSVM(init="invcal", n_restarts=1, random_state=seed).fit(X, bags, shares)
+        for seed in (0, 1)
+    )
+    assert np.array_equal(first.decision_function(X), second.decision_function(X))

@@ -1,0 +1,85 @@
+"""Twin alter-pSVM: the TWSVM planes, the alternation, accuracy next to alter-pSVM."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from qcllp.learn.alter_psvm import AlterPSVM
+from qcllp.learn.synthetic import bags_from_labels
+from qcllp.learn.twin_psvm import TwinPSVM, twin_schedule, twsvm_plane
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+
+
+def _heart(bag_size: int, seed: int):
+    df = pd.read_csv(DATA / "heart.csv")
+    y = (df["label"] == 1).astype(int).to_numpy()
+    bags, shares = bags_from_labels(y, bag_size, random_state=seed)
+    return df.drop(columns="label").to_numpy(), bags, shares, y
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_twsvm_plane_closes_the_duality_gap(sign):
+    rng = np.random.RandomState(0)
+    near = np.column_stack([rng.standard_normal((40, 3)) + 1.0, np.ones(40)])
+    far = np.column_stack([rng.standard_normal((30, 3)) - 1.0, np.ones(30)])
+    c, eps = 0.5, 1e-3
+    z, a = twsvm_plane(near, far, c, sign, eps, max_iter=100000, tol=1e-10)
+    primal = (
+        0.5 * np.sum((near @ z) ** 2)
+        + 0.5 * eps * z @ z
+        + c * np.maximum(0.0, 1.0 + sign * (far @ z)).sum()
+    )
+    M = near.T @ near + eps * np.eye(4)
+    dual = a.sum() - 0.5 * a @ far @ np.linalg.solve(M, far.T @ a)
+    assert np.all((a >= 0) & (a <= c))
+    assert primal == pytest.approx(dual, rel=1e-6, abs=1e-8)
+
+
+def test_annealing_schedule_follows_alg_1():
+    steps = twin_schedule(0.4, 2.0, 0.5)
+    c1, c2 = np.array(steps).T
+    assert c1[0] == pytest.approx(1.5e-5 * 0.4 * 2.0)
+    assert c2[0] == pytest.approx(1.5e-5 * 0.6 * 2.0)
+    assert c2[-1] == 2.0 and c1[-1] < 2.0  # the loop ends once one of them reaches C
+    assert np.allclose(c1[:-1] / c2[:-1], 0.4 / 0.6)
+
+
+def test_twin_is_no_worse_than_alter_psvm_minus_3_points_on_heart_bags_of_8():
+    accuracies = {"alter": [], "twin": []}
+    for seed in (0, 1):
+        X, bags, shares, y = _heart(8, seed)
+        for name, cls in (("alter", AlterPSVM), ("twin", TwinPSVM)):
+            model = cls(C=1.0, C_p=10.0, n_restarts=1, random_state=0).fit(X, bags, shares)
+            accuracies[name].append((model.predict(X) == y).mean())
+    assert np.mean(accuracies["twin"]) >= np.mean(accuracies["alter"]) - 0.03
+    assert np.mean(accuracies["twin"]) >= 0.75
+
+
+def test_twin_objective_never_increases_inside_an_annealing_step_and_probabilities_fit_bags():
+    X, bags, shares, _ = _heart(16, 0)
+    model = TwinPSVM(n_restarts=1, random_state=0).fit(X, bags, shares)
+    for step in model.objective_history_[0]:
+        assert np.all(np.diff(step) <= 1e-9 * np.abs(step[:-1]))
+    mean_p = pd.Series(model.predict_proba(X)[:, 1]).groupby(bags).mean()
+    assert np.abs(mean_p - shares).mean() < 0.15
+
+
+def test_decision_is_distance_to_negative_plane_minus_distance_to_positive_plane():
+    X, bags, shares, _ = _heart(8, 0)
+    model = TwinPSVM(n_restarts=1, random_state=0).fit(X, bags, shares)
+    planes = model.estimators_[0]
+    d_pos = np.abs(X @ planes.z_pos[:-1] + planes.z_pos[-1]) / np.linalg.norm(planes.z_pos[:-1])
+    d_neg = np.abs(X @ planes.z_neg[:-1] + planes.z_neg[-1]) / np.linalg.norm(planes.z_neg[:-1])
+    assert np.allclose(model.decision_function(X), d_neg - d_pos)
+    assert np.array_equal(model.predict(X), (d_pos < d_neg).astype(int))
+
+
+def test_bad_parameter_raises_value_error():
+    X, bags, shares, _ = _heart(8, 0)
+    with pytest.raises(ValueError):
+        TwinPSVM(C=0.0).fit(X, bags, shares)
