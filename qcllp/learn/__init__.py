@@ -5,6 +5,7 @@ read, tested and benchmarked on a numpy array alone.
 """
 
 from .base import LLPClassifierMixin
+from .kmeans_labeler import KMeansLabeler
 from .metrics import (
     bag_error,
     bag_error_from_labels,
@@ -22,6 +23,7 @@ from .problem import LLPProblem, check_features, check_llp_input, counts_to_shar
 __all__ = [
     "BagGridSearchCV",
     "BagKFold",
+    "KMeansLabeler",
     "LLPClassifierMixin",
     "LLPProblem",
     "bag_cross_val_error",

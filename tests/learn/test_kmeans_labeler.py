@@ -1,0 +1,162 @@
+"""KMeansLabeler (Stolpe & Morik Alg. 1): accuracy from proportions alone, multi-class, known
+labels, reproducibility (also in parallel), the estimator contract and its errors."""
+
+import random
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.base import clone
+from sklearn.linear_model import LogisticRegression
+
+from qcllp.learn import BagGridSearchCV, BagKFold
+from qcllp.learn.kmeans_labeler import KMeansLabeler
+from qcllp.learn.synthetic import bags_from_labels, make_gaussian_mixture
+
+FAST = {"maxgen": 3, "psize": 12}
+
+
+@pytest.fixture(scope="module")
+def gaussians():
+    X, y = make_gaussian_mixture(2000, random_state=7)
+    bags, shares = bags_from_labels(y, 16, random_state=7)
+    return X, y, bags, shares
+
+
+@pytest.fixture(scope="module")
+def fitted(gaussians):
+    X, _, bags, shares = gaussians
+    return KMeansLabeler(random_state=0, **FAST).fit(X, bags, shares)
+
+
+def test_two_gaussians_with_bags_of_16_reach_90_percent_instance_accuracy(gaussians, fitted):
+    X, y, _, _ = gaussians
+    assert np.mean(fitted.predict(X) == y) >= 0.9
+
+
+def test_fitted_model_exposes_weights_clusters_and_a_non_increasing_fitness_history(fitted):
+    assert fitted.weights_.shape == (10,)
+    assert np.all((fitted.weights_ >= 0) & (fitted.weights_ <= 1)) and fitted.weights_.max() == 1
+    assert fitted.cluster_centers_.shape == (6, 10)
+    assert set(fitted.cluster_labels_) <= {0, 1}
+    history = fitted.fitness_history_
+    assert len(history) == 3 and np.all(np.diff(history) <= 0)
+    assert history[-1] == fitted.fitness_
+    assert fitted.n_evaluations_ > FAST["psize"]
+
+
+def test_probabilities_match_the_bag_shares(gaussians, fitted):
+    X, _, bags, shares = gaussians
+    proba = fitted.predict_proba(X)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    mean_per_bag = pd.Series(proba[:, 1]).groupby(bags).mean()
+    assert np.mean(np.abs(mean_per_bag - shares.loc[mean_per_bag.index])) < 0.1
+
+
+def test_three_classes_are_learned_natively_and_predicted_as_column_labels():
+    rng = np.random.RandomState(0)
+    centers = np.array([[0, 0, 0, 0], [4, 0, 0, 0], [0, 4, 0, 0]], dtype=float)
+    y = rng.randint(3, size=1500)
+    X = centers[y] + rng.standard_normal((1500, 4))
+    names = np.array(["ok", "crack", "bend"])
+    bags, table = bags_from_labels(names[y], 12, random_state=0, classes=names)
+    model = KMeansLabeler(n_clusters=5, random_state=1, **FAST).fit(X, bags, table)
+    assert list(model.classes_) == ["ok", "crack", "bend"]
+    assert np.mean(model.predict(X) == names[y]) >= 0.85
+    assert model.predict_proba(X).shape == (1500, 3)
+
+
+def test_known_instance_labels_lower_the_error_when_proportions_cannot_orient_the_classes():
+    # Every bag is half positive: the proportions say nothing about which cluster is which
+    # class, so without labels a model is right or wrong by chance; eq. (8) adds Err_T.
+    without, with_labels = [], []
+    for seed in range(4):
+        rng = np.random.RandomState(seed)
+        y = np.tile([0, 1], 400)
+        X = rng.standard_normal((800, 4)) + 3.0 * y[:, None]
+        bags = np.arange(800) // 2 % 50  # 8 negatives and 8 positives in every bag
+        shares = pd.Series(y).groupby(bags).mean()
+        known = np.full(800, np.nan)
+        picked = rng.choice(800, 40, replace=False)
+        known[picked] = y[picked]
+        params = dict(n_clusters=2, random_state=seed, **FAST)
+        plain = KMeansLabeler(**params).fit(X, bags, shares)
+        labeled = KMeansLabeler(**params).fit(X, bags, shares, y=known)
+        without.append(np.mean(plain.predict(X) != y))
+        with_labels.append(np.mean(labeled.predict(X) != y))
+    assert max(with_labels) < 0.1
+    assert np.mean(with_labels) < np.mean(without)
+
+
+def test_a_fixed_seed_gives_the_same_model_also_with_two_jobs(gaussians):
+    X, _, bags, shares = gaussians
+    serial = KMeansLabeler(random_state=3, **FAST).fit(X, bags, shares)
+    again = KMeansLabeler(random_state=3, **FAST).fit(X, bags, shares)
+    parallel = KMeansLabeler(random_state=3, n_jobs=2, **FAST).fit(X, bags, shares)
+    for other in (again, parallel):
+        np.testing.assert_array_equal(other.weights_, serial.weights_)
+        np.testing.assert_array_equal(other.predict(X), serial.predict(X))
+        np.testing.assert_array_equal(other.fitness_history_, serial.fitness_history_)
+
+
+def test_fit_leaves_the_callers_python_random_state_alone(gaussians):
+    X, _, bags, shares = gaussians
+    random.seed(123)
+    expected = random.random()
+    random.seed(123)
+    KMeansLabeler(random_state=0, maxgen=2, psize=4).fit(X, bags, shares)
+    assert random.random() == expected
+
+
+def test_greedy_labeling_and_a_final_estimator_also_learn(gaussians):
+    X, y, bags, shares = gaussians
+    greedy = KMeansLabeler(labeling="greedy", maxgen=3, random_state=0).fit(X, bags, shares)
+    assert np.mean(greedy.predict(X) == y) >= 0.8
+    final = KMeansLabeler(final_estimator=LogisticRegression(), random_state=0, **FAST)
+    final.fit(X, bags, shares)
+    assert np.mean(final.predict(X) == y) >= 0.9
+    assert final.predict_proba(X).shape == (len(X), 2)
+
+
+def test_dataframe_features_are_checked_by_name_at_prediction(gaussians):
+    X, _, bags, shares = gaussians
+    frame = pd.DataFrame(X, columns=[f"sensor_{i}" for i in range(10)])
+    model = KMeansLabeler(random_state=0, maxgen=2, psize=4).fit(frame, bags, shares)
+    assert list(model.feature_names_in_) == list(frame.columns)
+    with pytest.raises(ValueError, match="order"):
+        model.predict(frame[frame.columns[::-1]])
+
+
+def test_clone_and_bag_grid_search_work(gaussians):
+    X, _, bags, shares = gaussians
+    base = KMeansLabeler(random_state=0, maxgen=2, psize=6)
+    assert clone(base).get_params() == base.get_params()
+    search = BagGridSearchCV(
+        base, {"n_clusters": [2, 6]}, cv=BagKFold(3, shuffle=True, random_state=0)
+    ).fit(X, bags, shares)
+    assert search.best_params_["n_clusters"] in (2, 6)
+    assert search.best_bag_error_ < 0.15
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"labeling": "random"}, "labeling"),
+        ({"fitness": "mse"}, "fitness"),
+        ({"maxgen": 0}, "maxgen"),
+        ({"crossprob": 1.5}, "crossprob"),
+        ({"n_clusters": 5000}, "n_clusters"),
+    ],
+)
+def test_invalid_parameters_are_named(gaussians, params, message):
+    X, _, bags, shares = gaussians
+    with pytest.raises(ValueError, match=message):
+        KMeansLabeler(**params).fit(X, bags, shares)
+
+
+def test_bad_training_input_names_the_bag(gaussians):
+    X, _, bags, shares = gaussians
+    wrong = shares.copy()
+    wrong.iloc[3] = 1.2
+    with pytest.raises(ValueError, match=str(shares.index[3])):
+        KMeansLabeler().fit(X, bags, wrong)
