@@ -561,21 +561,24 @@ class _Validator:
                 return None  # invalid, reported
             stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", name or "plant")
             return f"sqlite:///{(self.base_dir / f'{stem}.sqlite').resolve()}"
+        return self.sqlalchemy_url(url, "database_url")
+
+    def sqlalchemy_url(self, url: str, key: str) -> str | None:
+        """Check an SQLAlchemy URL; a relative SQLite file resolves against the config folder."""
         from sqlalchemy.engine import make_url
         from sqlalchemy.exc import ArgumentError
 
         try:
             parsed = make_url(url)
         except ArgumentError as exc:
-            self.error("database_url", f"not a valid SQLAlchemy URL: {exc}")
+            self.error(key, f"not a valid SQLAlchemy URL: {exc}")
             return None
         db = parsed.database
         if parsed.get_backend_name() == "sqlite" and db and db != ":memory:":
             p = Path(db).expanduser()
             if not db.startswith("file:") and not p.is_absolute():
-                return parsed.set(database=str((self.base_dir / p).resolve())).render_as_string(
-                    hide_password=False
-                )
+                resolved = parsed.set(database=str((self.base_dir / p).resolve()))
+                return resolved.render_as_string(hide_password=False)
         return url
 
     def connectors(self, raw: Any) -> dict:
@@ -627,7 +630,9 @@ class _Validator:
         )
         if m is None:
             return {}
-        self.string(m, "url", key)
+        url = self.string(m, "url", key)
+        if url is not None:
+            m["url"] = self.sqlalchemy_url(url, _join(key, "url")) or url
         self.string(m, "watermark", key)
         if ("table" in m) == ("query" in m):
             self.error(_join(key, "table"), "give exactly one of 'table' or 'query'")

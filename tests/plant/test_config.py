@@ -275,3 +275,27 @@ def test_minimal_config_gets_documented_defaults():
     assert config.station("furnace").scoring_interval_s == 10.0
     assert config.connectors == {} and config.training == {}
     assert config.path is None
+
+
+def test_sql_source_is_checked_and_its_relative_sqlite_file_resolves(tmp_path, example_mapping):
+    mapping = copy.deepcopy(example_mapping)
+    mapping["connectors"]["sql"] = {
+        "historian": {"url": "sqlite:///mes.sqlite", "table": "readings", "watermark": "id"},
+        "mes": {"url": "postgresql+psycopg://r@mes/db", "query": "SELECT 1", "watermark": "t"},
+    }
+    config = load_plant_config(write_config(tmp_path, mapping))
+    historian = config.connectors["sql"]["historian"]
+    assert historian["url"] == f"sqlite:///{tmp_path / 'mes.sqlite'}"
+    assert historian["kind"] == "measurements"
+    assert config.connectors["sql"]["mes"]["url"] == "postgresql+psycopg://r@mes/db"
+
+    mapping["connectors"]["sql"] = {
+        "bad": {"url": "not a url", "table": "t", "query": "SELECT 1", "kind": "stock"}
+    }
+    with pytest.raises(ConfigError) as info:
+        load_plant_config(write_config(tmp_path, mapping))
+    text = str(info.value)
+    assert "connectors.sql.bad.watermark: missing required key" in text
+    assert "connectors.sql.bad.url: not a valid SQLAlchemy URL" in text
+    assert "connectors.sql.bad.table: give exactly one of 'table' or 'query'" in text
+    assert "connectors.sql.bad.kind: must be one of measurements, defects" in text
