@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from qcllp.plant.config import PlantConfig
 
@@ -86,13 +88,28 @@ class SensorTable:
 
     def codes(self, station: pd.Series, sensor: pd.Series) -> tuple[np.ndarray, np.ndarray]:
         """(station code or -1, pair code or -1) for each row."""
-        st = self.stations.get_indexer(station)
-        se = self.sensor_names.get_indexer(sensor)
+        st = _indexer(self.stations, station)
+        se = _indexer(self.sensor_names, sensor)
         pair = st * len(self.sensor_names) + se
         ok = (st >= 0) & (se >= 0)
         pair = np.where(ok, pair, -1)
         pair[ok] = np.where(self.known[pair[ok]], pair[ok], -1)
         return st, pair
+
+
+def _indexer(known: pd.Index, column: pd.Series) -> np.ndarray:
+    """Position of each value in ``known`` (-1 if absent), via the column's few distinct values."""
+    codes, uniques = pd.factorize(column)
+    return known.get_indexer(uniques)[codes] if len(codes) else np.zeros(0, dtype=np.intp)
+
+
+def _to_float(text: pd.Series) -> np.ndarray:
+    """Text -> float64, NaN where not a number (fast Arrow cast when the whole chunk is clean)."""
+    try:
+        array = pa.array(text.array if hasattr(text.array, "_pa_array") else text)
+        return pc.cast(array, pa.float64()).to_numpy(zero_copy_only=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return pd.to_numeric(text, errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
 
 
 def as_text(column: pd.Series) -> pd.Series:

@@ -26,10 +26,10 @@ import json
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import Connection, func, insert, select
 
 from qcllp.ingest.validate import SERIES_KEY
-from qcllp.store import QuarantineRow, Reading, Series
+from qcllp.store import QuarantineRow, Reading, Series, rows_frame
 
 __all__ = ["ReadingWriter", "insert_quarantine", "raw_json"]
 
@@ -128,7 +128,7 @@ class ReadingWriter:
                 t.c.station.in_(stations), t.c.charge_id.in_(charges[start : start + _IN_CHUNK])
             )
             rows += self.conn.execute(stmt).all()
-        found = pd.DataFrame(rows, columns=["id", *SERIES_KEY])
+        found = rows_frame(rows, ["id", *SERIES_KEY])
         return found.astype({"id": "float64", **dict.fromkeys(SERIES_KEY, "str")})
 
     def _series_ids(self, keys: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -139,16 +139,26 @@ class ReadingWriter:
         existed = ~np.isnan(ids)
         if not existed.all():
             missing = keys[~existed]
+            t = Series.__table__
+            before = self.conn.execute(select(func.coalesce(func.max(t.c.id), 0))).scalar_one()
             cursor = self.conn.connection.dbapi_connection.cursor()
             try:
                 cursor.executemany(
                     "INSERT INTO series (station, charge_id, stick_id, sensor) "
                     f"VALUES ({_placeholders(self.conn, 4)}) ON CONFLICT DO NOTHING",
-                    list(missing.itertuples(index=False, name=None)),
+                    _tuples(missing, SERIES_KEY),
                 )
             finally:
                 cursor.close()
-            created = missing.merge(self._select_series(missing), on=SERIES_KEY, how="left")
+            # ids only grow and this batch holds the writer lock: the new rows are id > before
+            new_rows = self.conn.execute(
+                select(t.c.id, t.c.station, t.c.charge_id, t.c.stick_id, t.c.sensor).where(
+                    t.c.id > before
+                )
+            ).all()
+            found = rows_frame(new_rows, ["id", *SERIES_KEY])
+            found = found.astype({"id": "float64", **dict.fromkeys(SERIES_KEY, "str")})
+            created = missing.merge(found, on=SERIES_KEY, how="left")
             ids[~existed] = created["id"].to_numpy()
         return ids.astype(np.int64), existed
 
@@ -164,7 +174,7 @@ class ReadingWriter:
             ).all()
         if not rows:
             return np.full(len(pairs), np.nan)
-        stored = pd.DataFrame(rows, columns=["sid", "ts", "value"])
+        stored = rows_frame(rows, ["sid", "ts", "value"])
         stored = stored.astype({"sid": "int64", "ts": "int64", "value": "float64"})
         return pairs.merge(stored, on=["sid", "ts"], how="left")["value"].to_numpy()
 
@@ -218,17 +228,22 @@ class ReadingWriter:
                 f"VALUES ({_placeholders(self.conn, 2)}) ON CONFLICT (charge_id) DO UPDATE SET "
                 f"first_seen_us = {least}(coalesce(charges.first_seen_us, "
                 "excluded.first_seen_us), excluded.first_seen_us)",
-                list(charges.itertuples(index=False, name=None)),
+                _tuples(charges, ["charge_id", "ts_us"]),
             )
             cursor.executemany(
                 f"INSERT INTO sticks (charge_id, stick_id, first_seen_us) "
                 f"VALUES ({_placeholders(self.conn, 3)}) "
                 "ON CONFLICT (charge_id, stick_id) DO UPDATE SET "
                 f"first_seen_us = {least}(sticks.first_seen_us, excluded.first_seen_us)",
-                list(sticks.itertuples(index=False, name=None)),
+                _tuples(sticks, ["charge_id", "stick_id", "ts_us"]),
             )
         finally:
             cursor.close()
+
+
+def _tuples(frame: pd.DataFrame, columns: list[str]) -> list[tuple]:
+    """Rows of ``frame`` as tuples of Python objects, built column-wise (for executemany)."""
+    return list(zip(*(frame[c].to_numpy(dtype=object) for c in columns), strict=True))
 
 
 def _series_of(valid: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:

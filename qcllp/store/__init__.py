@@ -4,7 +4,7 @@
 :mod:`qcllp.store.migrate` the versioned Alembic migrations that ``open`` applies.
 """
 
-from qcllp.store.core import Store, StoreError, us_to_utc
+from qcllp.store.core import Store, StoreError, rows_frame, us_to_utc
 from qcllp.store.schema import (
     Base,
     Charge,
@@ -35,5 +35,6 @@ __all__ = [
     "Store",
     "StoreError",
     "Watermark",
+    "rows_frame",
     "us_to_utc",
 ]

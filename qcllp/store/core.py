@@ -34,7 +34,7 @@ from qcllp.store.schema import (
     Stick,
 )
 
-__all__ = ["Store", "StoreError", "us_to_utc"]
+__all__ = ["Store", "StoreError", "rows_frame", "us_to_utc"]
 
 _ADVISORY_LOCK_KEY = 0x51C11F  # PostgreSQL advisory lock held by a writing ingester
 _IN_CHUNK = 5000  # ids per IN (...) list: far below SQLite's and psycopg's parameter limits
@@ -47,6 +47,13 @@ class StoreError(RuntimeError):
 def us_to_utc(values) -> pd.Series | pd.DatetimeIndex:
     """Epoch microseconds (int) -> ``datetime64[ns, UTC]``."""
     return pd.to_datetime(values, unit="us", utc=True).astype("datetime64[ns, UTC]")
+
+
+def rows_frame(rows: Sequence, columns: list[str]) -> pd.DataFrame:
+    """A frame from result rows, built column-wise (much faster than per-row Row handling)."""
+    if not rows:
+        return pd.DataFrame(columns=columns)
+    return pd.DataFrame(dict(zip(columns, zip(*rows, strict=True), strict=True)))
 
 
 def _sqlite_engine(url: str) -> Engine:
@@ -170,9 +177,7 @@ class Store:
                     sq, rq = sq.where(s.c.charge_id.in_(ids)), rq.where(s.c.charge_id.in_(ids))
                 series_parts += conn.execute(sq).all()
                 reading_parts += conn.execute(rq).all()
-        series = pd.DataFrame(
-            series_parts, columns=["id", "charge_id", "stick_id", "station", "sensor"]
-        )
+        series = rows_frame(series_parts, ["id", "charge_id", "stick_id", "station", "sensor"])
         series = series.astype(
             {
                 "id": "int64",
@@ -184,7 +189,7 @@ class Store:
         )
         series = series.sort_values(["station", "charge_id", "stick_id", "sensor"])
         series = series.reset_index(drop=True)
-        values = pd.DataFrame(reading_parts, columns=["series_id", "ts_us", "value"])
+        values = rows_frame(reading_parts, ["series_id", "ts_us", "value"])
         sid = values["series_id"].to_numpy(dtype="int64")
         ts = values["ts_us"].to_numpy(dtype="int64")
         rank = pd.Index(series["id"]).get_indexer(sid)  # series position = sort rank
