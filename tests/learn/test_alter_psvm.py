@@ -142,7 +142,7 @@ def test_rbf_kernel_exact_and_nystroem_paths_learn_heart(exact_kernel_max_n):
     model = AlterPSVM(
         kernel="rbf",
         gamma=0.1,
-        n_restarts=1,
+        n_restarts=3,
         n_components=100,
         exact_kernel_max_n=exact_kernel_max_n,
         random_state=0,
