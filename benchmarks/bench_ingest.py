@@ -7,6 +7,7 @@ Each run is a separate process (so the peak RSS is that run's own) on a fresh da
 PostgreSQL server is a throwaway cluster like the test fixture's (skipped without binaries).
 
     .venv/bin/python benchmarks/bench_ingest.py [--readings 1000000] [--chunk-rows 200000]
+    .venv/bin/python benchmarks/bench_ingest.py --readings 10000000 --sqlite-only  # memory bound
 
 Target of issue 4: >= 100k readings/s into SQLite on the 2-core reference machine.
 """
@@ -99,6 +100,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--readings", type=int, default=1_000_000)
     parser.add_argument("--chunk-rows", type=int, default=200_000)
+    parser.add_argument("--sqlite-only", action="store_true", help="skip PostgreSQL")
     parser.add_argument("--child", nargs=2, metavar=("URL", "CSV"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -111,13 +113,14 @@ def main() -> None:
     print(f"{args.readings:,} readings, {size_mb:.0f} MiB CSV, chunk_rows={args.chunk_rows:,}")
     engines = [("sqlite", f"sqlite:///{tmp / 'bench.sqlite'}")]
     server = None
-    bin_dir = find_pg_bin()
+    bin_dir = None if args.sqlite_only else find_pg_bin()
     if bin_dir is not None:
         server = TempPostgres(bin_dir, port=54391)
         engines.append(("postgresql", server.create_database("bench")))
-    else:
+    elif not args.sqlite_only:
         print("postgresql: skipped (no initdb/pg_ctl found)")
     rows = []
+    load = os.getloadavg()[0]
     try:
         for engine, url in engines:
             out = subprocess.run(
@@ -132,15 +135,19 @@ def main() -> None:
         if server is not None:
             server.stop()
     print()
+    print(f"load average before the runs: {load:.1f} on {os.cpu_count()} cores")
     print(
-        "| engine | readings | seconds | readings/s | peak RSS MiB | re-run (skipped by checksum) |"
+        "| engine | readings | wall s | readings/s (wall) | ingester CPU s "
+        "| readings per CPU-s | peak RSS MiB | re-run |"
     )
-    print("|---|---:|---:|---:|---:|---|")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
     for engine, r in rows:
         print(
             f"| {engine} | {r['stored']:,} | {r['seconds']:.1f} | {r['stored'] / r['seconds']:,.0f}"
-            f" | {r['peak_rss_mb']:.0f} | {r['skipped_again']} file, {r['skip_seconds']:.2f} s |"
+            f" | {r['cpu']:.1f} | {r['stored'] / r['cpu']:,.0f} | {r['peak_rss_mb']:.0f}"
+            f" | skipped by checksum in {r['skip_seconds']:.2f} s |"
         )
+    print("(ingester CPU excludes the PostgreSQL server's own CPU)")
 
 
 if __name__ == "__main__":
