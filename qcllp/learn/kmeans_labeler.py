@@ -102,6 +102,9 @@ class KMeansLabeler(LLPClassifierMixin, BaseEstimator):
         fraction of ``psize``.
     kmeans_max_iter : iteration limit of each k-means run (the paper's linear run time
         assumes a limit).
+    kmeans_max_rows : on larger samples k-means finds its centers on this many random rows
+        and every row is then assigned to its nearest center (one linear pass); ``None``
+        clusters all rows. The labeling and the fitness always use every row.
     scale : ``"minmax"`` scales features to [0, 1] on the training data; ``None`` leaves them.
     final_estimator : optional scikit-learn classifier trained on the labeled training rows
         to make predictions instead of the nearest cluster mean.
@@ -135,6 +138,7 @@ class KMeansLabeler(LLPClassifierMixin, BaseEstimator):
         crossprob: float = 0.3,
         tournsize: float = 0.25,
         kmeans_max_iter: int = 100,
+        kmeans_max_rows: int | None = 100_000,
         scale: Literal["minmax"] | None = "minmax",
         final_estimator=None,
         n_jobs: int | None = None,
@@ -150,6 +154,7 @@ class KMeansLabeler(LLPClassifierMixin, BaseEstimator):
         self.crossprob = crossprob
         self.tournsize = tournsize
         self.kmeans_max_iter = kmeans_max_iter
+        self.kmeans_max_rows = kmeans_max_rows
         self.scale = scale
         self.final_estimator = final_estimator
         self.n_jobs = n_jobs
@@ -177,6 +182,7 @@ class KMeansLabeler(LLPClassifierMixin, BaseEstimator):
                     self.labeling,
                     self.fitness,
                     self.kmeans_max_iter,
+                    self.kmeans_max_rows,
                     int(seed),
                 )
                 for ind, seed in zip(population, seeds, strict=True)
@@ -222,6 +228,10 @@ class KMeansLabeler(LLPClassifierMixin, BaseEstimator):
             value = getattr(self, name)
             if not isinstance(value, int | np.integer) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.kmeans_max_rows is not None and self.kmeans_max_rows < self.n_clusters:
+            raise ValueError(
+                f"kmeans_max_rows must be None or at least n_clusters, got {self.kmeans_max_rows!r}"
+            )
         if self.n_clusters > n_rows:
             raise ValueError(f"n_clusters={self.n_clusters} exceeds the {n_rows} training rows")
         for name in ("crossprob", "tournsize"):
@@ -296,7 +306,7 @@ class KMeansLabeler(LLPClassifierMixin, BaseEstimator):
             self.final_estimator_ = clone(self.final_estimator).fit(problem.X, codes)
 
     def _nearest_cluster(self, Xs: np.ndarray) -> np.ndarray:
-        return pairwise_distances_argmin(Xs * np.sqrt(self.weights_), self._weighted_centers)
+        return _nearest(Xs * np.sqrt(self.weights_), self._weighted_centers)
 
     def predict_proba(self, X) -> np.ndarray:
         """Class probabilities (n, l): the nearest cluster's composition, or the final model's."""
@@ -329,16 +339,29 @@ def _score_weights(
     labeling: str,
     fitness: Fitness,
     max_iter: int,
+    max_rows: int | None,
     seed: int,
 ) -> _Scored:
     """clusterer(U, w) and labeler(C, G, Pi, Y) of Alg. 1 for one weight vector."""
+    Xw = Xs * np.sqrt(weights)
     kmeans = KMeans(n_clusters=n_clusters, n_init=1, max_iter=max_iter, random_state=seed)
-    threads = None if len(Xs) >= _THREADED_KMEANS_ROWS else 1
+    rows = len(Xw) if max_rows is None else min(len(Xw), max_rows)
+    threads = None if rows >= _THREADED_KMEANS_ROWS else 1
     with threadpool_limits(limits=threads):
-        clusters = kmeans.fit_predict(Xs * np.sqrt(weights))
+        if rows < len(Xw):
+            sample = np.random.RandomState(seed).choice(len(Xw), rows, replace=False)
+            kmeans.fit(Xw[np.sort(sample)])
+            clusters = _nearest(Xw, kmeans.cluster_centers_)
+        else:
+            clusters = kmeans.fit_predict(Xw)
     stats = labeling_statistics(bag_codes, clusters, proportions, n_clusters, known)
     labels, err, tie = label_clusters(stats, labeling, fitness)
     return _Scored(weights, kmeans.cluster_centers_, labels, err, tie)
+
+
+def _nearest(Xw: np.ndarray, centers: np.ndarray) -> np.ndarray:
+    """Index of the nearest center (Euclidean in the weighted space) for every row."""
+    return pairwise_distances_argmin(Xw, centers)
 
 
 def _best(best: _Scored | None, results: list[_Scored]) -> _Scored:

@@ -160,3 +160,9 @@ def test_bad_training_input_names_the_bag(gaussians):
     wrong.iloc[3] = 1.2
     with pytest.raises(ValueError, match=str(shares.index[3])):
         KMeansLabeler().fit(X, bags, wrong)
+
+
+def test_clustering_a_sample_of_rows_still_labels_every_row(gaussians):
+    X, y, bags, shares = gaussians
+    model = KMeansLabeler(kmeans_max_rows=300, random_state=0, **FAST).fit(X, bags, shares)
+    assert np.mean(model.predict(X) == y) >= 0.9
