@@ -3,11 +3,13 @@
 * :func:`ingest_measurements` -- measurement files (CSV/Parquet, long or wide, file or folder);
 * :func:`ingest_defect_counts` -- final-QC defect counts per charge (CSV/Parquet);
 * :func:`ingest_sql` -- a SQL source (plant historian / MES), incrementally by a watermark;
+* :func:`ingest_from_config` -- all connectors of a plant config (CLI ``ingest``, daemon);
 * :class:`IngestReport` -- stored / duplicate / quarantined-per-reason counts.
 
 Nothing here prints; callers get reports and may pass ``progress`` callables.
 """
 
+from qcllp.ingest.connectors import ingest_from_config
 from qcllp.ingest.defects import ingest_defect_counts
 from qcllp.ingest.measurements import DEFAULT_CHUNK_ROWS, ingest_measurements
 from qcllp.ingest.report import REASONS, IngestError, IngestReport
@@ -19,6 +21,7 @@ __all__ = [
     "IngestError",
     "IngestReport",
     "ingest_defect_counts",
+    "ingest_from_config",
     "ingest_measurements",
     "ingest_sql",
 ]

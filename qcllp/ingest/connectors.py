@@ -1,0 +1,76 @@
+"""Run the connectors a plant config declares: what ``qcllp ingest`` and the daemon call.
+
+``connectors.measurements`` (a file or folder; ``format``, ``layout``, ``pattern``,
+``chunk_rows``), ``connectors.defects`` (a file or folder; ``format``, ``pattern``) and every
+source under ``connectors.sql``, in that order: readings before the counts that label them. A
+missing drop folder is reported as a failed input, not raised, so one broken connector does not
+stop the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from qcllp.ingest.defects import ingest_defect_counts
+from qcllp.ingest.measurements import DEFAULT_CHUNK_ROWS, ingest_measurements
+from qcllp.ingest.report import IngestError, IngestReport
+from qcllp.ingest.sql import ingest_sql
+from qcllp.plant.config import PlantConfig
+from qcllp.store import Store
+
+__all__ = ["ingest_from_config"]
+
+
+def ingest_from_config(
+    store: Store, config: PlantConfig, *, progress: Callable[[int], None] | None = None
+) -> dict[str, IngestReport]:
+    """Ingest from every configured connector; returns one report per connector name
+    (``"measurements"``, ``"defects"``, ``"sql:<name>"``)."""
+    connectors = config.connectors or {}
+    reports: dict[str, IngestReport] = {}
+    measurements = connectors.get("measurements")
+    if measurements:
+        reports["measurements"] = _guarded(
+            "measurements",
+            measurements["path"],
+            lambda: ingest_measurements(
+                store,
+                config,
+                measurements["path"],
+                layout=measurements.get("layout"),
+                fmt=measurements.get("format"),
+                pattern=measurements.get("pattern"),
+                chunk_rows=int(measurements.get("chunk_rows", DEFAULT_CHUNK_ROWS)),
+                progress=progress,
+            ),
+        )
+    defects = connectors.get("defects")
+    if defects:
+        reports["defects"] = _guarded(
+            "defect_counts",
+            defects["path"],
+            lambda: ingest_defect_counts(
+                store,
+                config,
+                defects["path"],
+                fmt=defects.get("format"),
+                pattern=defects.get("pattern"),
+            ),
+        )
+    for name in connectors.get("sql", {}):
+        kind = connectors["sql"][name].get("kind", "measurements")
+        reports[f"sql:{name}"] = _guarded(
+            "measurements" if kind == "measurements" else "defect_counts",
+            f"sql:{name}",
+            lambda name=name: ingest_sql(store, config, name, progress=progress),
+        )
+    return reports
+
+
+def _guarded(kind: str, source: str, run: Callable[[], IngestReport]) -> IngestReport:
+    try:
+        return run()
+    except IngestError as exc:
+        report = IngestReport(kind=kind)
+        report.files_failed[str(source)] = str(exc)
+        return report

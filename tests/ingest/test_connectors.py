@@ -1,0 +1,35 @@
+"""Connectors from the plant config: drop folders and a named SQL source, in one call."""
+
+import sqlite3
+
+from qcllp.ingest import ingest_from_config
+from qcllp.plant.config import parse_plant_config
+from tests.conftest import TINY_PLANT
+from tests.ingest.helpers import write_csv
+
+
+def test_configured_connectors_ingest_folders_and_sql_source(store, tmp_path):
+    (tmp_path / "m").mkdir()
+    (tmp_path / "d").mkdir()
+    write_csv(tmp_path / "m", "a.csv", "c1,s1,furnace,2025-01-06T06:00:00Z,temperature,1100\n")
+    write_csv(tmp_path / "d", "d.csv", "c1,20,1,0\n", header="charge_id,n_sticks,crack,bend\n")
+    mes = sqlite3.connect(tmp_path / "mes.sqlite")
+    mes.execute("CREATE TABLE r (charge_id, stick_id, station, timestamp, sensor, value, id)")
+    mes.execute("INSERT INTO r VALUES ('c1','s2','rolling','2025-01-06T06:10:00Z','force',9e3,1)")
+    mes.commit()
+    mes.close()
+    plant = dict(TINY_PLANT)
+    plant["connectors"] = {
+        "measurements": {"path": "m", "format": "csv", "layout": "long"},
+        "defects": {"path": "d"},
+        "sql": {"mes": {"url": "sqlite:///mes.sqlite", "table": "r", "watermark": "id"}},
+    }
+    config = parse_plant_config(plant, source="<test>", base_dir=tmp_path)
+    reports = ingest_from_config(store, config)
+    assert {k: r.stored for k, r in reports.items()} == {
+        "measurements": 1,
+        "defects": 1,
+        "sql:mes": 1,
+    }
+    assert len(store.read_readings()) == 2
+    assert store.read_defect_counts(config.defect_types).loc["c1"].tolist() == [20, 1, 0]
