@@ -21,13 +21,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 
 from sqlalchemy import Connection, insert, select, update
 
 from qcllp.ingest.report import IngestError, IngestReport
+from qcllp.ingest.sources import file_checksum, file_format, list_input_files
 from qcllp.store import IngestionBatch, Store
 
-__all__ = ["already_ingested", "run_batch"]
+__all__ = ["already_ingested", "ingest_files", "run_batch"]
+
+Body = Callable[[Connection, int, IngestReport], None]
 
 log = logging.getLogger(__name__)
 _T = IngestionBatch.__table__
@@ -102,3 +106,45 @@ def run_batch(
 
 def _set(conn: Connection, batch_id: int, **values) -> None:
     conn.execute(update(_T).where(_T.c.id == batch_id).values(**values))
+
+
+def ingest_files(
+    store: Store,
+    kind: str,
+    path: str | Path,
+    *,
+    pattern: str | None,
+    fmt: str | None,
+    make_body: Callable[[Path, str, Callable[[int], None]], Body],
+    progress: Callable[[int], None] | None = None,
+) -> IngestReport:
+    """One batch per new file under ``path``; files already ingested (checksum) are skipped.
+
+    ``make_body(file, format, tick)`` checks the file's columns (raising :class:`IngestError`
+    for a file that cannot be ingested at all: it is listed in ``files_failed`` and the other
+    files go on) and returns the batch body; ``tick(records_done_in_file)`` drives
+    ``progress`` with the running total of the call.
+    """
+    report = IngestReport(kind=kind)
+    for file in list_input_files(path, pattern):
+        checksum = file_checksum(file)
+        if already_ingested(store, kind, checksum):
+            report.files_skipped.append(str(file))
+            continue
+
+        def tick(n: int, done: int = report.records) -> None:
+            if progress is not None:
+                progress(done + n)
+
+        try:
+            body = make_body(file, file_format(file, fmt), tick)
+            one = run_batch(store, kind, str(file), checksum, body)
+        except IngestError as exc:
+            report.files_failed[str(file)] = str(exc)
+            continue
+        if one is None:
+            report.files_skipped.append(str(file))
+            continue
+        one.files_ingested.append(str(file))
+        report.add(one)
+    return report

@@ -24,16 +24,9 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import Connection, insert, select, text
 
-from qcllp.ingest.batches import already_ingested, run_batch
+from qcllp.ingest.batches import ingest_files
 from qcllp.ingest.report import IngestError, IngestReport
-from qcllp.ingest.sources import (
-    Chunk,
-    file_checksum,
-    file_format,
-    list_input_files,
-    read_chunks,
-    read_columns,
-)
+from qcllp.ingest.sources import Chunk, read_chunks, read_columns
 from qcllp.ingest.validate import as_text
 from qcllp.ingest.writer import insert_quarantine, malformed_rows, quarantine_rows, raw_json
 from qcllp.plant.config import PlantConfig
@@ -53,30 +46,17 @@ def ingest_defect_counts(
     pattern: str | None = None,
 ) -> IngestReport:
     """Ingest a defect-count file, or the new files of a folder (one batch per file)."""
-    report = IngestReport(kind="defect_counts")
-    for file in list_input_files(path, pattern):
-        checksum = file_checksum(file)
-        if already_ingested(store, "defect_counts", checksum):
-            report.files_skipped.append(str(file))
-            continue
-        try:
-            fformat = file_format(file, fmt)
-            check_count_columns(str(file), read_columns(file, fformat), config)
-            chunks = read_chunks(file, fformat, 100_000)
 
-            def body(conn, batch_id, one, chunks=chunks, source=str(file)):  # noqa: ANN001
-                ingest_count_frames(conn, batch_id, one, config, source, chunks)
+    def make_body(file: Path, fformat: str, tick: Callable[[int], None]):  # noqa: ANN202
+        check_count_columns(str(file), read_columns(file, fformat), config)
+        chunks = read_chunks(file, fformat, 100_000)
 
-            one = run_batch(store, "defect_counts", str(file), checksum, body)
-        except IngestError as exc:
-            report.files_failed[str(file)] = str(exc)
-            continue
-        if one is None:
-            report.files_skipped.append(str(file))
-            continue
-        one.files_ingested.append(str(file))
-        report.add(one)
-    return report
+        def body(conn: Connection, batch_id: int, report: IngestReport) -> None:
+            ingest_count_frames(conn, batch_id, report, config, str(file), chunks, tick)
+
+        return body
+
+    return ingest_files(store, "defect_counts", path, pattern=pattern, fmt=fmt, make_body=make_body)
 
 
 def check_count_columns(source: str, columns: Iterable[str], config: PlantConfig) -> None:

@@ -23,15 +23,9 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import Connection
 
-from qcllp.ingest.batches import already_ingested, run_batch
+from qcllp.ingest.batches import ingest_files
 from qcllp.ingest.report import IngestError, IngestReport
-from qcllp.ingest.sources import (
-    file_checksum,
-    file_format,
-    list_input_files,
-    read_chunks,
-    read_columns,
-)
+from qcllp.ingest.sources import read_chunks, read_columns
 from qcllp.ingest.validate import LONG_COLUMNS, SensorTable, validate_readings
 from qcllp.ingest.writer import (
     ReadingWriter,
@@ -69,35 +63,27 @@ def ingest_measurements(
     missing columns) is listed in ``files_failed`` and the other files go on; nothing of it is
     stored.
     """
-    report = IngestReport(kind="measurements")
-    done = 0
-    for file in list_input_files(path, pattern):
-        checksum = file_checksum(file)
-        if already_ingested(store, "measurements", checksum):
-            report.files_skipped.append(str(file))
-            continue
-        fformat = file_format(file, fmt)
 
-        def tick(n: int, done: int = done) -> None:
-            if progress is not None:
-                progress(done + n)
+    def make_body(file: Path, fformat: str, tick: Callable[[int], None]):  # noqa: ANN202
+        wide = _is_wide(file, read_columns(file, fformat), layout)
+        chunks = read_chunks(file, fformat, chunk_rows)
 
-        try:
-            columns = read_columns(file, fformat)
-            wide = _is_wide(file, columns, layout)
-            chunks = read_chunks(file, fformat, chunk_rows)
-            body = _batch_body(config, str(file), chunks, wide, tick)
-            one = run_batch(store, "measurements", str(file), checksum, body)
-        except IngestError as exc:
-            report.files_failed[str(file)] = str(exc)
-            continue
-        if one is None:
-            report.files_skipped.append(str(file))
-            continue
-        one.files_ingested.append(str(file))
-        report.add(one)
-        done += one.records
-    return report
+        def body(conn: Connection, batch_id: int, report: IngestReport) -> None:
+            ingest_reading_frames(
+                conn, batch_id, report, config, str(file), chunks, wide=wide, progress=tick
+            )
+
+        return body
+
+    return ingest_files(
+        store,
+        "measurements",
+        path,
+        pattern=pattern,
+        fmt=fmt,
+        make_body=make_body,
+        progress=progress,
+    )
 
 
 def ingest_reading_frames(
@@ -151,15 +137,6 @@ def ingest_reading_frames(
         insert_quarantine(conn, quarantine)
         if progress is not None:
             progress(report.records)
-
-
-def _batch_body(config: PlantConfig, source: str, chunks, wide: bool, progress):  # noqa: ANN001
-    def body(conn: Connection, batch_id: int, report: IngestReport) -> None:
-        ingest_reading_frames(
-            conn, batch_id, report, config, source, chunks, wide=wide, progress=progress
-        )
-
-    return body
 
 
 def _is_wide(file: Path, columns: list[str], layout: str | None) -> bool:
