@@ -1,0 +1,247 @@
+"""Proportion-SVM family: accuracy on heart, speed against llp-learn, scale to cod-rna.t size.
+
+(a) ``heart``: the pSVM paper's protocol (Yu et al. 2013, Sect. 6.2) on ../shared/data/heart.csv:
+    random bags of 2..64, 5-fold CV over bags x repeats, parameters chosen per outer fold by
+    :class:`BagGridSearchCV` (bag-level error, eq. 23) over the paper's grids, accuracy on the
+    held-out instances; mean +- std per learner next to the paper's Table 2/4 figures.
+(b) ``speed``: AlterPSVM (linear) against llp-learn's ``alterSVM`` at equal C, C_p and restarts
+    on Gaussian mixtures of 8k and 32k rows in bags of 64 (accuracy on an equally large fresh
+    test set).
+(c) ``scale``: AlterPSVM (linear, 10 restarts) on a 271,617 x 8 synthetic set (cod-rna.t's
+    size) with bags of 2^11..2^13, and the time at N = 34k, 68k, 136k, 272k.
+
+llp-learn is not a dependency: install it apart, e.g. ``pip install --no-deps --target
+/tmp/llp_learn_pkg llp-learn``, and pass ``--llp-learn-path /tmp/llp_learn_pkg``. Prints tables,
+writes nothing. ``--quick`` runs a reduced version in a few minutes.
+
+    python benchmarks/bench_psvm.py --quick
+    python benchmarks/bench_psvm.py heart --kernels linear rbf --repeats 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import io
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator
+
+from qcllp.learn.alter_psvm import AlterPSVM
+from qcllp.learn.baselines import InvCal, MeanMap
+from qcllp.learn.model_selection import BagGridSearchCV, BagKFold
+from qcllp.learn.synthetic import bags_from_labels, make_gaussian_mixture
+from qcllp.learn.twin_psvm import TwinPSVM
+
+HEART = Path(__file__).resolve().parents[2] / "shared" / "data" / "heart.csv"
+BAG_SIZES = (2, 4, 8, 16, 32, 64)
+PAPER = {  # accuracy %, heart (pSVM paper Tables 2 and 4; twin paper Table I, 10-fold)
+    ("MeanMap", "linear"): (81.85, 80.39, 79.63, 79.46, 79.00, 76.06),
+    ("InvCal", "linear"): (81.78, 80.98, 79.45, 76.94, 73.76, 73.04),
+    ("AlterPSVM", "linear"): (83.41, 81.80, 79.91, 79.69, 77.80, 76.58),
+    ("ConvPSVM", "linear"): (83.33, 80.61, 81.00, 80.72, 79.32, 79.40),
+    ("TwinPSVM", "linear"): (None, 87.04, 83.33, 83.33, None, None),
+    ("MeanMap", "rbf"): (82.69, 80.80, 79.65, 79.44, 80.03, 77.26),
+    ("InvCal", "rbf"): (83.15, 81.06, 80.26, 79.61, 76.36, 73.90),
+    ("AlterPSVM", "rbf"): (83.15, 82.89, 81.51, 80.07, 79.10, 78.63),
+    ("ConvPSVM", "rbf"): (82.96, 82.20, 81.38, 81.17, 80.94, 78.87),
+}
+
+
+class LLPLearnAlterSVM(BaseEstimator):
+    """llp-learn's ``alterSVM`` (linear, hinge, LinearSVC) behind the qcllp LLP contract."""
+
+    def __init__(self, C=1.0, C_p=1.0, num_exec=10, random_state=None):
+        self.C = C
+        self.C_p = C_p
+        self.num_exec = num_exec
+        self.random_state = random_state
+
+    def fit(self, X, bags, proportions):
+        from llp_learn.alter import alterSVM
+
+        codes = pd.Index(proportions.index).get_indexer(np.asarray(bags))
+        self.model_ = alterSVM(
+            C=self.C, C_p=self.C_p, num_exec=self.num_exec, random_state=self.random_state
+        )
+        with contextlib.redirect_stdout(io.StringIO()):  # it prints non-convergence notes
+            self.model_.fit(np.asarray(X), codes, proportions.to_numpy())
+        self.classes_ = np.array([0, 1])
+        return self
+
+    def predict(self, X):
+        return (self.model_.predict(np.asarray(X)) > 0).astype(int)
+
+
+def _optional(module: str, name: str):
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return None
+
+
+def _learners(kernel: str, restarts: int, llp_learn: bool):
+    """(name, estimator, grid) per learner; grids are the paper's (Sect. 6.2)."""
+    gamma = {"gamma": [0.01, 0.1, 1.0]} if kernel == "rbf" else {}
+    psvm = {"C": [0.1, 1.0, 10.0], "C_p": [1.0, 10.0, 100.0], **gamma}
+    common = {"kernel": kernel, "random_state": 0}
+    rows = [
+        ("AlterPSVM", AlterPSVM(n_restarts=restarts, **common), psvm),
+        ("TwinPSVM", TwinPSVM(n_restarts=restarts, **common), psvm),
+        ("InvCal", InvCal(**common), {"C_p": [0.1, 1.0, 10.0], "epsilon": [0.0, 0.01, 0.1]}),
+        ("MeanMap", MeanMap(**common), {"reg": [0.1, 1.0, 10.0], **gamma}),
+    ]
+    conv = _optional("qcllp.learn.conv_psvm", "ConvPSVM")
+    if conv is not None:
+        grid = {"C": [0.1, 1.0, 10.0], "epsilon": [0.0, 0.01, 0.1], **gamma}
+        rows.append(("ConvPSVM", conv(**common), grid))
+    kmeans = _optional("qcllp.learn.kmeans_labeler", "KMeansLabeler")
+    if kmeans is not None and kernel == "linear":
+        rows.append(("KMeansLabeler", kmeans(random_state=0), {}))
+    if llp_learn and kernel == "linear":
+        grid = {"C": [0.1, 1.0, 10.0], "C_p": [1.0, 10.0, 100.0]}
+        rows.append(("llp-learn alterSVM", LLPLearnAlterSVM(num_exec=restarts), grid))
+    return rows
+
+
+def _fit_selected(estimator, grid, X, bags, shares, inner_cv, n_jobs, seed):
+    if not grid:
+        return estimator.fit(X, bags, shares)
+    search = BagGridSearchCV(estimator, grid, cv=inner_cv, n_jobs=n_jobs, random_state=seed)
+    return search.fit(X, bags, shares)
+
+
+def heart(args) -> None:
+    df = pd.read_csv(HEART)
+    X = df.drop(columns="label").to_numpy()
+    y = (df["label"] == 1).astype(int).to_numpy()
+    for kernel in args.kernels:
+        learners = [
+            row
+            for row in _learners(kernel, args.restarts, args.llp_learn)
+            if not args.learners or row[0] in args.learners
+        ]
+        acc = {(name, b): [] for name, _, _ in learners for b in args.bag_sizes}
+        seconds = {name: 0.0 for name, _, _ in learners}
+        for repeat in range(args.repeats):
+            for bag_size in args.bag_sizes:
+                bags, shares = bags_from_labels(y, bag_size, random_state=100 * repeat + bag_size)
+                folds = BagKFold(5, random_state=repeat).split(X, groups=bags)
+                scores = {name: np.zeros(len(y), dtype=bool) for name, _, _ in learners}
+                for train, test in folds:
+                    train_shares = shares.loc[pd.unique(bags[train])]
+                    for name, estimator, grid in learners:
+                        start = time.perf_counter()
+                        model = _fit_selected(
+                            estimator, grid, X[train], bags[train], train_shares,
+                            args.inner_cv, args.n_jobs, repeat,
+                        )  # fmt: skip
+                        seconds[name] += time.perf_counter() - start
+                        scores[name][test] = model.predict(X[test]) == y[test]
+                for name in scores:
+                    acc[(name, bag_size)].append(100.0 * scores[name].mean())
+            print(f"  [{kernel}] repeat {repeat + 1}/{args.repeats} done", flush=True)
+        _print_heart_table(kernel, learners, acc, seconds, args)
+
+
+def _print_heart_table(kernel, learners, acc, seconds, args) -> None:
+    print(
+        f"\n(a) heart, {kernel} kernel: accuracy % on held-out instances, 5-fold CV x "
+        f"{args.repeats} repeat(s), inner {args.inner_cv}-fold bag grid search, "
+        f"{args.restarts} restart(s); paper in brackets"
+    )
+    header = f"{'learner':<20}" + "".join(f"{b:>22}" for b in args.bag_sizes) + f"{'fit s':>9}"
+    print(header)
+    for name, _, _ in learners:
+        cells = []
+        for b in args.bag_sizes:
+            values = np.array(acc[(name, b)])
+            paper = PAPER.get((name, kernel), (None,) * 6)[BAG_SIZES.index(b)]
+            ref = f" [{paper:.2f}]" if paper is not None else ""
+            cells.append(f"{values.mean():6.2f}±{values.std():4.2f}{ref}")
+        print(f"{name:<20}" + "".join(f"{c:>22}" for c in cells) + f"{seconds[name]:9.1f}")
+
+
+def speed(args) -> None:
+    print(
+        f"\n(b) speed: linear, bags of 64, C=1, C_p=10, {args.speed_restarts} restart(s); "
+        "accuracy on a fresh test set of the same size"
+    )
+    print(f"{'n':>7} {'learner':<20} {'fit s':>9} {'accuracy %':>11}")
+    learners = [("AlterPSVM", AlterPSVM(C=1.0, C_p=10.0, n_restarts=args.speed_restarts))]
+    if args.llp_learn:
+        learners.append(
+            ("llp-learn alterSVM", LLPLearnAlterSVM(C=1.0, C_p=10.0, num_exec=args.speed_restarts))
+        )
+    for n in args.speed_sizes:
+        X, y = make_gaussian_mixture(2 * n, 10, separation=0.5, random_state=n)
+        bags, shares = bags_from_labels(y[:n], 64, random_state=0)
+        times = {}
+        for name, estimator in learners:
+            estimator.set_params(random_state=0)
+            start = time.perf_counter()
+            model = estimator.fit(X[:n], bags, shares)
+            times[name] = time.perf_counter() - start
+            accuracy = 100.0 * (model.predict(X[n:]) == y[n:]).mean()
+            print(f"{n:>7} {name:<20} {times[name]:9.2f} {accuracy:11.2f}", flush=True)
+        if len(times) == 2:
+            print(f"{n:>7} speed-up: {times['llp-learn alterSVM'] / times['AlterPSVM']:.1f}x")
+
+
+def scale(args) -> None:
+    n_total = 271_617
+    X, y = make_gaussian_mixture(n_total, 8, separation=0.5, random_state=0)
+    print(
+        f"\n(c) scale: AlterPSVM linear, {args.scale_restarts} restarts, n_jobs={args.n_jobs}, "
+        "C=1, C_p=10; training accuracy"
+    )
+    print(f"{'N':>8} {'bag size':>9} {'fit s':>8} {'accuracy %':>11}")
+    runs = [(n_total, b) for b in args.scale_bag_sizes]
+    runs += [(n, args.scale_bag_sizes[0]) for n in (34_000, 68_000, 136_000)]
+    for n, bag_size in runs:
+        bags, shares = bags_from_labels(y[:n], bag_size, random_state=0)
+        model = AlterPSVM(n_restarts=args.scale_restarts, n_jobs=args.n_jobs, random_state=0)
+        start = time.perf_counter()
+        model.fit(X[:n], bags, shares)
+        seconds = time.perf_counter() - start
+        accuracy = 100.0 * (model.predict(X[:n]) == y[:n]).mean()
+        print(f"{n:>8} {bag_size:>9} {seconds:8.1f} {accuracy:11.2f}", flush=True)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("parts", nargs="*", choices=["heart", "speed", "scale"], default=[])
+    parser.add_argument("--quick", action="store_true", help="reduced run, a few minutes")
+    parser.add_argument("--kernels", nargs="+", default=["linear", "rbf"])
+    parser.add_argument("--learners", nargs="*", default=[], help="subset of learner names")
+    parser.add_argument("--bag-sizes", nargs="+", type=int, default=list(BAG_SIZES))
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--inner-cv", type=int, default=5)
+    parser.add_argument("--restarts", type=int, default=10)
+    parser.add_argument("--speed-sizes", nargs="+", type=int, default=[8_000, 32_000])
+    parser.add_argument("--speed-restarts", type=int, default=10)
+    parser.add_argument("--scale-bag-sizes", nargs="+", type=int, default=[2**11, 2**12, 2**13])
+    parser.add_argument("--scale-restarts", type=int, default=10)
+    parser.add_argument("--n-jobs", type=int, default=2)
+    parser.add_argument("--llp-learn-path", help="directory holding the llp_learn package")
+    args = parser.parse_args(argv)
+    if args.llp_learn_path:
+        sys.path.insert(0, args.llp_learn_path)
+    args.llp_learn = _optional("llp_learn.alter", "alterSVM") is not None
+    if args.quick:
+        args.kernels, args.bag_sizes, args.repeats = ["linear"], [2, 8, 32], 1
+        args.inner_cv, args.restarts, args.speed_restarts = 3, 3, 3
+        args.speed_sizes, args.scale_bag_sizes = [8_000], [2**11]
+    parts = args.parts or ["heart", "speed", "scale"]
+    print(f"llp-learn alterSVM available: {args.llp_learn}")
+    for part in parts:
+        {"heart": heart, "speed": speed, "scale": scale}[part](args)
+
+
+if __name__ == "__main__":
+    main()
