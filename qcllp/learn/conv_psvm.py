@@ -30,7 +30,7 @@ class ConvPSVM(MarginLLPClassifier):
 
     Parameters
     ----------
-    C : SVM box constraint (pSVM eq. 9).
+    C : loss weight of the SVM (pSVM eq. 9; squared hinge loss, see :mod:`qcllp.learn.wellsvm`).
     epsilon : tolerance on each bag's positive share (eq. 10); 0 demands the exact count
         (the nearest integer count when ``share * bag size`` is not an integer).
     kernel : ``"linear"`` or ``"rbf"``.
@@ -38,8 +38,8 @@ class ConvPSVM(MarginLLPClassifier):
     max_iter : cutting-plane iterations (label vectors added) at most.
     tol : stop when the objective decreases by less than this fraction (the paper: 1e-4).
     n_components : rbf on more rows than this uses that many Nystroem landmarks instead of
-        the exact kernel; with more than :data:`~qcllp.learn.wellsvm.EXACT_MAX_ROWS` rows the
-        SVM dual is solved by L-BFGS-B on implicit products instead of libsvm.
+        the exact kernel map (which is solved by libsvm on the precomputed mixed kernel); the
+        linear kernel and Nystroem features are solved in the primal, linear in N.
     random_state : seeds the Nystroem landmarks.
 
     Known labels passed as ``y`` to ``fit`` stay fixed. Multi-class problems are fitted

@@ -36,13 +36,16 @@ Choices where the papers leave room:
   its columns are the kernel's eigen-directions in decreasing variance, which the
   l-infinity search of pSVM eq. 19 needs ("eigendecomposition of the kernel matrix, d such that
   90 % of the variance is preserved").
-* **SVM solver.** The bias-free dual ``max 1'a - 1/2 a'Qa, 0 <= a <= C`` for
-  ``N <= EXACT_MAX_ROWS`` is solved exactly by libsvm (``SVC(kernel="precomputed")``) on the
-  doubled problem ``{(phi_i, +1), (-phi_i, -1)}`` with ``C/2``: by symmetry its equality
-  constraint ``sum a_i s_i = 0`` binds nothing, and ``a_i + a_i'`` solves the bias-free dual.
-  For larger N the same dual is solved by L-BFGS-B with implicit products
-  ``Q a = sum_t mu_t y_t o Phi (Phi' (y_t o a))``: memory and time O(T N d) per product,
-  never an N x N matrix.
+* **Loss and SVM solver.** The SVMs use the squared hinge loss (the L2-SVM, as WellSVM's own
+  experiments do, Sect. 5, and as :class:`~qcllp.learn.alter_psvm.AlterPSVM` does): its dual
+  ``max 1'a - 1/2 a'(Q + diag(1 / 2C)) a, a >= 0`` is strongly convex and the dual variables
+  follow from the primal in closed form, ``a_i = 2 C_i xi_i``. For low-rank features (linear
+  kernel, Nystroem: ``d < N / 2``) the primal of WellSVM eq. 13 is solved by L-BFGS in
+  O(N d T) per step, linear in N, never an N x N matrix. For near-full-rank features (the exact
+  rbf map) with ``N <= EXACT_MAX_ROWS`` the mixed kernel ``Q = sum_t mu_t K o y_t y_t'`` is
+  precomputed and solved by libsvm (``SVC(kernel="precomputed")``) on a doubled problem that
+  removes libsvm's bias (:func:`_svm_libsvm`). The objective reported is the dual value
+  ``G = 1'a - 1/2 a'Qa - |a|^2 / 4C``.
 * **Violated label.** Candidates are the l-infinity maximisers of pSVM eq. 19-21 (every one of
   the leading ``d`` eigen-directions, both signs) plus WellSVM's eq. 16-17 candidate
   (``r = H y_hat`` for the best label vector of the working set); the candidate with the largest
@@ -65,6 +68,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.svm import SVC
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted
+from threadpoolctl import threadpool_limits
 
 from .kernels import LinearDecision, apply_map, make_feature_map
 
@@ -84,7 +88,7 @@ __all__ = [
 ]
 
 EXACT_MAX_ROWS = 1500
-"""Up to this many rows the mixed-kernel SVM is solved exactly by libsvm (doubled kernel)."""
+"""Near-full-rank feature spaces up to this many rows go to libsvm (precomputed mixed kernel)."""
 
 VARIANCE_KEPT = 0.9
 """pSVM Sect. 5.2: the l-infinity search uses the eigen-directions holding 90 % of the variance."""
@@ -344,49 +348,59 @@ class WellSVMResult:
         return self.mu @ self.Y
 
 
-def _svm_exact(Q: np.ndarray, upper: np.ndarray) -> np.ndarray:
-    """Bias-free SVM dual ``max 1'a - a'Qa/2, 0 <= a <= upper`` by libsvm on the doubled problem.
+def _svm_libsvm(Q: np.ndarray, C: np.ndarray) -> np.ndarray:
+    """Bias-free L2-SVM dual ``max 1'a - a'(Q + diag(1/2C))a/2, a >= 0`` by libsvm.
 
-    Rows (phi_i, +1) and (-phi_i, -1) with box ``upper/2`` each: the doubled kernel seen by
-    libsvm is ``[[Q, Q], [Q, Q]]`` and its equality constraint ``sum a - sum b = 0`` always has
-    a feasible split, so ``a + b`` solves the bias-free problem (libsvm's bias is unused).
+    libsvm always has a bias, so it gets the doubled problem, rows (phi_i, +1) and
+    (-phi_i, -1): the kernel it sees is ``[[Q', Q'], [Q', Q']]`` and its equality constraint
+    ``sum a - sum b = 0`` always has a feasible split, so ``a + b`` solves the bias-free problem
+    (libsvm's own bias is unused). The box is set above any reachable value
+    (``a_i = 2 C_i xi_i <= 2 C_i sqrt(N)``), so it never binds.
     """
     n = len(Q)
-    C = float(upper.max())
-    svc = SVC(C=C / 2.0, kernel="precomputed", tol=1e-5, cache_size=500)
-    weights = np.tile(upper / C, 2)
-    svc.fit(np.block([[Q, -Q], [-Q, Q]]), np.r_[np.ones(n), -np.ones(n)], sample_weight=weights)
+    Qp = Q + np.diag(1.0 / (2.0 * C))
+    box = 4.0 * float(C.max()) * np.sqrt(n) + 1.0
+    svc = SVC(C=box, kernel="precomputed", tol=1e-5, cache_size=500)
+    svc.fit(np.block([[Qp, -Qp], [-Qp, Qp]]), np.r_[np.ones(n), -np.ones(n)])
     both = np.zeros(2 * n)
     both[svc.support_] = np.abs(svc.dual_coef_[0])
-    return np.minimum(both[:n] + both[n:], upper)
+    return both[:n] + both[n:]
 
 
-def _svm_lbfgs(matvec, upper: np.ndarray, alpha0: np.ndarray) -> np.ndarray:
-    """The same dual by L-BFGS-B with implicit products (large N), warm-started."""
+def _svm_primal(
+    Phi: np.ndarray, Y: np.ndarray, mu: np.ndarray, C: np.ndarray, alpha0: np.ndarray
+) -> np.ndarray:
+    """The same problem in the primal of WellSVM eq. 13 by L-BFGS, for low-rank features.
 
-    def fun(a):
-        g = matvec(a)
-        return 0.5 * a @ g - a.sum(), g - 1.0
+    With ``v_t = w_t / sqrt(mu_t)``: ``min 1/2 sum_t |v_t|^2 + sum_i C_i xi_i^2``,
+    ``xi_i = max(0, 1 - sum_t sqrt(mu_t) y_ti phi_i' v_t)``; smooth and strongly convex, cost
+    O(N d T) per evaluation, warm-started from ``alpha0``. Returns ``alpha = 2 C xi``.
+    """
+    d, T = Phi.shape[1], len(Y)
+    s = np.sqrt(mu)
+    Yt = Y.T.astype(float)
 
-    bounds = np.column_stack([np.zeros_like(upper), upper])
-    res = minimize(
-        fun,
-        np.clip(alpha0, 0, upper),
-        jac=True,
-        method="L-BFGS-B",
-        bounds=bounds,
-        options={"maxiter": 2000, "ftol": 1e-10, "gtol": 1e-6},
-    )
-    return res.x
+    def slack(V):
+        return np.maximum(0.0, 1.0 - np.sum(Yt * (Phi @ (V * s)), axis=1))
+
+    def fun(v):
+        V = v.reshape(d, T)
+        xi = slack(V)
+        grad = V - (Phi.T @ ((2.0 * C * xi)[:, None] * Yt)) * s
+        return 0.5 * v @ v + C @ xi**2, grad.ravel()
+
+    v0 = ((Phi.T @ (alpha0[:, None] * Yt)) * s).ravel()
+    res = minimize(fun, v0, jac=True, method="L-BFGS-B", options={"maxiter": 5000, "gtol": 1e-7})
+    return 2.0 * C * slack(res.x.reshape(d, T))
 
 
 class _Engine:
     """One WellSVM run on a fixed feature matrix and label space (WellSVM Alg. 1)."""
 
-    def __init__(self, Phi: np.ndarray, space: LabelSpace, upper: np.ndarray, exact: bool):
+    def __init__(self, Phi: np.ndarray, space: LabelSpace, C: np.ndarray, exact: bool):
         self.Phi = Phi
         self.space = space
-        self.upper = upper
+        self.C = C
         self.exact = exact
         self.K = Phi @ Phi.T if self.exact else None
         var = np.sum(Phi**2, axis=0)
@@ -400,15 +414,8 @@ class _Engine:
 
     def _solve_svm(self, Y: np.ndarray, mu: np.ndarray, alpha: np.ndarray) -> np.ndarray:
         if self.exact:
-            M = (Y.T * mu) @ Y
-            return _svm_exact(self.K * M, self.upper)
-        Phi, Yf = self.Phi, Y.astype(float)
-
-        def matvec(a):
-            G = Phi.T @ (Yf.T * a[:, None])  # (d, T)
-            return np.sum(Yf.T * (Phi @ (G * mu)), axis=1)
-
-        return _svm_lbfgs(matvec, self.upper, alpha)
+            return _svm_libsvm(self.K * ((Y.T * mu) @ Y), self.C)
+        return _svm_primal(self.Phi, Y, mu, self.C, alpha)
 
     def mkl(self, Y: np.ndarray, mu: np.ndarray, alpha: np.ndarray):
         """WellSVM Sect. 4.1.2 (MKLGL): SVM with the mixed kernel, then
@@ -424,7 +431,9 @@ class _Engine:
             if done:
                 break
         alpha = self._solve_svm(Y, mu, alpha)
-        objective = float(alpha.sum() - 0.5 * mu @ self.label_norms(alpha, Y.T))
+        objective = float(
+            alpha.sum() - 0.5 * mu @ self.label_norms(alpha, Y.T) - alpha @ (alpha / (4 * self.C))
+        )
         return alpha, mu, objective
 
     def candidates(self, alpha: np.ndarray, Y: np.ndarray | None) -> np.ndarray:
@@ -458,7 +467,7 @@ class _Engine:
             y0 = self.space.argmax(init_scores)
         Y = y0[None, :].astype(np.int8)
         mu = np.ones(1)
-        alpha = np.minimum(self.upper, 1.0 / n)
+        alpha = np.full(n, 1.0 / n)
         result = WellSVMResult(alpha, mu, Y)
         for _ in range(max(int(max_iter), 1)):
             alpha, mu, objective = self.mkl(Y, mu, alpha)
@@ -493,16 +502,19 @@ def fit_wellsvm(
 ) -> WellSVMResult:
     """Run WellSVM (Alg. 1) on features ``Phi`` (n, d) over the label space ``space``.
 
-    ``C`` is a scalar or a per-row box (e.g. C_l on labeled and C_u on unlabeled rows);
+    ``C`` is a scalar or a per-row loss weight (e.g. C_l on labeled, C_u on unlabeled rows);
     ``init_scores`` (n,) gives the first label vector as ``space.argmax(init_scores)``,
     otherwise it is found by the violated-label search at ``alpha = 1/N`` (pSVM Alg. 2).
-    Up to ``exact_max_rows`` rows the SVM dual is solved by libsvm, above by L-BFGS-B.
+    Near-full-rank features (``d >= N / 2``, e.g. the exact rbf map) of at most
+    ``exact_max_rows`` rows go to libsvm, all others to the primal L-BFGS solver.
     """
-    upper = np.broadcast_to(np.asarray(C, dtype=float), (len(Phi),)).copy()
-    if np.any(upper <= 0):
+    C = np.broadcast_to(np.asarray(C, dtype=float), (len(Phi),)).copy()
+    if np.any(C <= 0):
         raise ValueError("C must be positive")
-    engine = _Engine(np.asarray(Phi, dtype=float), space, upper, len(Phi) <= exact_max_rows)
-    return engine.run(init_scores, max_iter, tol)
+    Phi = np.asarray(Phi, dtype=float)
+    exact = len(Phi) <= exact_max_rows and Phi.shape[1] >= len(Phi) // 2
+    with threadpool_limits(limits=1):  # small dense products: contending BLAS threads only cost
+        return _Engine(Phi, space, C, exact).run(init_scores, max_iter, tol)
 
 
 def linf_violated_label(alpha: np.ndarray, features: np.ndarray, space: LabelSpace) -> np.ndarray:
@@ -540,9 +552,9 @@ class WellSVM(ClassifierMixin, BaseEstimator):
     Parameters
     ----------
     task : ``"semi-supervised"`` or ``"clustering"``.
-    C : box of the labeled rows' dual variables (C_1 in WellSVM eq. 11); for clustering, of
-        all rows (eq. 26).
-    C_u : box of the unlabeled rows (C_2 in eq. 11); ``None`` means ``C``.
+    C : loss weight of the labeled rows (C_1 in WellSVM eq. 11); for clustering, of all rows
+        (eq. 26).
+    C_u : loss weight of the unlabeled rows (C_2 in eq. 11); ``None`` means ``C``.
     balance : semi-supervised: tolerance on the unlabeled rows' positive share around the
         labeled share (or ``positive_share``), 0 = the paper's equality; clustering:
         ``B / N`` in ``-B <= 1'y <= B`` (the paper uses 0.03 for balanced data).
@@ -585,7 +597,7 @@ class WellSVM(ClassifierMixin, BaseEstimator):
         self.n_components = n_components
         self.random_state = random_state
 
-    def _space_and_box(self, n: int, y) -> tuple[LabelSpace, np.ndarray, np.ndarray | None]:
+    def _space_and_weights(self, n: int, y) -> tuple[LabelSpace, np.ndarray, np.ndarray | None]:
         if self.task == "clustering":
             return cluster_label_space(n, self.balance), np.full(n, float(self.C)), None
         if self.task != "semi-supervised":
@@ -605,14 +617,14 @@ class WellSVM(ClassifierMixin, BaseEstimator):
             raise ValueError("semi-supervised WellSVM needs labeled rows of both classes")
         space = balance_label_space(fixed, self.balance, self.positive_share)
         C_u = self.C if self.C_u is None else self.C_u
-        upper = np.where(fixed != 0, float(self.C), float(C_u))
-        return space, upper, fixed.astype(float)
+        weights = np.where(fixed != 0, float(self.C), float(C_u))
+        return space, weights, fixed.astype(float)
 
     def fit(self, X, y=None):
         """Learn labels for all rows of X and a decision function (see class docstring)."""
         X = check_array(X, dtype=float)
         self.n_features_in_ = X.shape[1]
-        space, upper, fixed = self._space_and_box(len(X), y)
+        space, weights, fixed = self._space_and_weights(len(X), y)
         space_, Phi = feature_space(
             X, self.kernel, self.gamma, self.n_components, check_random_state(self.random_state)
         )
@@ -621,7 +633,7 @@ class WellSVM(ClassifierMixin, BaseEstimator):
             # labeled rows' kernel mean classifier: sum_{i in L} y_i k(x_i, x)
             init = Phi @ (Phi.T @ fixed)
         result = fit_wellsvm(
-            Phi, space, upper, max_iter=self.max_iter, tol=self.tol, init_scores=init
+            Phi, space, weights, max_iter=self.max_iter, tol=self.tol, init_scores=init
         )
         w = oriented_weights(Phi, result, space, result.mean_labels())
         self.labels_ = space.argmax(Phi @ w).astype(np.int64)

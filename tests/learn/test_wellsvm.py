@@ -60,7 +60,7 @@ def spaces_and_scores(draw):
     return space, scores
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(spaces_and_scores())
 def test_sorting_maximises_a_linear_objective_over_every_label_space(case):
     """pSVM eq. 21 / WellSVM Prop. 5 (eq. 17, 32): argmax r'y by sorting = brute force."""
