@@ -46,7 +46,13 @@ from threadpoolctl import threadpool_limits
 from .kernels import LinearDecision, estimator_features
 from .margin import MarginLLPClassifier
 
-__all__ = ["AlterPSVM", "optimal_bag_labels", "proportional_random_labels", "run_annealing"]
+__all__ = [
+    "AlterPSVM",
+    "AlternatingPSVM",
+    "optimal_bag_labels",
+    "proportional_random_labels",
+    "run_annealing",
+]
 
 _SEED_MAX = np.iinfo(np.int32).max
 
@@ -109,6 +115,8 @@ def optimal_bag_labels(
 def _padded_label_step(delta, codes, rows, n_free, sizes, known_pos, shares, weight):
     """Rows to label positive, computed on a (bags x largest bag) matrix."""
     n_bags, width = len(shares), int(n_free.max(initial=0))
+    if width == 0:
+        return rows
     free_codes = codes[rows]
     if np.all(free_codes[1:] >= free_codes[:-1]):  # rows already grouped by bag: no sort
         by_bag = rows
@@ -120,8 +128,7 @@ def _padded_label_step(delta, codes, rows, n_free, sizes, known_pos, shares, wei
     index[bag_of, slot] = by_bag
     values = np.full((n_bags, width), -np.inf)
     values[bag_of, slot] = delta[by_bag]
-    order = np.argsort(-values, axis=1, kind="stable")
-    ranked = np.take_along_axis(values, order, axis=1)
+    ranked = -np.sort(-values, axis=1)  # descending; the -inf padding goes last
     gain = np.zeros((n_bags, width + 1))
     np.cumsum(np.where(np.isfinite(ranked), ranked, 0.0), axis=1, out=gain[:, 1:])
     r = np.arange(width + 1)
@@ -129,6 +136,13 @@ def _padded_label_step(delta, codes, rows, n_free, sizes, known_pos, shares, wei
     objective = weight * np.abs(share_gap) - gain
     objective[r[None, :] > n_free[:, None]] = np.inf
     r_best = np.argmin(objective, axis=1)
+    # the r_best largest values of a bag are those >= its r_best-th largest value, unless
+    # values tie there; then fall back to ranking the rows
+    threshold = ranked[np.arange(n_bags), np.maximum(r_best - 1, 0)]
+    take = (values >= threshold[:, None]) & (r_best[:, None] > 0)
+    if np.array_equal(take.sum(axis=1), r_best):
+        return index[take]
+    order = np.argsort(-values, axis=1, kind="stable")
     take = np.arange(width)[None, :] < r_best[:, None]
     return np.take_along_axis(index, order, axis=1)[take]
 
@@ -481,31 +495,9 @@ def initial_scores(estimator, X, bag_codes, shares, known, random_state):
     return fitted.decision_function(X)
 
 
-class AlterPSVM(_HistoryMixin, MarginLLPClassifier):
-    """alter-pSVM (Yu et al. 2013, Alg. 1) with the squared hinge loss; see the module docstring.
-
-    Parameters
-    ----------
-    C : weight of the instance loss (final value of the annealed ``C*``).
-    C_p : weight of the absolute proportion loss ``sum_k |p~_k - p_k|`` (eq. 4).
-    kernel : ``"linear"`` or ``"rbf"`` (exact kernel map up to ``exact_kernel_max_n`` rows,
-        Nystroem with ``n_components`` landmarks above; :mod:`qcllp.learn.kernels`).
-    gamma : RBF width, a number or ``"scale"``.
-    n_restarts : random initialisations; the smallest final objective wins.
-    init : ``None``, ``"invcal"`` or ``"conv"``: scores ranking the first restart's labels.
-    annealing_delta : ``Delta``; ``C*`` grows by ``1 + Delta`` per annealing step (0.5 as in
-        the paper, following Chapelle et al. 2008).
-    tol : relative decrease of the objective below which the alternation at one ``C*`` stops.
-    max_iter : cap on alternations per annealing step.
-    n_components, exact_kernel_max_n : see ``kernel``.
-    n_jobs : joblib workers for the restarts.
-    random_state : seed; fixes the model for any ``n_jobs``.
-
-    Fitted attributes (besides the base class's): ``objective_`` (per binary task),
-    ``objective_history_`` (per binary task: per annealing step an array of the objective after
-    every half step), ``n_iter_`` (alternations of the winning restart); each binary model in
-    ``estimators_`` also keeps ``restart_objectives``.
-    """
+class AlternatingPSVM(_HistoryMixin, MarginLLPClassifier):
+    """Parameters shared by the alternating proportion-SVMs (:class:`AlterPSVM`,
+    :class:`qcllp.learn.twin_psvm.TwinPSVM`); subclasses implement ``_fit_binary``."""
 
     def __init__(
         self,
@@ -536,6 +528,33 @@ class AlterPSVM(_HistoryMixin, MarginLLPClassifier):
         self.exact_kernel_max_n = exact_kernel_max_n
         self.n_jobs = n_jobs
         self.random_state = random_state
+
+
+class AlterPSVM(AlternatingPSVM):
+    """alter-pSVM (Yu et al. 2013, Alg. 1) with the squared hinge loss; see the module docstring.
+
+    Parameters
+    ----------
+    C : weight of the instance loss (final value of the annealed ``C*``).
+    C_p : weight of the absolute proportion loss ``sum_k |p~_k - p_k|`` (eq. 4).
+    kernel : ``"linear"`` or ``"rbf"`` (exact kernel map up to ``exact_kernel_max_n`` rows,
+        Nystroem with ``n_components`` landmarks above; :mod:`qcllp.learn.kernels`).
+    gamma : RBF width, a number or ``"scale"``.
+    n_restarts : random initialisations; the smallest final objective wins.
+    init : ``None``, ``"invcal"`` or ``"conv"``: scores ranking the first restart's labels.
+    annealing_delta : ``Delta``; ``C*`` grows by ``1 + Delta`` per annealing step (0.5 as in
+        the paper, following Chapelle et al. 2008).
+    tol : relative decrease of the objective below which the alternation at one ``C*`` stops.
+    max_iter : cap on alternations per annealing step.
+    n_components, exact_kernel_max_n : see ``kernel``.
+    n_jobs : joblib workers for the restarts.
+    random_state : seed; fixes the model for any ``n_jobs``.
+
+    Fitted attributes (besides the base class's): ``objective_`` (per binary task),
+    ``objective_history_`` (per binary task: per annealing step an array of the objective after
+    every half step), ``n_iter_`` (alternations of the winning restart); each binary model in
+    ``estimators_`` also keeps ``restart_objectives``.
+    """
 
     def _fit_binary(self, X, bag_codes, shares, known, random_state):
         feature_map, Phi = estimator_features(self, X, random_state)

@@ -37,7 +37,7 @@ from scipy.linalg import cho_factor, solve_triangular
 from threadpoolctl import threadpool_limits
 
 from .alter_psvm import (
-    _HistoryMixin,
+    AlternatingPSVM,
     optimal_bag_labels,
     proportion_loss,
     proportional_random_labels,
@@ -45,7 +45,6 @@ from .alter_psvm import (
     run_restarts,
 )
 from .kernels import apply_map, estimator_features
-from .margin import MarginLLPClassifier
 
 __all__ = ["TwinPSVM", "twin_schedule", "twsvm_plane", "twsvm_ridge"]
 
@@ -171,7 +170,7 @@ def _twin_run(codes, shares, known, tol, max_iter, init_scores, seed, *, Z, sche
     return objective(state, y, schedule[-1]), state, history, n_iter
 
 
-class TwinPSVM(_HistoryMixin, MarginLLPClassifier):
+class TwinPSVM(AlternatingPSVM):
     """Twin alter-pSVM (Wang et al., Alg. 1); see the module docstring.
 
     Parameters as :class:`qcllp.learn.alter_psvm.AlterPSVM`: ``C`` caps the annealed ``c1``,
@@ -181,36 +180,6 @@ class TwinPSVM(_HistoryMixin, MarginLLPClassifier):
     seeds the first restart; ``annealing_delta``, ``tol`` (relative), ``max_iter`` control the
     alternation.
     """
-
-    def __init__(
-        self,
-        C: float = 1.0,
-        C_p: float = 10.0,
-        kernel: str = "linear",
-        gamma: float | str = "scale",
-        n_restarts: int = 10,
-        init: str | None = None,
-        annealing_delta: float = 0.5,
-        tol: float = 1e-4,
-        max_iter: int = 100,
-        n_components: int = 500,
-        exact_kernel_max_n: int = 1000,
-        n_jobs: int | None = None,
-        random_state=None,
-    ):
-        self.C = C
-        self.C_p = C_p
-        self.kernel = kernel
-        self.gamma = gamma
-        self.n_restarts = n_restarts
-        self.init = init
-        self.annealing_delta = annealing_delta
-        self.tol = tol
-        self.max_iter = max_iter
-        self.n_components = n_components
-        self.exact_kernel_max_n = exact_kernel_max_n
-        self.n_jobs = n_jobs
-        self.random_state = random_state
 
     def _fit_binary(self, X, bag_codes, shares, known, random_state):
         feature_map, Phi = estimator_features(self, X, random_state)

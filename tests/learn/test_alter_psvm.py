@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -15,21 +14,8 @@ from qcllp.learn.alter_psvm import AlterPSVM, optimal_bag_labels, squared_hinge_
 from qcllp.learn.model_selection import BagGridSearchCV
 from qcllp.learn.synthetic import bags_from_labels
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-
-
-def _toy():
-    df = pd.read_csv(DATA / "toy.csv")
-    y = (df["label"] == 1).astype(int).to_numpy()
-    bags = df["bag"].to_numpy()
-    return df[["x1", "x2"]].to_numpy(), bags, pd.Series(y).groupby(bags).mean(), y
-
-
-def _heart(bag_size: int, seed: int = 0):
-    df = pd.read_csv(DATA / "heart.csv")
-    y = (df["label"] == 1).astype(int).to_numpy()
-    bags, shares = bags_from_labels(y, bag_size, random_state=seed)
-    return df.drop(columns="label").to_numpy(), bags, shares, y
+from .psvm_data import heart as _heart
+from .psvm_data import toy as _toy
 
 
 def test_toy_set_is_learned_perfectly_although_bag_means_lie_on_the_wrong_side():

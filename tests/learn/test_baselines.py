@@ -2,38 +2,25 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
 
 from qcllp.learn.baselines import InvCal, MeanMap, bag_means
-from qcllp.learn.synthetic import bags_from_labels
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-
-
-def _toy():
-    df = pd.read_csv(DATA / "toy.csv")
-    y = (df["label"] == 1).astype(int).to_numpy()
-    bags = df["bag"].to_numpy()
-    return df[["x1", "x2"]].to_numpy(), bags, pd.Series(y).groupby(bags).mean(), y
+from .psvm_data import heart, toy
 
 
 @pytest.mark.parametrize("model", [InvCal(), InvCal(C_p=10.0, epsilon=0.1), MeanMap()])
 def test_bag_mean_methods_fail_on_the_toy_set(model):
     # the 60 %-positive bag's mean lies on the negative side (pSVM paper Fig. 1c)
-    X, bags, shares, y = _toy()
+    X, bags, shares, y = toy()
     assert (model.fit(X, bags, shares).predict(X) == y).mean() <= 0.5
 
 
 @pytest.mark.parametrize("model", [InvCal(), MeanMap(), MeanMap(kernel="rbf", gamma=0.1)])
 def test_bag_mean_methods_learn_heart_with_small_bags(model):
-    df = pd.read_csv(DATA / "heart.csv")
-    y = (df["label"] == 1).astype(int).to_numpy()
-    X = df.drop(columns="label").to_numpy()
-    bags, shares = bags_from_labels(y, 4, random_state=0)
+    X, bags, shares, y = heart(4)
     assert (model.fit(X, bags, shares).predict(X) == y).mean() >= 0.75
 
 
@@ -62,6 +49,6 @@ def test_meanmap_recovers_class_means_from_bag_means():
     "model", [InvCal(C_p=0.0), InvCal(epsilon=-1.0), MeanMap(reg=-1.0), MeanMap(kernel="poly")]
 )
 def test_bad_parameters_raise_value_error(model):
-    X, bags, shares, _ = _toy()
+    X, bags, shares, _ = toy()
     with pytest.raises(ValueError):
         model.fit(X, bags, shares)

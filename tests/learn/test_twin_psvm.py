@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
 
 from qcllp.learn.alter_psvm import AlterPSVM
-from qcllp.learn.synthetic import bags_from_labels
 from qcllp.learn.twin_psvm import TwinPSVM, twin_schedule, twsvm_plane
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-
-
-def _heart(bag_size: int, seed: int):
-    df = pd.read_csv(DATA / "heart.csv")
-    y = (df["label"] == 1).astype(int).to_numpy()
-    bags, shares = bags_from_labels(y, bag_size, random_state=seed)
-    return df.drop(columns="label").to_numpy(), bags, shares, y
+from .psvm_data import heart as _heart
 
 
 @pytest.mark.parametrize("sign", [1.0, -1.0])
