@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from sklearn.datasets import make_blobs
 from sklearn.model_selection import StratifiedKFold
 
 from qcllp.learn.conv_psvm import ConvPSVM
@@ -94,11 +95,8 @@ def bench_heart(repeats: int) -> None:
 
 
 def _blobs(n: int, distance: float, seed: int):
-    rng = np.random.RandomState(seed)
-    y = np.where(np.arange(n) < n // 2, 1, -1)
-    X = rng.standard_normal((n, 2))
-    X[:, 0] += distance / 2 * y
-    return X, y
+    X, y = make_blobs(n, centers=[[-distance / 2, 0], [distance / 2, 0]], random_state=seed)
+    return X, 2 * y - 1
 
 
 def bench_wellsvm() -> None:

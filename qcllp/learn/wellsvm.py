@@ -48,9 +48,16 @@ Choices where the papers leave room:
   ``G = 1'a - 1/2 a'Qa - |a|^2 / 4C``.
 * **Violated label.** Candidates are the l-infinity maximisers of pSVM eq. 19-21 (every one of
   the leading ``d`` eigen-directions, both signs) plus WellSVM's eq. 16-17 candidate
-  (``r = H y_hat`` for the best label vector of the working set); the candidate with the largest
-  true value ``y' H y = ||Phi' (alpha o y)||^2`` (eq. 18) is added when it beats the working set
-  (WellSVM Prop. 4), otherwise the algorithm has converged.
+  (``r = H y_hat`` for the best label vector of the working set). The candidate with the largest
+  true value ``y' H y = ||Phi' (alpha o y)||^2`` (eq. 18) is then sharpened by repeating
+  eq. 16-17 from it (each changed step is more violated, Prop. 4; WellSVM Prop. 3: more effort
+  per search, fewer iterations; at most ``LOCAL_SEARCH_STEPS``) and added when it beats the
+  working set (Prop. 4); otherwise the algorithm has converged. The search dimensions are
+  capped at ``MAX_SEARCH_DIMS``.
+* **Stopping.** ``max_iter`` label vectors at most (the paper: conv-pSVM "terminates in less
+  than 10 iterations"), earlier when no violated label is left or the objective decreases by
+  less than ``tol`` relative to its value. On noisy data such as heart the relaxed objective
+  keeps falling for dozens of iterations, so ``max_iter`` is what usually ends a run.
 * **Recovering labels.** pSVM Sect. 5.3: rank-1 approximation ``M ~ y y'`` of
   ``M = sum_t mu_t y_t y_t'`` (real-valued y), prediction by eq. 22. WellSVM Alg. 2/4 step 7:
   ``f(x) = sum_t w_t' phi(x)``, i.e. ``y = sum_t mu_t y_t``. Either way the global sign is then

@@ -201,6 +201,15 @@ def test_three_classes_one_vs_rest():
     assert (model.predict(X) == labels).mean() >= 0.9
 
 
+def test_known_labels_can_be_passed_to_fit(toy):
+    """Hand-inspected sticks (``y`` with NaN for unknown rows) are fixed in every label vector."""
+    X, y, bags, shares = toy
+    partial = np.full(len(y), np.nan)
+    partial[::10] = y[::10]
+    model = ConvPSVM(max_iter=3).fit(X, bags, shares, y=partial)
+    assert (model.predict(X) == y).mean() >= 0.95
+
+
 def test_known_labels_stay_fixed_in_the_label_space():
     codes = np.array([0, 0, 0, 0, 1, 1])
     shares = np.array([0.5, 0.5])
