@@ -480,7 +480,7 @@ class _Engine:
             alpha, mu, objective = self.mkl(Y, mu, alpha)
             previous = result.objective[-1] if result.objective else np.inf
             result = WellSVMResult(alpha, mu, Y, [*result.objective, objective])
-            if previous - objective < tol * max(abs(objective), 1e-12) and np.isfinite(previous):
+            if previous - objective < tol * max(abs(objective), 1e-12):
                 result.converged = True
                 break
             cands = self.candidates(alpha, Y)
