@@ -3,7 +3,8 @@
 # the package installed from pyproject.toml.
 #   bash deploy/bootstrap.sh          runtime only (enough for `qcllp demo`)
 #   bash deploy/bootstrap.sh --test   plus the test tools and, where apt-get can be used as
-#                                     root, a PostgreSQL server for the engine tests
+#                                     root, a PostgreSQL server for the engine tests and
+#                                     Chromium for the report's browser test
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,6 +35,16 @@ if (( want_tests )) && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
         apt-get install -y -qq postgresql >/dev/null
     else
         echo "PostgreSQL binaries not found and apt-get not usable: PostgreSQL tests will skip" >&2
+    fi
+fi
+if (( want_tests )) && ! command -v chromium >/dev/null 2>&1; then
+    if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+        echo "installing Chromium for the HTML report test (apt-get)" >&2
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq chromium >/dev/null
+    else
+        echo "chromium not found and apt-get not usable: the report's browser test will skip" >&2
     fi
 fi
 echo "qcllp is set up in $(pwd)/.venv" >&2
