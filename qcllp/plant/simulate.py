@@ -116,6 +116,7 @@ def simulate_plant(
     defect_rate: float = 0.15,
     strength: float = 3.0,
     missing_rate: float = 0.0,
+    first_charge: int = 1,
 ) -> SimulatedPlant:
     """Simulate ``n_charges`` charges passing the line of ``config`` (see module docstring).
 
@@ -123,7 +124,9 @@ def simulate_plant(
     defective sticks over all defect types; ``strength`` scales how strongly the latent sensor
     levels drive the defects; ``missing_rate`` is the share of (stick, station, sensor) series
     lost to sensor dropouts (no readings at all; empty cells in the wide layout; the truth and
-    the counts are unaffected). The same ``random_state`` gives identical output.
+    the counts are unaffected). Charges are numbered from ``first_charge`` (``CH000001``, ...),
+    so a later batch of the same plant gets new ids. The same ``random_state`` gives identical
+    output.
     """
     if n_charges < 1:
         raise ValueError(f"n_charges must be >= 1, got {n_charges}")
@@ -181,7 +184,7 @@ def simulate_plant(
     for i in range(1, n_st):
         entry[:, i] = entry[:, i - 1] + dwell[:, i - 1] + TRANSFER_S
 
-    charge_ids = np.array([f"CH{c + 1:06d}" for c in range(n_charges)], dtype=object)
+    charge_ids = np.array([f"CH{c + first_charge:06d}" for c in range(n_charges)], dtype=object)
     stick_ids = charge_ids[charge_of] + np.char.mod("-%03d", stick_in_charge + 1).astype(object)
     readings = _readings(
         config,

@@ -1,0 +1,201 @@
+"""The engineers' CLI end to end on a small simulated plant: ingest, train, registry
+promote/rollback, scoring exactly once, report, demo; and every user error exits 1 with one
+clear line."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from qcllp.cli import main
+from qcllp.plant.config import load_plant_config
+from qcllp.plant.simulate import simulate_plant, write_simulation
+
+ROOT = Path(__file__).resolve().parents[2]
+FAST_METHOD = "invcal"
+
+
+def _fast_config(folder: Path) -> Path:
+    """The example plant with 2 charge folds and a one-point grid: tests check the plumbing."""
+    raw = yaml.safe_load((ROOT / "plant_config" / "example.yaml").read_text())
+    raw["training"]["cv"] = 2
+    raw["training"]["methods"] = {"inv_cal": {"C_p": [1.0]}}
+    raw["training"]["default_method"] = "inv_cal"
+    path = folder / "plant.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+EXAMPLE = _fast_config(Path(tempfile.mkdtemp(prefix="qcllp-cli-config-")))
+
+
+def run(*args, db=None, expect=0):
+    """Invoke the CLI in-process; returns the click Result."""
+    base = ["--config", str(EXAMPLE)] + (["--db", db] if db else [])
+    result = CliRunner().invoke(main, [*base, *map(str, args)])
+    assert result.exit_code == expect, (result.output, result.stderr, result.exception)
+    return result
+
+
+@pytest.fixture(scope="module")
+def plant(tmp_path_factory):
+    """A database with 20 ingested charges and their counts; files of a fresh batch."""
+    folder = tmp_path_factory.mktemp("plant")
+    config = load_plant_config(EXAMPLE)
+    history = write_simulation(simulate_plant(config, 20, random_state=1), folder / "history")
+    fresh_sim = simulate_plant(config, 4, random_state=2, first_charge=21)
+    fresh = write_simulation(fresh_sim, folder / "fresh")
+    db = f"sqlite:///{folder / 'plant.sqlite'}"
+    run("init", db=db)
+    run("ingest", "measurements", folder / "history" / "measurements", db=db)
+    run("ingest", "defects", history["defects"], db=db)
+    return {"folder": folder, "db": db, "fresh": fresh, "history": history}
+
+
+def test_ingest_reports_counts_as_json_and_a_second_run_stores_nothing(plant):
+    result = run("--json", "ingest", "defects", plant["history"]["defects"], db=plant["db"])
+    report = json.loads(result.stdout)
+    assert report["stored"] == 0 and report["files_skipped"]
+
+
+def test_train_promote_rollback_and_the_registry_listing(plant):
+    db = plant["db"]
+    first = json.loads(
+        run("--json", "train", "--station", "rolling", "--method", FAST_METHOD, db=db).stdout
+    )[0]
+    second = json.loads(
+        run(
+            "--json", "train", "--station", "rolling", "--method", FAST_METHOD, "--seed", "5", db=db
+        ).stdout
+    )[0]
+    assert first["metrics"]["bag_error"] < 0.5 and first["n_charges"] == 20
+    run("models", "promote", first["model_id"], db=db)
+    run("models", "promote", second["model_id"], db=db)
+    listing = {
+        m["id"]: m["status"] for m in json.loads(run("--json", "models", "list", db=db).stdout)
+    }
+    assert listing[first["model_id"]] == "retired" and listing[second["model_id"]] == "active"
+    run("models", "rollback", "rolling", db=db)
+    listing = {
+        m["id"]: m["status"] for m in json.loads(run("--json", "models", "list", db=db).stdout)
+    }
+    assert listing[first["model_id"]] == "active" and listing[second["model_id"]] == "retired"
+    shown = json.loads(run("--json", "models", "show", first["model_id"], db=db).stdout)
+    assert shown["method"] == FAST_METHOD and shown["features"]
+
+
+def test_scoring_flags_each_new_stick_once_and_the_report_embeds_its_plots(plant):
+    db = plant["db"]
+    trained = json.loads(
+        run("--json", "train", "--station", "cooling", "--method", FAST_METHOD, db=db).stdout
+    )[0]
+    run("models", "promote", trained["model_id"], db=db)
+    run("ingest", "measurements", plant["folder"] / "fresh" / "measurements", db=db)
+    out = plant["folder"] / "scores.csv"
+    first = json.loads(
+        run("--json", "score", "--station", "cooling", "--output", out, db=db).stdout
+    )
+    again = json.loads(run("--json", "score", "--station", "cooling", db=db).stdout)
+    assert first["flags_written"] == first["sticks_scored"] > 0
+    assert again["sticks_scored"] == 0 and again["flags_written"] == 0
+    assert out.read_text().startswith("charge_id,stick_id,probability,flagged")
+    report = plant["folder"] / "report.html"
+    run("report", "--output", report, db=db)
+    html = report.read_text()
+    assert "Station cooling" in html and html.count("data:image/png;base64,") >= 2
+
+
+def test_a_tampered_artifact_is_refused_with_a_clear_message(plant):
+    db = plant["db"]
+    trained = json.loads(
+        run("--json", "train", "--station", "furnace", "--method", FAST_METHOD, db=db).stdout
+    )[0]
+    artifact = Path(trained["artifact"])
+    artifact.write_bytes(artifact.read_bytes()[:-10] + b"0123456789")
+    result = run("models", "promote", trained["model_id"], db=db, expect=1)
+    assert "corrupted or was modified" in result.stderr
+    assert str(artifact) in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["train", "--station", "pickling"], "unknown station 'pickling'"),
+        (["train", "--station", "rolling", "--method", "deep-net"], "unknown method 'deep-net'"),
+        (["train", "--station", "rolling", "--target", "rust"], "unknown target 'rust'"),
+        (["models", "show", "9999"], "no model with id 9999"),
+        (["models", "rollback", "straightening"], "no active model"),
+    ],
+)
+def test_user_errors_on_a_plant_database_exit_1_with_one_line(plant, args, message):
+    result = run(*args, db=plant["db"], expect=1)
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_training_before_any_defect_counts_says_what_to_do(tmp_path):
+    db = f"sqlite:///{tmp_path / 'empty.sqlite'}"
+    run("init", db=db)
+    result = run("train", "--station", "rolling", db=db, expect=1)
+    assert "no labeled charges yet" in result.stderr
+
+
+def test_an_unreadable_input_file_exits_1_naming_the_file(plant, tmp_path):
+    bad = tmp_path / "readings.csv"
+    bad.write_bytes(b"\x00\x01 not a csv \xff")
+    result = run("score", "--station", "cooling", "--input", bad, db=plant["db"], expect=1)
+    assert str(bad) in result.stderr
+
+
+def test_a_missing_or_invalid_config_exits_1_naming_the_file(tmp_path):
+    missing = tmp_path / "nowhere.yaml"
+    result = CliRunner().invoke(main, ["--config", str(missing), "init"])
+    assert result.exit_code == 1 and str(missing) in result.stderr
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: mill\nstations: 5\n")
+    result = CliRunner().invoke(main, ["--config", str(broken), "init"])
+    assert result.exit_code == 1 and "stations" in result.stderr and str(broken) in result.stderr
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    result = CliRunner().invoke(main, ["--debug", "--config", str(tmp_path / "x.yaml"), "init"])
+    assert result.exit_code == 1 and result.exception is not None
+    assert not isinstance(result.exception, SystemExit)
+
+
+def test_demo_runs_end_to_end_as_a_real_process(tmp_path):
+    exe = shutil.which("qcllp", path=str(Path(sys.executable).parent)) or "qcllp"
+    env = {**os.environ, "QCLLP_CONFIG": str(EXAMPLE)}
+    proc = subprocess.run(
+        [
+            exe,
+            "--json",
+            "demo",
+            "--folder",
+            str(tmp_path / "demo"),
+            "--charges",
+            "16",
+            "--fresh-charges",
+            "4",
+            "--method",
+            FAST_METHOD,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert Path(result["report"]).is_file()
+    stations = {row["station"]: row for row in result["stations"]}
+    assert set(stations) == {"furnace", "rolling", "cooling", "straightening"}
+    assert all(row["sticks"] > 0 for row in stations.values())
