@@ -12,8 +12,9 @@ How a chunk of valid readings is stored, inside the batch's exclusive transactio
    (primary-key prefix lookup) and merged on ``(series_id, ts_us)``: equal value ->
    duplicate, different value -> ``conflicting_duplicate`` (the stored value is kept);
 4. the remaining rows are inserted with ``INSERT ... ON CONFLICT DO NOTHING`` -- on SQLite with
-   the driver's ``executemany`` (one prepared statement), on PostgreSQL with ``COPY`` into a
-   temporary staging table and one ``INSERT ... SELECT ... ON CONFLICT DO NOTHING``;
+   the driver's ``executemany`` (one prepared statement); on PostgreSQL with ``COPY`` (inside a
+   savepoint; should a key exist after all, through a staging table and one
+   ``INSERT ... SELECT ... ON CONFLICT DO NOTHING``);
 5. sticks and charges are upserted with ``first_seen_us = min(stored, new)``.
 
 Because the batch holds the writer lock, steps 2 and 3 see the same database state, so the
@@ -192,25 +193,41 @@ class ReadingWriter:
                     rows,
                 )
                 return cursor.rowcount
-            if not self._staged:
-                cursor.execute(
-                    "CREATE TEMP TABLE IF NOT EXISTS qcllp_stage_readings "
-                    "(series_id integer, ts_us bigint, value double precision) ON COMMIT DROP"
-                )
-                self._staged = True
-            cursor.execute("TRUNCATE qcllp_stage_readings")
-            with cursor.copy(
-                "COPY qcllp_stage_readings (series_id, ts_us, value) FROM STDIN"
-            ) as copy:
-                for row in rows:
-                    copy.write_row(row)
-            cursor.execute(
-                f"INSERT INTO readings ({cols}) SELECT series_id, ts_us, value, "
-                f"{int(self.batch_id)} FROM qcllp_stage_readings ON CONFLICT DO NOTHING"
-            )
-            return cursor.rowcount
+            return self._copy(cursor, rows)
         finally:
             cursor.close()
+
+    def _copy(self, cursor, rows: list[tuple]) -> int:  # noqa: ANN001
+        """PostgreSQL: ``COPY`` straight into ``readings`` (the rows were checked to be new under
+        the writer lock); should a key exist after all, the savepoint is rolled back and the
+        rows go through a staging table and ``INSERT ... ON CONFLICT DO NOTHING``."""
+        import psycopg
+
+        batch = int(self.batch_id)
+        cursor.execute("SAVEPOINT qcllp_copy")
+        try:
+            with cursor.copy("COPY readings (series_id, ts_us, value, batch_id) FROM STDIN") as cp:
+                for sid, ts, value in rows:
+                    cp.write_row((sid, ts, value, batch))
+            cursor.execute("RELEASE SAVEPOINT qcllp_copy")
+            return len(rows)
+        except psycopg.errors.UniqueViolation:
+            cursor.execute("ROLLBACK TO SAVEPOINT qcllp_copy")
+        if not self._staged:
+            cursor.execute(
+                "CREATE TEMP TABLE IF NOT EXISTS qcllp_stage_readings "
+                "(series_id integer, ts_us bigint, value double precision) ON COMMIT DROP"
+            )
+            self._staged = True
+        cursor.execute("TRUNCATE qcllp_stage_readings")
+        with cursor.copy("COPY qcllp_stage_readings (series_id, ts_us, value) FROM STDIN") as cp:
+            for row in rows:
+                cp.write_row(row)
+        cursor.execute(
+            "INSERT INTO readings (series_id, ts_us, value, batch_id) SELECT series_id, ts_us, "
+            f"value, {batch} FROM qcllp_stage_readings ON CONFLICT DO NOTHING"
+        )
+        return cursor.rowcount
 
     def _upsert_sticks(self, keys: pd.DataFrame, code: np.ndarray, ts: np.ndarray) -> None:
         if not len(code):
