@@ -13,7 +13,12 @@ plant the hidden per-stick truth measures
 * ``prec`` / ``rec``: precision and recall of the lock-out decision,
 * ``exp/1k``: the saving per 1,000 sticks expected on the training plant,
 * ``saved/1k``: the saving per 1,000 fresh sticks actually realized against locking out
-  nothing (fail_cost per failing stick locked out minus good_cost per good one).
+  nothing (fail_cost per failing stick locked out minus good_cost per good one),
+* ``bayes/1k``: the same at the Bayes threshold ``good / (good + fail)`` applied to the
+  model's probabilities as they are (what perfect calibration would make optimal),
+* ``best/1k``: the saving of the best threshold in hindsight (chosen with the fresh plant's
+  truth): what the ranking would allow; the gap to ``saved/1k`` is the cost of not knowing
+  per-stick truth when choosing the threshold.
 
 Target: at the middle station (where the simulator's defects are decided) ROC AUC >= 0.85 for
 the best method and a positive realized saving. The margin learners see standardized features
@@ -77,6 +82,15 @@ def stick_truth(sim, index: pd.MultiIndex) -> np.ndarray:
     return truth.reindex(index).to_numpy(dtype=float)
 
 
+def best_in_hindsight(p: np.ndarray, bad: np.ndarray, costs: LockoutCosts) -> float:
+    """The largest realized saving per 1,000 sticks over all thresholds (0: lock out nothing)."""
+    order = np.argsort(-p, kind="stable")
+    gain = np.where(bad[order], costs.fail_cost, -costs.good_cost)
+    cumulative = np.cumsum(gain)
+    last_of_tie = np.r_[p[order][1:] != p[order][:-1], True]  # equal p lock out together
+    return float(1000 * max(cumulative[last_of_tie].max(initial=0.0), 0.0) / len(p))
+
+
 def run_station(config, train, test, station: str, methods, args) -> list[dict]:
     ftr = build_station_features(train.readings, config, station)
     fte = build_station_features(test.readings, config, station, imputation=ftr.imputation)
@@ -127,6 +141,8 @@ def run_station(config, train, test, station: str, methods, args) -> list[dict]:
             rec=ev.metrics["lockout_recall"],
             exp_1k=choice.saving_per_1000,
             saved_1k=realized_saving_per_1000(p_te, truth == 1, choice.threshold, costs),
+            bayes_1k=realized_saving_per_1000(p_te, truth == 1, costs.bayes_threshold, costs),
+            best_1k=best_in_hindsight(p_te, truth == 1, costs),
         )
         rows.append(row)
         print(

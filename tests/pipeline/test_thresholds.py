@@ -22,8 +22,9 @@ def _brute_force_saving(p, codes, counts, t, costs):
     total = 0.0
     for b, d in enumerate(counts):
         in_bag = p[codes == b]
-        shift = brentq(lambda a, z=logit(in_bag), d=d: expit(z + a).sum() - d, -40, 40)
-        adjusted = expit(logit(in_bag) + shift)[in_bag >= t]
+        z = logit(in_bag)
+        shift = brentq(lambda a, z=z, d=d: expit(z + a).sum() - d, -40, 40)
+        adjusted = expit(z + shift)[in_bag >= t]
         n_locked = int(np.sum(in_bag >= t))
         good_in_bag = len(in_bag) - d
         low, high = max(n_locked - good_in_bag, 0), min(d, n_locked)
