@@ -29,6 +29,8 @@ from qcllp.store.schema import (
     Charge,
     DefectCount,
     DefectCountConflict,
+    IngestionBatch,
+    QuarantineRow,
     Reading,
     Series,
     Stick,
@@ -249,6 +251,31 @@ class Store:
         first = frame.pop("first_seen_us").to_numpy(dtype="int64")
         frame["first_seen"] = us_to_utc(first)
         return frame
+
+    def read_batches(self, kind: str | None = None) -> pd.DataFrame:
+        """Ingestion batches, newest first: id, kind, source, checksum, status, started_at,
+        finished_at, rows_read/stored/duplicate/quarantined, message."""
+        t = IngestionBatch.__table__
+        stmt = select(*t.c).order_by(t.c.id.desc())
+        if kind is not None:
+            stmt = stmt.where(t.c.kind == kind)
+        with self.engine.connect() as conn:
+            return rows_frame(conn.execute(stmt).all(), [c.name for c in t.c])
+
+    def read_quarantine(
+        self, batch_id: int | None = None, reason: str | None = None, limit: int | None = 1000
+    ) -> pd.DataFrame:
+        """Quarantined input rows (batch_id, source, row_number, raw JSON, reason, detail)."""
+        t = QuarantineRow.__table__
+        stmt = select(t.c.batch_id, t.c.source, t.c.row_number, t.c.raw, t.c.reason, t.c.detail)
+        if batch_id is not None:
+            stmt = stmt.where(t.c.batch_id == batch_id)
+        if reason is not None:
+            stmt = stmt.where(t.c.reason == reason)
+        stmt = stmt.order_by(t.c.id).limit(limit)
+        columns = ["batch_id", "source", "row_number", "raw", "reason", "detail"]
+        with self.engine.connect() as conn:
+            return rows_frame(conn.execute(stmt).all(), columns)
 
     def count(self, table) -> int:  # noqa: ANN001
         """Number of rows of a table (a model class or ``Table``): for reports and tests."""

@@ -119,3 +119,20 @@ def test_count_file_with_wrong_defect_columns_fails_whole(
     report = ingest_defect_counts(store, tiny_config, path)
     assert message in report.files_failed[str(path)] and report.stored == 0
     assert store.read_defect_counts(tiny_config.defect_types).empty
+
+
+def test_store_lists_batches_and_quarantine_for_reports(store, tiny_config, tmp_path):
+    bad = "c1,s2,oven,2025-01-06T06:00:00Z,temperature,1100\n"
+    report = ingest_measurements(store, tiny_config, write_csv(tmp_path, "m.csv", GOOD + bad))
+    batches = store.read_batches("measurements")
+    assert batches["id"].tolist() == report.batches
+    row = batches.iloc[0]
+    assert (row["status"], row["rows_read"], row["rows_stored"], row["rows_quarantined"]) == (
+        "done",
+        2,
+        1,
+        1,
+    )
+    quarantine = store.read_quarantine(batch_id=report.batches[0])
+    assert quarantine["reason"].tolist() == ["unknown_station"]
+    assert store.read_quarantine(reason="missing_id").empty
