@@ -29,6 +29,11 @@ Choices where the paper leaves room (all documented on the class too):
 * **One BLAS thread per restart.** Restarts are the unit of parallelism (``n_jobs``); the
   small dense algebra inside one restart runs faster single-threaded than with contending
   BLAS threads.
+* **Sign check (ours).** At the end of every annealing step the mirror image of the model
+  (w, b negated, labels re-optimised) is scored and taken if its objective is lower
+  (:func:`run_annealing`). Without it about half the random restarts end in the label-flipped
+  solution (the early annealing steps, where the proportions are enforced exactly, are nearly
+  symmetric under flipping); restarts then only pay for genuinely different local optima.
 * **Monotonicity guard.** If a numerically imperfect SVM step would raise the objective, the
   previous (w, b) is kept, so the recorded history is non-increasing by construction as well as
   in theory.
@@ -205,6 +210,7 @@ def run_annealing(
     *,
     tol: float,
     max_iter: int,
+    mirror: Callable | None = None,
 ):
     """The annealing / alternation skeleton shared by alter-pSVM and twin alter-pSVM.
 
@@ -216,13 +222,20 @@ def run_annealing(
     ``max_iter`` rounds. A model step that would raise ``objective(state, y, c)`` is rejected
     (the old state is kept).
 
+    Sign check: once per step, after the alternation has settled, the mirror image of the model
+    (``mirror(state)``: the decision function negated) is labeled and scored; if its objective
+    is lower the alternation continues from it. The objective still only decreases, and a run
+    that drifted into the label-flipped basin leaves it as soon as the proportions tell the two
+    apart.
+
     Returns ``(state, y, history, n_iter)``: ``history`` holds, per annealing step, the
-    objective after every half step (model, label, model, label, ...).
+    objective after every half step (model, label, model, label, ..., and an accepted mirror).
     """
     state, history, n_iter = None, [], 0
     for c in schedule:
         values: list[float] = []
         current = objective(state, y, c) if state is not None else np.inf
+        mirror_tried = mirror is None
         for _ in range(max_iter):
             previous = current
             candidate = fit(y, c, state)
@@ -239,7 +252,16 @@ def run_annealing(
             y = new_y
             # an unchanged y means the next model step would return the same model
             if unchanged or (np.isfinite(previous) and previous - current <= tol * abs(previous)):
-                break
+                if mirror_tried:
+                    break
+                mirror_tried = True
+                flipped = mirror(state)
+                flipped_y = relabel(flipped, c)
+                flipped_value = objective(flipped, flipped_y, c)
+                if not flipped_value < current:
+                    break
+                state, y, current = flipped, flipped_y, flipped_value
+                values.append(current)
         history.append(np.array(values))
     return state, y, history, n_iter
 
@@ -401,9 +423,12 @@ def _alter_run(
         delta = _squared_hinge(1.0 + f) - _squared_hinge(1.0 - f)
         return np.where(optimal_bag_labels(delta, codes, shares, C_p / c, known), 1.0, -1.0)
 
+    def mirror(state):
+        return SVMState(-state.z, -state.f, -state.y, state.active, state.gram, -state.moment)
+
     with threadpool_limits(limits=1):
         state, y, history, n_iter = run_annealing(
-            y, schedule, fit, objective, relabel, tol=tol, max_iter=max_iter
+            y, schedule, fit, objective, relabel, tol=tol, max_iter=max_iter, mirror=mirror
         )
     return objective(state, y, schedule[-1]), state.z, history, n_iter
 

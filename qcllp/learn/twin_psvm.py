@@ -24,6 +24,8 @@ Choices where the papers leave room:
 * **One objective.** The alternation monitors the sum of problems (6) and (7) with the
   proportion loss counted once: ``sum_i loss_i(y_i) + C_p sum_k |p~_k - p_k|`` plus the ridge
   terms; this is what the label step minimises exactly.
+* The sign check of :func:`qcllp.learn.alter_psvm.run_annealing` applies, with the mirror image
+  ``(-z_neg, -z_pos)`` (the planes swap roles).
 * The features (linear, exact RBF map, Nystroem) are those of :mod:`qcllp.learn.kernels`; the
   twin paper itself is linear.
 """
@@ -163,9 +165,12 @@ def _twin_run(codes, shares, known, tol, max_iter, init_scores, seed, *, Z, sche
         as_pos, as_neg = row_losses(state, c)
         return np.where(optimal_bag_labels(as_neg - as_pos, codes, shares, C_p, known), 1.0, -1.0)
 
+    def mirror(state):  # the planes swap roles: the decision function changes sign
+        return -state[1], -state[0]
+
     with threadpool_limits(limits=1):
         state, y, history, n_iter = run_annealing(
-            y, schedule, fit, objective, relabel, tol=tol, max_iter=max_iter
+            y, schedule, fit, objective, relabel, tol=tol, max_iter=max_iter, mirror=mirror
         )
     return objective(state, y, schedule[-1]), state, history, n_iter
 

@@ -44,7 +44,10 @@ def test_twin_is_no_worse_than_alter_psvm_minus_3_points_on_heart_bags_of_8():
     for seed in (0, 1):
         X, bags, shares, y = _heart(8, seed)
         for name, cls in (("alter", AlterPSVM), ("twin", TwinPSVM)):
-            model = cls(C=1.0, C_p=10.0, n_restarts=1, random_state=0).fit(X, bags, shares)
+            # one restart each, started from InvCal's ranking (pSVM Sect. 7.2): random twin
+            # restarts spread widely (objectives 33..42 on these bags), one is not enough
+            model = cls(C=1.0, C_p=10.0, n_restarts=1, init="invcal", random_state=0)
+            model.fit(X, bags, shares)
             accuracies[name].append((model.predict(X) == y).mean())
     assert np.mean(accuracies["twin"]) >= np.mean(accuracies["alter"]) - 0.03
     assert np.mean(accuracies["twin"]) >= 0.75
