@@ -106,7 +106,7 @@ def _indexer(known: pd.Index, column: pd.Series) -> np.ndarray:
 def _to_float(text: pd.Series) -> np.ndarray:
     """Text -> float64, NaN where not a number (fast Arrow cast when the whole chunk is clean)."""
     try:
-        array = pa.array(text.array if hasattr(text.array, "_pa_array") else text)
+        array = pa.array(text.array)  # Arrow-backed strings: no copy
         return pc.cast(array, pa.float64()).to_numpy(zero_copy_only=False)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         return pd.to_numeric(text, errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
@@ -188,9 +188,7 @@ def validate_readings(
     else:
         value_text = as_text(raw_value)
         value_empty = (value_text == "").to_numpy(dtype=bool)
-        value = pd.to_numeric(value_text, errors="coerce").to_numpy(
-            dtype="float64", na_value=np.nan
-        )
+        value = _to_float(value_text)
     if isinstance(raw_ts.dtype, pd.DatetimeTZDtype) or pd.api.types.is_datetime64_dtype(raw_ts):
         ts_empty = raw_ts.isna().to_numpy()
     else:
