@@ -130,12 +130,15 @@ def parse_timestamps_us(column: pd.Series, timezone: str) -> tuple[np.ndarray, n
     """
     n = len(column)
     status = np.zeros(n, dtype=np.int8)
+    utc = None
     if isinstance(column.dtype, pd.DatetimeTZDtype):
         utc = column.dt.tz_convert("UTC")
     elif pd.api.types.is_datetime64_dtype(column.dtype):
         utc = _localize(column, timezone, status, column.notna().to_numpy())
     else:
         text = as_text(column)
+        utc = _all_with_offset(text)
+    if utc is None:
         aware = text.str.contains(_AWARE, regex=True).to_numpy(dtype=bool)
         utc = pd.Series(pd.NaT, index=column.index, dtype="datetime64[us, UTC]")
         if aware.any():
@@ -152,6 +155,16 @@ def parse_timestamps_us(column: pd.Series, timezone: str) -> tuple[np.ndarray, n
     status[bad & (status == 0)] = 1
     ts_us[status != 0] = 0
     return ts_us, status
+
+
+def _all_with_offset(text: pd.Series) -> pd.Series | None:
+    """Fast path: Arrow's ISO 8601 parser, when *every* timestamp of the chunk is valid and has
+    a UTC offset (the usual historian export); ``None`` sends the chunk to the general path."""
+    try:
+        parsed = pc.cast(pa.array(text.array), pa.timestamp("us", tz="UTC"))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return None
+    return pd.Series(parsed.to_pandas(), index=text.index)
 
 
 def _localize(parsed, timezone, status, rows, parsed_ok=None):  # noqa: ANN001
