@@ -32,6 +32,11 @@ or with ``--threshold-from in-sample`` on the final model's in-sample probabilit
 over-confident: the proportion-SVMs fit each training charge's count, so their in-sample
 probabilities look far better than they are, and the threshold locks out too much).
 
+With ``--fresh holdout`` the fresh charges come instead from the *same* simulated plant (one
+seed, the last ``--test-charges`` charges held out): a separately seeded simulation draws its
+own plant structure (sensor loadings of the alloy batches, within-station trends), so the
+default ``reseed`` also tests transfer to a somewhat different plant.
+
     python benchmarks/bench_plant_quality.py --quick
     python benchmarks/bench_plant_quality.py --train-charges 200 --test-charges 150
 """
@@ -53,7 +58,7 @@ from qcllp.learn import KMeansLabeler
 from qcllp.pipeline.evaluate import cross_validate_charges, score_probabilities
 from qcllp.pipeline.thresholds import LockoutCosts, choose_threshold, realized_saving_per_1000
 from qcllp.plant.config import load_plant_config
-from qcllp.plant.simulate import simulate_plant
+from qcllp.plant.simulate import SimulatedPlant, simulate_plant
 
 CONFIG = Path(__file__).resolve().parents[1] / "plant_config" / "example.yaml"
 MARGIN = {  # class name -> (module, fixed parameters)
@@ -74,6 +79,22 @@ def available_methods(quick: bool) -> dict[str, tuple[type, dict, bool]]:
         if cls is not None:
             methods[name] = (cls, params, True)
     return methods
+
+
+def split_charges(sim: SimulatedPlant, n_first: int) -> tuple[SimulatedPlant, SimulatedPlant]:
+    """The first ``n_first`` charges and the rest, as two simulated plants."""
+    first = set(sim.defect_counts["charge_id"].iloc[:n_first])
+
+    def part(keep: bool) -> SimulatedPlant:
+        def rows(frame: pd.DataFrame) -> pd.DataFrame:
+            mask = frame["charge_id"].astype(str).isin(first).to_numpy() == keep
+            return frame.loc[mask].reset_index(drop=True)
+
+        return SimulatedPlant(
+            sim.config, rows(sim.readings), rows(sim.defect_counts), rows(sim.truth)
+        )
+
+    return part(True), part(False)
 
 
 def defective_shares(sim) -> pd.Series:
@@ -173,20 +194,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stations", nargs="*", default=None)
     parser.add_argument("--methods", nargs="*", default=None)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--fresh", choices=["reseed", "holdout"], default="reseed")
     parser.add_argument("--threshold-from", choices=["in-sample", "oof"], default="oof")
     args = parser.parse_args(argv)
     n_train = args.train_charges or (60 if args.quick else 150)
     n_test = args.test_charges or (40 if args.quick else 100)
 
     config = load_plant_config(CONFIG)
-    train = simulate_plant(config, n_train, random_state=1000 + args.seed)
-    test = simulate_plant(config, n_test, random_state=2000 + args.seed, first_charge=n_train + 1)
+    if args.fresh == "holdout":
+        train, test = split_charges(
+            simulate_plant(config, n_train + n_test, random_state=1000 + args.seed), n_train
+        )
+    else:
+        train = simulate_plant(config, n_train, random_state=1000 + args.seed)
+        test = simulate_plant(
+            config, n_test, random_state=2000 + args.seed, first_charge=n_train + 1
+        )
     methods = available_methods(args.quick)
     if args.methods:
         methods = {k: v for k, v in methods.items() if k in args.methods}
     stations = args.stations or list(config.station_names)
     middle = config.station_names[len(config.stations) // 2]
     print(
+        f"fresh charges: {args.fresh}; threshold from {args.threshold_from} probabilities; "
         f"training plant: {n_train} charges, {len(train.truth)} sticks, defective "
         f"{train.defect_rate:.3f}; fresh plant: {n_test} charges, {len(test.truth)} sticks, "
         f"defective {test.defect_rate:.3f}; middle station: {middle}"
