@@ -111,7 +111,7 @@ METHODS: dict[str, Method] = {
             {"C": [0.1, 1.0], "C_p": [1.0, 10.0]},
             standardized=True,
         ),
-        Method("conv-psvm", _margin(ConvPSVM), {"C": [0.1, 1.0]}, standardized=True),
+        Method("conv-psvm", _margin(ConvPSVM), {"C": [0.1]}, standardized=True),
         Method(
             "twin-psvm",
             _margin(TwinPSVM, n_restarts=3),
