@@ -16,8 +16,8 @@ from qcllp.ingest import ingest_measurements
 from tests.conftest import TINY_PLANT
 from tests.ingest.helpers import stored_readings
 
-N_ROWS = 20_000
-CHUNK = 2_000
+N_ROWS = 12_000
+CHUNK = 1_500
 
 
 def _big_file(path) -> None:  # noqa: ANN001

@@ -51,7 +51,7 @@ def csv_lines(draw) -> list[str]:  # noqa: ANN001
 
 
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(lines=csv_lines())
 def test_random_rows_never_crash_and_are_all_accounted_for(lines, tiny_config, tmp_path_factory):
