@@ -22,7 +22,7 @@ from qcllp.plant.config import PlantConfig
 from qcllp.store import Flag, Store
 
 from .registry import LoadedModel, load_model
-from .train import defect_probability
+from .train import failure_probability
 
 __all__ = ["ScoreResult", "flags_frame", "score_readings", "score_station"]
 
@@ -51,7 +51,7 @@ class ScoreResult:
 def _score(loaded: LoadedModel, X: pd.DataFrame) -> pd.DataFrame:
     payload = loaded.payload
     X = apply_imputation(X.reindex(columns=payload["features"]), payload["imputation"])
-    probability = defect_probability(loaded.estimator, X)
+    probability = failure_probability(payload, X)
     frame = X.index.to_frame(index=False)
     frame["probability"] = probability
     frame["flagged"] = probability >= payload["threshold"]

@@ -7,6 +7,13 @@ out-of-fold probabilities (charge-grouped CV, never a charge split) give the hon
 validation metrics and the cost-based lock-out threshold, and the artifact plus its metadata
 enter the registry as a candidate.
 
+The learners calibrate their probabilities on their own training charges, where the latent
+labels were fitted: out of fold they are over-confident, and a threshold chosen on them
+locks out good sticks (seen in ``benchmarks/bench_plant_quality.py``). So a second bag
+calibration (the same monotone sigmoid, Yu et al.'s bag-level criterion) is fitted on the
+out-of-fold probabilities against the charges' shares; it is stored with the model, the
+threshold is chosen on recalibrated probabilities and the scorer applies it.
+
 The out-of-fold pass reuses the hyper-parameters chosen on all charges, so its figures are
 slightly optimistic for the grid's choice; nesting the search would multiply the training
 time by the number of folds, which a nightly retraining on two cores cannot afford.
@@ -27,6 +34,7 @@ from sqlalchemy.engine import make_url
 
 from qcllp.features import StationFeatures, station_features
 from qcllp.learn import BagGridSearchCV, BagKFold
+from qcllp.learn.calibration import BagCalibrator
 from qcllp.learn.metrics import err_pi, model_proportions
 from qcllp.plant.config import PlantConfig
 from qcllp.store import Store
@@ -166,6 +174,18 @@ def defect_probability(model, X) -> np.ndarray:
     return proba[:, -1]
 
 
+def failure_probability(payload: dict, X) -> np.ndarray:
+    """P(stick fails) from a model artifact: the model's, recalibrated on held-out charges."""
+    p = defect_probability(payload["model"], X)
+    recalibration = payload.get("recalibration")
+    return p if recalibration is None else recalibration.predict(_logit(p))
+
+
+def _logit(p: np.ndarray) -> np.ndarray:
+    p = np.clip(np.asarray(p, dtype=float), 1e-6, 1 - 1e-6)
+    return np.log(p) - np.log1p(-p)
+
+
 def artifact_directory(config: PlantConfig, database_url: str) -> Path:
     """Model files live beside an SQLite database, else beside the plant config."""
     url = make_url(database_url)
@@ -228,10 +248,13 @@ def train_station(
         n_splits=folds,
         random_state=seed,
     )
-    oof = evaluation.probability
+    codes, uniques = pd.factorize(bags)
+    recalibration = BagCalibrator().fit(
+        _logit(evaluation.probability), codes, binary_props.reindex(uniques).to_numpy()
+    )
+    oof = recalibration.predict(_logit(evaluation.probability))
     station_cfg = config.station(station)
     costs = LockoutCosts(station_cfg.fail_cost, station_cfg.good_cost)
-    codes, uniques = pd.factorize(bags)
     choice = _lockout_threshold(
         oof,
         codes,
@@ -259,6 +282,7 @@ def train_station(
         "features": list(X.columns),
         "imputation": dict(data.features.imputation),
         "threshold": choice.threshold,
+        "recalibration": recalibration,
         "per_charge": evaluation.per_charge,
         "importances": importances,
     }
