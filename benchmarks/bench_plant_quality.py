@@ -27,8 +27,9 @@ are fixed (no grid search) to keep the run short. ConvPSVM (a cutting-plane SDP-
 is trained on the first ``--conv-charges`` charges only: on all training sticks it does not
 finish in minutes. The k-means labeler runs 5 generations of 12 (the paper: 10 of 25) to keep
 the six fits per station affordable. The threshold is chosen on out-of-fold probabilities of a
-5-fold charge-grouped CV on the training plant (as ``qcllp train`` does; six fits per method),
-or with ``--threshold-from in-sample`` on the final model's in-sample probabilities (one fit;
+5-fold charge-grouped CV on the training plant, recalibrated on those held-out charges and
+never below the Bayes threshold (all as ``qcllp train`` does; six fits per method), or with
+``--threshold-from in-sample`` on the final model's in-sample probabilities (one fit;
 over-confident: the proportion-SVMs fit each training charge's count, so their in-sample
 probabilities look far better than they are, and the threshold locks out too much).
 
@@ -55,8 +56,10 @@ from sklearn.preprocessing import StandardScaler
 
 from qcllp.features import build_station_features
 from qcllp.learn import KMeansLabeler
+from qcllp.learn.calibration import BagCalibrator
 from qcllp.pipeline.evaluate import cross_validate_charges, score_probabilities
 from qcllp.pipeline.thresholds import LockoutCosts, choose_threshold, realized_saving_per_1000
+from qcllp.pipeline.train import lockout_threshold, logit
 from qcllp.plant.config import load_plant_config
 from qcllp.plant.simulate import SimulatedPlant, simulate_plant
 
@@ -156,9 +159,14 @@ def run_station(config, train, test, station: str, methods, args) -> list[dict]:
         fit_s = time.perf_counter() - start
         charges_tr, codes_tr = np.unique(bags_tr[fit_rows], return_inverse=True)
         defective_tr = (counts_tr.loc[charges_tr, list(config.defect_types)].sum(axis=1)).to_numpy()
-        choice = choose_threshold(
-            p_tr, codes_tr, defective_tr, costs, n_sticks=counts_tr.loc[charges_tr, "n_sticks"]
-        )
+        n_sticks_tr = counts_tr.loc[charges_tr, "n_sticks"].to_numpy()
+        if args.threshold_from == "oof":
+            # as `qcllp train` does: recalibrate on held-out charges, Bayes floor on the threshold
+            recal = BagCalibrator().fit(logit(p_tr), codes_tr, share_tr.loc[charges_tr].to_numpy())
+            p_tr, p_te = recal.predict(logit(p_tr)), recal.predict(logit(p_te))
+            choice = lockout_threshold(p_tr, codes_tr, defective_tr, n_sticks_tr, costs)
+        else:
+            choice = choose_threshold(p_tr, codes_tr, defective_tr, costs, n_sticks=n_sticks_tr)
         ev = score_probabilities(
             p_te, fte.bags.to_numpy(), share_te, truth=truth, threshold=choice.threshold
         )

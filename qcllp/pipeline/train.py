@@ -45,7 +45,15 @@ from .methods import canonical_name, method
 from .registry import register_model
 from .thresholds import LockoutCosts, ThresholdChoice, choose_threshold, expected_saving
 
-__all__ = ["LabeledData", "TrainingError", "TrainingResult", "labeled_data", "train_station"]
+__all__ = [
+    "LabeledData",
+    "TrainingError",
+    "TrainingResult",
+    "labeled_data",
+    "lockout_threshold",
+    "logit",
+    "train_station",
+]
 
 Progress = Callable[[str], None] | None
 
@@ -178,10 +186,11 @@ def failure_probability(payload: dict, X) -> np.ndarray:
     """P(stick fails) from a model artifact: the model's, recalibrated on held-out charges."""
     p = defect_probability(payload["model"], X)
     recalibration = payload.get("recalibration")
-    return p if recalibration is None else recalibration.predict(_logit(p))
+    return p if recalibration is None else recalibration.predict(logit(p))
 
 
-def _logit(p: np.ndarray) -> np.ndarray:
+def logit(p: np.ndarray) -> np.ndarray:
+    """log(p / (1 - p)), clipped away from 0 and 1."""
     p = np.clip(np.asarray(p, dtype=float), 1e-6, 1 - 1e-6)
     return np.log(p) - np.log1p(-p)
 
@@ -250,12 +259,12 @@ def train_station(
     )
     codes, uniques = pd.factorize(bags)
     recalibration = BagCalibrator().fit(
-        _logit(evaluation.probability), codes, binary_props.reindex(uniques).to_numpy()
+        logit(evaluation.probability), codes, binary_props.reindex(uniques).to_numpy()
     )
-    oof = recalibration.predict(_logit(evaluation.probability))
+    oof = recalibration.predict(logit(evaluation.probability))
     station_cfg = config.station(station)
     costs = LockoutCosts(station_cfg.fail_cost, station_cfg.good_cost)
-    choice = _lockout_threshold(
+    choice = lockout_threshold(
         oof,
         codes,
         data.defective_counts.reindex(uniques).to_numpy(),
@@ -319,7 +328,7 @@ def train_station(
     )
 
 
-def _lockout_threshold(
+def lockout_threshold(
     probability: np.ndarray,
     codes: np.ndarray,
     defective: np.ndarray,
