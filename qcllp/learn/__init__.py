@@ -4,7 +4,10 @@ Nothing here reads files, touches a database or loads configuration, so every le
 read, tested and benchmarked on a numpy array alone.
 """
 
+from .alter_psvm import AlterPSVM
 from .base import LLPClassifierMixin
+from .baselines import InvCal, MeanMap
+from .conv_psvm import ConvPSVM
 from .kmeans_labeler import KMeansLabeler
 from .metrics import (
     bag_error,
@@ -19,8 +22,16 @@ from .metrics import (
 )
 from .model_selection import BagGridSearchCV, BagKFold, bag_cross_val_error
 from .problem import LLPProblem, check_features, check_llp_input, counts_to_shares
+from .twin_psvm import TwinPSVM
+from .wellsvm import WellSVM
 
 __all__ = [
+    "AlterPSVM",
+    "ConvPSVM",
+    "InvCal",
+    "MeanMap",
+    "TwinPSVM",
+    "WellSVM",
     "BagGridSearchCV",
     "BagKFold",
     "KMeansLabeler",
