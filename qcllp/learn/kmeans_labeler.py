@@ -138,7 +138,7 @@ class KMeansLabeler(LLPClassifierMixin, BaseEstimator):
         crossprob: float = 0.3,
         tournsize: float = 0.25,
         kmeans_max_iter: int = 100,
-        kmeans_max_rows: int | None = 100_000,
+        kmeans_max_rows: int | None = 20_000,
         scale: Literal["minmax"] | None = "minmax",
         final_estimator=None,
         n_jobs: int | None = None,
