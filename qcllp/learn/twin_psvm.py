@@ -97,7 +97,7 @@ def twsvm_plane(
         a, t = a_new, t_new
         if it % 10 == 9:  # projected-gradient optimality check every 10 iterations
             grad_a = P @ (P.T @ a) - 1.0
-            if np.abs(a - np.clip(a - grad_a, 0.0, c)).max() <= tol:
+            if np.abs(a - np.clip(a - grad_a, 0.0, c)).max(initial=0.0) <= tol:
                 break
     u = solve_triangular(L, far.T @ a, lower=True)
     z = -sign * solve_triangular(L.T, u, lower=False)
