@@ -315,7 +315,7 @@ def evaluate(ctx: Context, station, method_name, target, folds, truth, seed) -> 
     """Charge-grouped cross-validation of a method at a station (no charge split)."""
     from qcllp.pipeline.evaluate import cross_validate_charges
     from qcllp.pipeline.methods import canonical_name, method
-    from qcllp.pipeline.train import _DefectView, labeled_data
+    from qcllp.pipeline.train import FailureView, labeled_data
 
     _station(ctx, station)
     name = canonical_name(
@@ -332,7 +332,7 @@ def evaluate(ctx: Context, station, method_name, target, folds, truth, seed) -> 
         failing = frame.set_index(["charge_id", "stick_id"])["defect"] != "ok"
         stick_truth = failing.reindex(data.features.X.index).astype(float).to_numpy()
     result = cross_validate_charges(
-        lambda: _DefectView(method(name).estimator(seed)),
+        lambda: FailureView(method(name).estimator(seed)),
         data.features.X,
         data.bags,
         props,

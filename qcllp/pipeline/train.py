@@ -35,7 +35,6 @@ from sqlalchemy.engine import make_url
 from qcllp.features import StationFeatures, station_features
 from qcllp.learn import BagGridSearchCV, BagKFold
 from qcllp.learn.calibration import BagCalibrator
-from qcllp.learn.metrics import err_pi, model_proportions
 from qcllp.plant.config import PlantConfig
 from qcllp.store import Store
 
@@ -46,6 +45,7 @@ from .registry import register_model
 from .thresholds import LockoutCosts, ThresholdChoice, choose_threshold, expected_saving
 
 __all__ = [
+    "FailureView",
     "LabeledData",
     "TrainingError",
     "TrainingResult",
@@ -250,7 +250,7 @@ def train_station(
         props if isinstance(props, pd.Series) else (1.0 - props["ok"]).rename("defective")
     )
     evaluation = cross_validate_charges(
-        lambda: _DefectView(clone(model)),
+        lambda: FailureView(clone(model)),
         X,
         bags,
         binary_props,
@@ -276,9 +276,8 @@ def train_station(
     metrics = {
         **evaluation.metrics,
         "cv_bag_error": cv_bag_error,
-        "err_pi": _err_pi(model, X, bags, props),
-        **{f"lockout_{k}": v for k, v in choice.as_dict().items() if k != "lockout_rate"},
         "threshold": choice.threshold,
+        "bayes_threshold": choice.bayes_threshold,
         "expected_saving_per_1000": choice.saving_per_1000,
     }
     importances = _importances(X, oof)
@@ -356,7 +355,7 @@ def lockout_threshold(
     )
 
 
-class _DefectView(BaseEstimator):
+class FailureView(BaseEstimator):
     """Wraps a model so that ``predict_proba(X)[:, 1]`` is the probability of failing."""
 
     def __init__(self, model=None):
@@ -369,19 +368,6 @@ class _DefectView(BaseEstimator):
     def predict_proba(self, X) -> np.ndarray:
         p = defect_probability(self.model, X)
         return np.column_stack([1.0 - p, p])
-
-
-def _err_pi(model, X: pd.DataFrame, bags: np.ndarray, props) -> float:
-    """Err_Pi (Stolpe & Morik eq. 5) of the model's predictions on its training charges."""
-    table = props
-    if isinstance(props, pd.Series):
-        table = pd.DataFrame({0: 1.0 - props, 1: props})
-    codes = table.index.get_indexer(bags)
-    classes = pd.Index(table.columns)
-    labels = classes.get_indexer(model.predict(X))
-    gamma = model_proportions(labels, codes, len(table), len(classes))
-    sizes = np.bincount(codes, minlength=len(table))
-    return err_pi(table.to_numpy(float), gamma, sizes)
 
 
 def _importances(X: pd.DataFrame, probability: np.ndarray) -> pd.Series:
