@@ -99,10 +99,12 @@ def _unscored_sticks(store: Store, station: str) -> pd.DataFrame:
 
     A charge with final-QC counts has left the line: there is nothing left to lock out.
     """
-    readings = store.read_readings(stations=[station])
+    finished = set(store.read_defect_counts().index)
+    on_line = sorted(set(store.read_sticks()["charge_id"]) - finished)
+    if not on_line:
+        return pd.DataFrame(columns=["charge_id", "stick_id"])
+    readings = store.read_readings(stations=[station], charge_ids=on_line)
     sticks = readings[["charge_id", "stick_id"]].drop_duplicates()
-    finished = store.read_defect_counts().index
-    sticks = sticks.loc[~sticks["charge_id"].isin(finished)]
     with store.session() as session:
         done = session.execute(
             select(Flag.charge_id, Flag.stick_id).where(Flag.station == station)
