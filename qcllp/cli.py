@@ -323,9 +323,7 @@ def evaluate(ctx: Context, station, method_name, target, folds, truth, seed) -> 
     )
     with ctx.store() as store:
         data = labeled_data(store, ctx.config, station, target=target)
-    props = data.proportions
-    if isinstance(props, pd.DataFrame):
-        props = (1.0 - props["ok"]).rename("defective")
+    props = data.failing_shares
     stick_truth = None
     if truth:
         frame = pd.read_csv(truth, dtype={"charge_id": str, "stick_id": str})

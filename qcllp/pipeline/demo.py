@@ -26,6 +26,7 @@ from qcllp.store import Store
 from .plant_report import build_plant_report
 from .registry import promote
 from .scoring import score_station
+from .thresholds import LockoutCosts, realized_saving_per_1000
 from .train import train_station
 
 __all__ = ["DEMO_GRIDS", "DemoResult", "run_demo"]
@@ -110,21 +111,21 @@ def run_demo(
         for station in config.station_names:
             say(f"scoring {station}")
             scored = score_station(store, config, station)
-            rows.append(_station_figures(config, station, scored.scores, failing))
+            rows.append(_station_figures(config, station, scored.scores, scored.threshold, failing))
         report = build_plant_report(store, config, folder / "report.html")
     table = pd.DataFrame(rows).set_index("station")
     return DemoResult(folder, url, report, table)
 
 
 def _station_figures(
-    config: PlantConfig, station: str, scores: pd.DataFrame, failing: pd.Series
+    config: PlantConfig, station: str, scores: pd.DataFrame, threshold: float, failing: pd.Series
 ) -> dict:
     """ROC AUC, lock-out precision/recall and the realised saving against the hidden truth."""
     truth = failing.reindex(pd.MultiIndex.from_frame(scores[["charge_id", "stick_id"]]))
     t = truth.to_numpy(dtype=bool)
     flagged = scores["flagged"].to_numpy(dtype=bool)
-    costs = config.station(station)
-    saving = (flagged & t).sum() * costs.fail_cost - (flagged & ~t).sum() * costs.good_cost
+    station_cfg = config.station(station)
+    costs = LockoutCosts(station_cfg.fail_cost, station_cfg.good_cost)
     return {
         "station": station,
         "sticks": len(scores),
@@ -135,5 +136,9 @@ def _station_figures(
         "locked_out": int(flagged.sum()),
         "precision": float((flagged & t).sum() / max(flagged.sum(), 1)),
         "recall": float((flagged & t).sum() / max(t.sum(), 1)),
-        "saving_per_1000": float(1000 * saving / max(len(scores), 1)),
+        "saving_per_1000": (
+            realized_saving_per_1000(scores["probability"], t, threshold, costs)
+            if len(scores)
+            else 0.0
+        ),
     }

@@ -76,6 +76,13 @@ class LabeledData:
     def bags(self) -> np.ndarray:
         return self.features.bags.to_numpy()
 
+    @property
+    def failing_shares(self) -> pd.Series:
+        """Share of failing sticks per charge, whatever the target (multiclass: 1 - ok)."""
+        if isinstance(self.proportions, pd.Series):
+            return self.proportions
+        return (1.0 - self.proportions["ok"]).rename("defective")
+
 
 @dataclass(frozen=True)
 class TrainingResult:
@@ -246,9 +253,7 @@ def train_station(
         model, params, cv_bag_error = clone(estimator).fit(X, bags, props), {}, float("nan")
 
     say(f"{station}: charge-grouped validation ({folds} folds)")
-    binary_props = (
-        props if isinstance(props, pd.Series) else (1.0 - props["ok"]).rename("defective")
-    )
+    binary_props = data.failing_shares
     evaluation = cross_validate_charges(
         lambda: FailureView(clone(model)),
         X,
