@@ -49,156 +49,16 @@ from joblib import Parallel, delayed
 from threadpoolctl import threadpool_limits
 
 from .kernels import LinearDecision, estimator_features
+from .label_step import BagLabeler
 from .margin import MarginLLPClassifier
 
 __all__ = [
     "AlterPSVM",
     "AlternatingPSVM",
-    "optimal_bag_labels",
-    "proportional_random_labels",
     "run_annealing",
 ]
 
 _SEED_MAX = np.iinfo(np.int32).max
-
-
-def optimal_bag_labels(
-    delta: np.ndarray,
-    bag_codes: np.ndarray,
-    shares: np.ndarray,
-    weight: float,
-    known: np.ndarray | None = None,
-    method: str = "auto",
-) -> np.ndarray:
-    """The label step of alter-pSVM (Prop. 1 and 2) for all bags at once.
-
-    Minimises, over labelings of the rows whose label is not ``known``,
-    ``sum_i loss_i(y_i) + weight * sum_k |p~_k(y) - p_k|`` where ``delta_i = loss_i(-1) -
-    loss_i(+1)`` is the loss reduction of labeling row i positive. For a fixed number r of
-    positives among a bag's free rows the best choice is the r rows with the largest ``delta``
-    (Prop. 1); every r from 0 to the number of free rows is scored from cumulative sums and the
-    best r is taken per bag (the smallest r among ties).
-
-    Array operations only, O(N log J), no Python loop over bags or rows. Two layouts:
-    ``"padded"`` puts the free rows in a (bags x largest bag) matrix and sorts, sums and takes
-    the arg-minimum along its rows; ``"segments"`` does one ``np.lexsort`` by (bag, -delta), one
-    cumulative sum and a segment minimum (``np.minimum.reduceat``) over the ``N_free + K``
-    candidate counts. ``"auto"`` uses the padded matrix unless padding would more than double
-    the work (very unequal bag sizes).
-
-    Parameters
-    ----------
-    delta : (n,) loss reduction of labeling each row positive instead of negative.
-    bag_codes : (n,) bag index 0..K-1 per row.
-    shares : (K,) target positive share p_k per bag.
-    weight : the proportion-loss weight (``C_p / C*`` in eq. 7).
-    known : (n,) 1 / 0 for rows with a fixed label, -1 elsewhere (``None``: all free).
-    method : ``"auto"``, ``"padded"`` or ``"segments"``.
-
-    Returns
-    -------
-    (n,) bool, True where the row is labeled positive.
-    """
-    delta = np.asarray(delta, dtype=float)
-    codes = np.asarray(bag_codes, dtype=np.intp)
-    shares = np.asarray(shares, dtype=float)
-    n_bags = len(shares)
-    known = np.full(len(codes), -1) if known is None else np.asarray(known)
-    sizes = np.maximum(np.bincount(codes, minlength=n_bags), 1)
-    known_pos = np.bincount(codes, weights=(known == 1), minlength=n_bags)
-    rows = np.flatnonzero(known < 0)
-    n_free = np.bincount(codes[rows], minlength=n_bags)
-    if method == "auto":
-        method = "padded" if n_bags * n_free.max(initial=0) <= 2 * len(rows) + 64 else "segments"
-    step = _padded_label_step if method == "padded" else _segment_label_step
-    positive = known == 1
-    chosen = step(delta, codes, rows, n_free, sizes, known_pos, shares, weight)
-    positive[chosen] = True
-    return positive
-
-
-def _padded_label_step(delta, codes, rows, n_free, sizes, known_pos, shares, weight):
-    """Rows to label positive, computed on a (bags x largest bag) matrix."""
-    n_bags, width = len(shares), int(n_free.max(initial=0))
-    if width == 0:
-        return rows
-    free_codes = codes[rows]
-    if np.all(free_codes[1:] >= free_codes[:-1]):  # rows already grouped by bag: no sort
-        by_bag = rows
-    else:
-        by_bag = rows[np.argsort(free_codes, kind="stable")]
-    bag_of = codes[by_bag]
-    slot = np.arange(len(by_bag)) - (np.cumsum(n_free) - n_free)[bag_of]
-    index = np.full((n_bags, width), -1, dtype=np.intp)
-    index[bag_of, slot] = by_bag
-    values = np.full((n_bags, width), -np.inf)
-    values[bag_of, slot] = delta[by_bag]
-    ranked = -np.sort(-values, axis=1)  # descending; the -inf padding goes last
-    gain = np.zeros((n_bags, width + 1))
-    np.cumsum(np.where(np.isfinite(ranked), ranked, 0.0), axis=1, out=gain[:, 1:])
-    r = np.arange(width + 1)
-    share_gap = (r[None, :] + known_pos[:, None]) / sizes[:, None] - shares[:, None]
-    objective = weight * np.abs(share_gap) - gain
-    objective[r[None, :] > n_free[:, None]] = np.inf
-    r_best = np.argmin(objective, axis=1)
-    # the r_best largest values of a bag are those >= its r_best-th largest value, unless
-    # values tie there; then fall back to ranking the rows
-    threshold = ranked[np.arange(n_bags), np.maximum(r_best - 1, 0)]
-    take = (values >= threshold[:, None]) & (r_best[:, None] > 0)
-    if np.array_equal(take.sum(axis=1), r_best):
-        return index[take]
-    order = np.argsort(-values, axis=1, kind="stable")
-    take = np.arange(width)[None, :] < r_best[:, None]
-    return np.take_along_axis(index, order, axis=1)[take]
-
-
-def _segment_label_step(delta, codes, rows, n_free, sizes, known_pos, shares, weight):
-    """Rows to label positive, computed on bag segments of one sorted array."""
-    n_bags = len(shares)
-    order = np.lexsort((-delta[rows], codes[rows]))
-    srows = rows[order]
-    scodes = codes[srows]
-    seg_start = np.cumsum(n_free) - n_free
-    csum = np.cumsum(delta[srows])
-    before = np.concatenate(([0.0], csum))[seg_start]
-    gain_sorted = csum - before[scodes]  # gain of the top-(t+1) rows of the bag
-
-    # candidates: for bag k the counts r = 0..n_free[k], laid out bag after bag
-    cand_start = seg_start + np.arange(n_bags)
-    cand_bag = np.repeat(np.arange(n_bags), n_free + 1)
-    cand_r = np.arange(len(cand_bag)) - cand_start[cand_bag]
-    gain = np.zeros(len(cand_bag))
-    gain[np.arange(len(srows)) + scodes + 1] = gain_sorted
-    share_gap = (cand_r + known_pos[cand_bag]) / sizes[cand_bag] - shares[cand_bag]
-    value = weight * np.abs(share_gap) - gain
-    best = np.minimum.reduceat(value, cand_start)
-    hits = np.flatnonzero(value <= best[cand_bag])
-    first = hits[np.concatenate(([True], cand_bag[hits[1:]] != cand_bag[hits[:-1]]))]
-    r_best = cand_r[first]
-    rank = np.arange(len(srows)) - seg_start[scodes]
-    return srows[rank < r_best[scodes]]
-
-
-def proportional_random_labels(
-    scores: np.ndarray, bag_codes: np.ndarray, shares: np.ndarray, known: np.ndarray
-) -> np.ndarray:
-    """±1 labels matching every bag's share as closely as counts allow; ranked by ``scores``.
-
-    With random scores this is the random initialisation within the proportions; with a
-    model's decision values it is that model's best proportion-consistent labeling.
-    """
-    scores = np.asarray(scores, dtype=float)
-    sizes = np.bincount(bag_codes, minlength=len(shares))
-    weight = 4.0 * (np.abs(scores).max() + 1.0) * sizes.max()
-    positive = optimal_bag_labels(scores, bag_codes, shares, weight, known)
-    return np.where(positive, 1.0, -1.0)
-
-
-def proportion_loss(y: np.ndarray, bag_codes: np.ndarray, shares: np.ndarray) -> float:
-    """``sum_k |p~_k(y) - p_k|`` (eq. 3 and the absolute proportion loss of Sect. 4)."""
-    sizes = np.bincount(bag_codes, minlength=len(shares))
-    positives = np.bincount(bag_codes, weights=(y > 0), minlength=len(shares))
-    return float(np.abs(positives / np.maximum(sizes, 1) - shares).sum())
 
 
 def run_annealing(
@@ -329,9 +189,7 @@ class SquaredHingeSVM:
         return SVMState(state.z, state.f, y, active, gram, moment)
 
     def _value(self, z: np.ndarray, f: np.ndarray, y: np.ndarray, C: float) -> float:
-        return 0.5 * float(z[:-1] @ z[:-1]) + C * float(
-            np.square(np.maximum(1.0 - y * f, 0.0)).sum()
-        )
+        return 0.5 * float(z[:-1] @ z[:-1]) + C * squared_hinge_sum(y * f)
 
     def fit(self, y: np.ndarray, C: float, warm: SVMState | None = None, max_iter: int = 50):
         """Solve for labels ``y`` (±1) and weight ``C``, warm-started from ``warm``."""
@@ -386,8 +244,20 @@ def squared_hinge_svm(
     return solver.fit(y, C, warm).z
 
 
-def _squared_hinge(margin: np.ndarray) -> np.ndarray:
-    return np.square(np.maximum(margin, 0.0))
+def squared_hinge_sum(yf: np.ndarray) -> float:
+    """``sum_i max(0, 1 - yf_i)^2`` for the margins ``yf`` (overwritten: it is scratch space)."""
+    np.subtract(1.0, yf, out=yf)
+    np.maximum(yf, 0.0, out=yf)
+    return float(yf @ yf)
+
+
+def squared_hinge_gain(f: np.ndarray) -> np.ndarray:
+    """``max(0, 1 + f)^2 - max(0, 1 - f)^2``: what labeling a row positive saves (eq. 7)."""
+    up, down = np.maximum(1.0 + f, 0.0), np.maximum(1.0 - f, 0.0)
+    up *= up
+    down *= down
+    up -= down
+    return up
 
 
 def _alter_run(
@@ -406,8 +276,8 @@ def _alter_run(
     """One restart of Alg. 1; returns (objective, z, history, n_iter)."""
     rng = np.random.RandomState(seed)
     scores = rng.uniform(-1, 1, len(codes)) if init_scores is None else init_scores
-    y = proportional_random_labels(scores, codes, shares, known)
-
+    labeler = BagLabeler(codes, shares, known)
+    y = labeler.random_labels(scores)
     solver = SquaredHingeSVM(Z)
 
     def fit(y, c, state):
@@ -415,13 +285,11 @@ def _alter_run(
 
     def objective(state, y, c):
         z = state.z
-        loss = _squared_hinge(1.0 - y * state.f).sum()
-        return 0.5 * float(z[:-1] @ z[:-1]) + c * loss + C_p * proportion_loss(y, codes, shares)
+        loss = squared_hinge_sum(y * state.f)
+        return 0.5 * float(z[:-1] @ z[:-1]) + c * loss + C_p * labeler.proportion_loss(y)
 
     def relabel(state, c):
-        f = state.f
-        delta = _squared_hinge(1.0 + f) - _squared_hinge(1.0 - f)
-        return np.where(optimal_bag_labels(delta, codes, shares, C_p / c, known), 1.0, -1.0)
+        return np.where(labeler(squared_hinge_gain(state.f), C_p / c), 1.0, -1.0)
 
     def mirror(state):
         return SVMState(-state.z, -state.f, -state.y, state.active, state.gram, -state.moment)

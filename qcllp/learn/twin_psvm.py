@@ -6,7 +6,7 @@ negatives and away from the positives (problem 3, dual 5). The latent labels alt
 planes as in alter-pSVM: with ``y`` fixed both planes are TWSVM solutions; with the planes fixed
 every bag's labels follow from sorting ``delta_a + delta_b`` (the reductions of the first two
 terms of problems 8 and 9 when a row turns positive) with the absolute proportion loss, which
-is :func:`qcllp.learn.alter_psvm.optimal_bag_labels` with weight ``C_p``. Annealing raises
+is :class:`qcllp.learn.label_step.BagLabeler` with weight ``C_p``. Annealing raises
 ``c1 = 1e-5 p C`` and ``c2 = 1e-5 (1 - p) C`` by ``1 + Delta`` per step, capped at C, while
 both are below C (Alg. 1; ``p`` is the overall positive share). A row is classified by the
 nearer plane.
@@ -38,15 +38,9 @@ import numpy as np
 from scipy.linalg import cho_factor, solve_triangular
 from threadpoolctl import threadpool_limits
 
-from .alter_psvm import (
-    AlternatingPSVM,
-    optimal_bag_labels,
-    proportion_loss,
-    proportional_random_labels,
-    run_annealing,
-    run_restarts,
-)
+from .alter_psvm import AlternatingPSVM, run_annealing, run_restarts
 from .kernels import apply_map, estimator_features
+from .label_step import BagLabeler
 
 __all__ = ["TwinPSVM", "twin_schedule", "twsvm_plane", "twsvm_ridge"]
 
@@ -139,7 +133,8 @@ def _twin_run(codes, shares, known, tol, max_iter, init_scores, seed, *, Z, sche
     n_iter)."""
     rng = np.random.RandomState(seed)
     scores = rng.uniform(-1, 1, len(codes)) if init_scores is None else init_scores
-    y = proportional_random_labels(scores, codes, shares, known)
+    labeler = BagLabeler(codes, shares, known)
+    y = labeler.random_labels(scores)
     duals = np.zeros((2, len(codes)))  # per row: alpha (as a negative), gamma (as a positive)
     eps = twsvm_ridge(Z)
 
@@ -159,11 +154,11 @@ def _twin_run(codes, shares, known, tol, max_iter, init_scores, seed, *, Z, sche
         as_pos, as_neg = row_losses(state, c)
         loss = np.where(y > 0, as_pos, as_neg).sum()
         ridge = 0.5 * eps * float(state[0] @ state[0] + state[1] @ state[1])
-        return float(loss) + ridge + C_p * proportion_loss(y, codes, shares)
+        return float(loss) + ridge + C_p * labeler.proportion_loss(y)
 
     def relabel(state, c):
         as_pos, as_neg = row_losses(state, c)
-        return np.where(optimal_bag_labels(as_neg - as_pos, codes, shares, C_p, known), 1.0, -1.0)
+        return np.where(labeler(as_neg - as_pos, C_p), 1.0, -1.0)
 
     def mirror(state):  # the planes swap roles: the decision function changes sign
         return -state[1], -state[0]
