@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from qcllp.learn.alter_psvm import AlterPSVM
-from qcllp.learn.twin_psvm import TwinPSVM, twin_schedule, twsvm_plane
+from qcllp.learn.synthetic import bags_from_labels, make_gaussian_mixture
+from qcllp.learn.twin_psvm import CollapsedPlaneWarning, TwinPSVM, twin_schedule, twsvm_plane
 
 from .psvm_data import heart as _heart
 
@@ -76,3 +79,18 @@ def test_bad_parameter_raises_value_error():
     X, bags, shares, _ = _heart(8, 0)
     with pytest.raises(ValueError):
         TwinPSVM(C=0.0).fit(X, bags, shares)
+
+
+def test_collapsed_plane_on_rare_positives_is_reported():
+    # 15 % positives in 20 dimensions: the lowest twin objective is a pair with w- = 0
+    X, y = make_gaussian_mixture(400, 20, separation=0.5, positive_share=0.15, random_state=0)
+    bags, shares = bags_from_labels(y, 50, random_state=0)
+    with pytest.warns(CollapsedPlaneWarning, match="collapsed to zero weights"):
+        TwinPSVM(n_restarts=1, random_state=0).fit(X, bags, shares)
+
+
+def test_no_collapse_warning_on_heart():
+    X, bags, shares, _ = _heart(8, 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CollapsedPlaneWarning)
+        TwinPSVM(n_restarts=1, init="invcal", random_state=0).fit(X, bags, shares)
