@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from joblib import Parallel, delayed
+from scipy.linalg import cho_factor, cho_solve
 from threadpoolctl import threadpool_limits
 
 from .kernels import LinearDecision, estimator_features
@@ -203,7 +204,7 @@ class SquaredHingeSVM:
         for _ in range(max_iter):
             hess = 2.0 * C * state.gram
             hess[np.diag_indices(D)] += self.reg + 1e-12 * (1.0 + hess.diagonal().max())
-            target = np.linalg.solve(hess, 2.0 * C * state.moment)
+            target = _solve_spd(hess, 2.0 * C * state.moment)
             direction = target - z
             grad = self.reg * z - 2.0 * C * (state.moment - state.gram @ z)
             slope = float(grad @ direction)
@@ -228,6 +229,17 @@ class SquaredHingeSVM:
                 break
         f = self._scores(z)  # exact scores, free of accumulated rounding
         return self._update(SVMState(z, f, y, state.active, state.gram, state.moment), y, y * f < 1)
+
+
+def _solve_spd(hess: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """``hess^{-1} rhs`` for the Newton system: Cholesky on large systems (a third of LU's
+    time at D = 217, the exact RBF map of heart), LU where its lower overhead wins."""
+    if len(rhs) > 64:
+        try:
+            return cho_solve(cho_factor(hess, check_finite=False), rhs, check_finite=False)
+        except np.linalg.LinAlgError:
+            pass  # numerically indefinite (no active rows, bias direction): LU below
+    return np.linalg.solve(hess, rhs)
 
 
 def squared_hinge_svm(
