@@ -236,7 +236,7 @@ def test_bad_parameters_are_rejected(toy, params):
         ConvPSVM(**params).fit(X, bags, shares)
 
 
-def test_primal_lbfgs_solver_matches_libsvm_on_the_exact_rbf_map(heart):
+def test_primal_newton_solver_matches_libsvm_on_the_exact_rbf_map(heart):
     """Both SVM paths of the engine reach the same MKL objective on the same problem."""
     X, y = heart
     X, y = X[:120], y[:120]
