@@ -206,3 +206,18 @@ def test_padded_and_segment_label_steps_agree_on_large_bags_with_ties(seed):
             _label_objective(delta, codes, shares, weight, segments), abs=1e-9
         )
         assert np.array_equal(padded[known >= 0], known[known >= 0] == 1)
+
+
+def test_paper_hinge_loss_learns_the_toy_set_with_a_non_increasing_objective():
+    X, bags, shares, y = _toy()
+    model = AlterPSVM(C=1.0, C_p=10.0, loss="hinge", n_restarts=3, random_state=0)
+    model.fit(X, bags, shares)
+    assert (model.predict(X) == y).mean() >= 0.95
+    for step in model.objective_history_[0]:
+        assert np.all(np.diff(step) <= 1e-9 * np.abs(step[:-1]))
+
+
+def test_unknown_loss_is_rejected():
+    X, bags, shares, _ = _toy()
+    with pytest.raises(ValueError, match="loss must be one of"):
+        AlterPSVM(loss="logistic").fit(X, bags, shares)
