@@ -123,7 +123,7 @@ NEWTON_TOL = 1e-6
 norm at ``w = 0``."""
 
 NEWTON_MAX_ITER = 50
-CG_TOL = 1e-2
+CG_TOL = 1e-1
 """Relative residual at which conjugate gradients stop inside a Newton step (inexact Newton)."""
 CG_MAX_ITER = 200
 
@@ -400,7 +400,8 @@ def _line_step(a: float, b: float, m: np.ndarray, q: np.ndarray, c: np.ndarray) 
     """
     nz = q != 0
     m, q, c = m[nz], q[nz], c[nz]
-    bp = m / q
+    with np.errstate(over="ignore", divide="ignore"):  # tiny q: a breakpoint at +-inf is right
+        bp = m / q
     order = np.argsort(bp)
     bp, m, q, c = bp[order], m[order], q[order], c[order]
     start = q > 0  # active for t -> -inf; a row with q > 0 leaves at its breakpoint, q < 0 enters
@@ -408,7 +409,8 @@ def _line_step(a: float, b: float, m: np.ndarray, q: np.ndarray, c: np.ndarray) 
     A = np.r_[0.0, np.cumsum(sign * c * q * q)] + np.sum(c[start] * q[start] ** 2)
     B = np.r_[0.0, np.cumsum(sign * c * q * m)] + np.sum(c[start] * q[start] * m[start])
     slope = a + 2.0 * A
-    right = slope[:-1] * bp + b - 2.0 * B[:-1] >= 0
+    with np.errstate(over="ignore", invalid="ignore"):
+        right = slope[:-1] * bp + b - 2.0 * B[:-1] >= 0
     k = int(np.argmax(right)) if right.any() else len(bp)
     return float((2.0 * B[k] - b) / slope[k])
 
@@ -436,7 +438,12 @@ def _pcg(hess, diag: np.ndarray, rhs: np.ndarray, rtol: float, max_iter: int) ->
 
 
 def _svm_primal(
-    Phi: np.ndarray, Y: np.ndarray, mu: np.ndarray, C: np.ndarray, alpha0: np.ndarray
+    Phi: np.ndarray,
+    Y: np.ndarray,
+    mu: np.ndarray,
+    C: np.ndarray,
+    alpha0: np.ndarray,
+    tol: float = NEWTON_TOL,
 ) -> np.ndarray:
     """The mixed-kernel L2-SVM in the primal of WellSVM eq. 13, by finite Newton.
 
@@ -459,7 +466,7 @@ def _svm_primal(
     V = Phi.T @ (alpha0[:, None] * U)
     margin = np.einsum("nt,nt->n", Phi @ V, U)
     xi = np.maximum(0.0, 1.0 - margin)
-    g_stop = NEWTON_TOL * np.linalg.norm(2.0 * Phi.T @ (C[:, None] * U))  # |gradient at 0|
+    g_stop = tol * np.linalg.norm(2.0 * Phi.T @ (C[:, None] * U))  # |gradient at 0|
     for _ in range(NEWTON_MAX_ITER):
         G = V - 2.0 * Phi.T @ ((C * xi)[:, None] * U)
         if np.linalg.norm(G) <= g_stop:
@@ -499,10 +506,12 @@ class _Engine:
         G = self.Phi.T @ (alpha[:, None] * Y)
         return np.einsum("dq,dq->q", G, G)
 
-    def _solve_svm(self, Y: np.ndarray, mu: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    def _solve_svm(
+        self, Y: np.ndarray, mu: np.ndarray, alpha: np.ndarray, tol: float = NEWTON_TOL
+    ) -> np.ndarray:
         if self.exact:
             return _svm_libsvm(self.K * ((Y.T * mu) @ Y), self.C)
-        return _svm_primal(self.Phi, Y, mu, self.C, alpha)
+        return _svm_primal(self.Phi, Y, mu, self.C, alpha, tol)
 
     def mkl(self, Y: np.ndarray, mu: np.ndarray, alpha: np.ndarray):
         """WellSVM Sect. 4.1.2 (MKLGL): SVM with the mixed kernel, then

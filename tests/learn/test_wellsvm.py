@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 
 from qcllp.learn.wellsvm import (
     WellSVM,
+    _line_step,
+    _svm_primal,
     balance_label_space,
     cluster_label_space,
     feature_space,
@@ -151,3 +153,50 @@ def test_unknown_task_is_rejected():
     X, y = _two_blobs(10, 4.0, seed=6)
     with pytest.raises(ValueError, match="task"):
         WellSVM(task="regression").fit(X, y)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(1, 30).flatmap(
+        lambda n: st.tuples(
+            st.floats(0.01, 10),
+            st.floats(-10, 10),
+            st.lists(st.floats(-3, 3), min_size=n, max_size=n),
+            st.lists(st.floats(-3, 3), min_size=n, max_size=n),
+            st.lists(st.floats(0, 5), min_size=n, max_size=n),
+        )
+    )
+)
+def test_exact_line_search_zeroes_the_derivative(case):
+    """The 1-D minimiser of a t^2/2 + b t + sum c max(0, m - t q)^2 (convex, continuously
+    differentiable) is where its derivative vanishes."""
+    a, b, m, q, c = (np.asarray(v, dtype=float) for v in case)
+    t = _line_step(float(a), float(b), m, q, c)
+
+    def derivative(t):
+        return a * t + b - 2.0 * np.sum(c * q * np.maximum(0.0, m - t * q))
+
+    scale = a + 2.0 * np.sum(c * q * q) + abs(b) + 2.0 * np.sum(np.abs(c * q * m))
+    assert abs(derivative(t)) <= 1e-9 * scale
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_primal_newton_solver_closes_the_duality_gap(seed):
+    """At the optimum of the mixed-kernel L2-SVM (WellSVM eq. 13) the primal value with
+    ``w_t = mu_t Phi'(alpha o y_t)`` equals the dual G(alpha) (eq. 11 with the squared hinge);
+    per-row C as in the semi-supervised task, three label vectors, a cold start."""
+    rng = np.random.RandomState(seed)
+    n, d, T = 300, 6, 3
+    Phi = rng.standard_normal((n, d)) * np.linspace(3.0, 0.3, d)
+    Y = np.where(rng.uniform(size=(T, n)) < 0.7, 1, -1) * np.sign(Phi[:, 0] + 0.3)
+    mu = rng.dirichlet(np.ones(T))
+    C = np.where(rng.uniform(size=n) < 0.2, 10.0, 0.5)
+    alpha = _svm_primal(Phi, Y.astype(np.int8), mu, C, np.zeros(n))
+    G = Phi.T @ (alpha[:, None] * Y.T)  # column t: Phi'(alpha o y_t)
+    margin = np.einsum("nd,dt,tn->n", Phi, G * mu, Y)  # sum_t mu_t y_ti phi_i' G_t
+    xi = np.maximum(0.0, 1.0 - margin)
+    primal = 0.5 * np.sum(mu * np.sum(G**2, axis=0)) + C @ xi**2
+    dual = alpha.sum() - 0.5 * np.sum(mu * np.sum(G**2, axis=0)) - alpha @ (alpha / (4 * C))
+    assert np.all(alpha >= 0)
+    assert primal - dual == pytest.approx(0.0, abs=1e-6 * primal)
+    np.testing.assert_allclose(alpha, 2 * C * xi, atol=1e-2 * alpha.max())
