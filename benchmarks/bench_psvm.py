@@ -153,6 +153,10 @@ def heart(args) -> None:
                         scores[name][test] = model.predict(X[test]) == y[test]
                 for name in scores:
                     acc[(name, bag_size)].append(100.0 * scores[name].mean())
+                progress = ", ".join(f"{n} {100 * s.mean():.2f}" for n, s in scores.items())
+                print(
+                    f"  [{kernel}] repeat {repeat + 1} bags of {bag_size}: {progress}", flush=True
+                )
             print(f"  [{kernel}] repeat {repeat + 1}/{args.repeats} done", flush=True)
             _print_heart_table(kernel, learners, acc, seconds, args, repeat + 1)
 
