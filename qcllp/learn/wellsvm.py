@@ -64,6 +64,11 @@ Choices where the papers leave room:
   ``f(x) = sum_t w_t' phi(x)``, i.e. ``y = sum_t mu_t y_t``. Either way the global sign is then
   chosen so that the training predictions fit the label space best (pSVM footnote 3:
   "resolved by validation on the training bags"), so a model never flips all labels.
+* **Threads.** The feature space and the engine run on one BLAS thread: the products are thin
+  (``N x d`` times ``d x T``, memory-bound) and the factorizations small, and OpenBLAS threads
+  contending for the 2 shared cores slowed them badly (measured next to another job: eigh of
+  501 x 501 in 0.11 s on one thread, 3.8 s on two; 5,000 x 501 times 501 x 10 twice as fast
+  on one). Parallelism belongs one level up (grid search, one-vs-rest).
 """
 
 from __future__ import annotations
@@ -107,13 +112,7 @@ MKL_MAX_ITER = 100
 """WellSVM Sect. 4.1.2: the MKLGL alternation "always converges in fewer than 100 iterations"."""
 
 MKL_TOL = 1e-3
-
 """Stop the MKLGL alternation when no kernel weight moves by more than this."""
-
-BLAS_THREADS_NOTE = """The engine and the feature space run on one BLAS thread. Its products are
-thin (``N x d`` times ``d x T``, memory-bound) and its factorizations small, and OpenBLAS threads
-contending for 2 shared cores slowed them badly (measured: eigh of 501 x 501 in 0.11 s on one
-thread, 3.8 s on two next to another job; 5,000 x 501 times 501 x 10 twice as fast on one)."""
 
 LOCAL_SEARCH_STEPS = 20
 """Steps of the eq. 16-17 ascent that sharpens the violated label (see ``_Engine.improve``)."""
@@ -321,7 +320,7 @@ def feature_space(
     1 is appended (kernel ``k + 1``) in place of the dropped bias (pSVM footnote 2).
     """
     X = np.asarray(X, dtype=float)
-    with threadpool_limits(limits=1):  # see BLAS_THREADS_NOTE
+    with threadpool_limits(limits=1):  # module docstring, Threads
         fmap = make_feature_map(
             X,
             kernel,
@@ -609,7 +608,7 @@ def fit_wellsvm(
         raise ValueError("C must be positive")
     Phi = np.asarray(Phi, dtype=float)
     exact = len(Phi) <= exact_max_rows and Phi.shape[1] >= len(Phi) // 2
-    with threadpool_limits(limits=1):  # see BLAS_THREADS_NOTE
+    with threadpool_limits(limits=1):  # module docstring, Threads
         return _Engine(Phi, space, C, exact).run(init_scores, max_iter, tol)
 
 
