@@ -52,11 +52,11 @@ from joblib import Parallel, delayed
 from scipy.linalg import cho_factor, cho_solve
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.svm import SVC, LinearSVC
-from threadpoolctl import threadpool_limits
 
 from .kernels import LinearDecision, estimator_features
 from .label_step import BagLabeler
 from .margin import MarginLLPClassifier
+from .threads import single_threaded
 
 __all__ = [
     "AlterPSVM",
@@ -384,7 +384,7 @@ def _alter_run(
     def relabel(state, c):
         return np.where(labeler(gain(state.f), C_p / c), 1.0, -1.0)
 
-    with threadpool_limits(limits=1):
+    with single_threaded():
         state, y, history, n_iter = run_annealing(
             y, schedule, fit, objective, relabel, tol=tol, max_iter=max_iter, mirror=solver.mirror
         )

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.kernel_approximation import Nystroem
 from sklearn.metrics.pairwise import rbf_kernel
-from threadpoolctl import threadpool_limits
+
+from .threads import single_threaded
 
 __all__ = [
     "ExactRBFMap",
@@ -58,7 +59,7 @@ class ExactRBFMap:
 
     def fit(self, X: np.ndarray) -> ExactRBFMap:
         K = rbf_kernel(X, gamma=self.gamma)
-        with threadpool_limits(limits=1):  # contending BLAS threads slow a small eigh down
+        with single_threaded():  # contending BLAS threads slow a small eigh down
             lam, V = np.linalg.eigh(K)
         keep = lam > self.rel_eig_tol * lam[-1]
         self.basis_ = X

@@ -37,11 +37,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.linalg import cho_factor, solve_triangular
-from threadpoolctl import threadpool_limits
 
 from .alter_psvm import AlternatingPSVM, run_annealing, run_restarts
 from .kernels import apply_map, estimator_features
 from .label_step import BagLabeler
+from .threads import single_threaded
 
 __all__ = ["CollapsedPlaneWarning", "TwinPSVM", "twin_schedule", "twsvm_plane", "twsvm_ridge"]
 
@@ -164,7 +164,7 @@ def _twin_run(codes, shares, known, tol, max_iter, init_scores, seed, *, Z, sche
     def mirror(state):  # the planes swap roles: the decision function changes sign
         return -state[1], -state[0]
 
-    with threadpool_limits(limits=1):
+    with single_threaded():
         state, y, history, n_iter = run_annealing(
             y, schedule, fit, objective, relabel, tol=tol, max_iter=max_iter, mirror=mirror
         )
