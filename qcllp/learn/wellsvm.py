@@ -99,8 +99,10 @@ __all__ = [
     "proportion_label_space",
 ]
 
-EXACT_MAX_ROWS = 1500
-"""Near-full-rank feature spaces up to this many rows go to libsvm (precomputed mixed kernel)."""
+EXACT_MAX_ROWS = 500
+"""Near-full-rank feature spaces up to this many rows go to libsvm (precomputed mixed kernel).
+Above, the primal Newton solver is faster (rbf, 69 features, 10 iterations: 400 rows 6.1 s
+libsvm vs 7.0 s Newton; 1,000 rows with 501 Nystroem features 44 s vs 17 s)."""
 
 VARIANCE_KEPT = 0.9
 """pSVM Sect. 5.2: the l-infinity search uses the eigen-directions holding 90 % of the variance."""
