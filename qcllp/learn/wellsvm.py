@@ -39,13 +39,14 @@ Choices where the papers leave room:
 * **Loss and SVM solver.** The SVMs use the squared hinge loss (the L2-SVM, as WellSVM's own
   experiments do, Sect. 5, and as :class:`~qcllp.learn.alter_psvm.AlterPSVM` does): its dual
   ``max 1'a - 1/2 a'(Q + diag(1 / 2C)) a, a >= 0`` is strongly convex and the dual variables
-  follow from the primal in closed form, ``a_i = 2 C_i xi_i``. For low-rank features (linear
-  kernel, Nystroem: ``d < N / 2``) the primal of WellSVM eq. 13 is solved by finite Newton
-  with conjugate gradients (:func:`_svm_primal`), O(N d T) per step, linear in N, never an
-  N x N matrix. For near-full-rank features (the exact
-  rbf map) with ``N <= EXACT_MAX_ROWS`` the mixed kernel ``Q = sum_t mu_t K o y_t y_t'`` is
-  precomputed and solved by libsvm (``SVC(kernel="precomputed")``) on a doubled problem that
-  removes libsvm's bias (:func:`_svm_libsvm`). The objective reported is the dual value
+  follow from the primal in closed form, ``a_i = 2 C_i xi_i``. The primal of WellSVM eq. 13
+  is solved by finite Newton with conjugate gradients (:func:`_svm_primal`), O(N d T) per
+  step, linear in N, never an N x N matrix; the replaced L-BFGS needed 100-600 iterations per
+  SVM, and an SVM is solved about 50-80 times per fit (MKL alternations x cutting-plane
+  iterations). Only for near-full-rank features (``d >= N / 2``, the exact rbf map) with
+  ``N <= EXACT_MAX_ROWS`` the mixed kernel ``Q = sum_t mu_t K o y_t y_t'`` is precomputed
+  and solved by libsvm (``SVC(kernel="precomputed")``) on a doubled problem that removes
+  libsvm's bias (:func:`_svm_libsvm`). The objective reported is the dual value
   ``G = 1'a - 1/2 a'Qa - |a|^2 / 4C``.
 * **Violated label.** Candidates are the l-infinity maximisers of pSVM eq. 19-21 (every one of
   the leading ``d`` eigen-directions, both signs) plus WellSVM's eq. 16-17 candidate
