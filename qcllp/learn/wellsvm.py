@@ -81,9 +81,9 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.svm import SVC
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted
-from threadpoolctl import threadpool_limits
 
 from .kernels import LinearDecision, apply_map, make_feature_map
+from .threads import single_threaded
 
 __all__ = [
     "EXACT_MAX_ROWS",
@@ -323,7 +323,7 @@ def feature_space(
     1 is appended (kernel ``k + 1``) in place of the dropped bias (pSVM footnote 2).
     """
     X = np.asarray(X, dtype=float)
-    with threadpool_limits(limits=1):  # module docstring, Threads
+    with single_threaded():  # module docstring, Threads
         fmap = make_feature_map(
             X,
             kernel,
@@ -629,7 +629,7 @@ def fit_wellsvm(
         raise ValueError("C must be positive")
     Phi = np.asarray(Phi, dtype=float)
     exact = len(Phi) <= exact_max_rows and Phi.shape[1] >= len(Phi) // 2
-    with threadpool_limits(limits=1):  # module docstring, Threads
+    with single_threaded():  # module docstring, Threads
         return _Engine(Phi, space, C, exact).run(init_scores, max_iter, tol)
 
 
