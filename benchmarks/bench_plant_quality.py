@@ -20,26 +20,26 @@ plant the hidden per-stick truth measures
   truth): what the ranking would allow; the gap to ``saved/1k`` is the cost of not knowing
   per-stick truth when choosing the threshold.
 
-Target: at the middle station (where the simulator's defects are decided) ROC AUC >= 0.85 for
-the best method and a positive realized saving. The margin learners see standardized features
-(a StandardScaler fitted on the training rows); the k-means labeler scales itself. Parameters
-are fixed (no grid search) to keep the run short. ConvPSVM (a cutting-plane SDP-like solver)
-is trained on the first ``--conv-charges`` charges only: on all training sticks it does not
-finish in minutes. The k-means labeler runs 5 generations of 12 (the paper: 10 of 25) to keep
-the six fits per station affordable. The threshold is chosen on out-of-fold probabilities of a
-5-fold charge-grouped CV on the training plant, recalibrated on those held-out charges and
-never below the Bayes threshold (all as ``qcllp train`` does; six fits per method), or with
-``--threshold-from in-sample`` on the final model's in-sample probabilities (one fit;
-over-confident: the proportion-SVMs fit each training charge's count, so their in-sample
-probabilities look far better than they are, and the threshold locks out too much).
+Target: at the middle station (where the simulator's defects are decided) ROC AUC >= 0.85 for the
+best method and a positive realized saving. The margin learners see standardized features (a
+StandardScaler fitted on the training rows); the k-means labeler scales itself. Parameters are
+fixed (no grid search) to keep the run short. ``--conv-charges N`` trains ConvPSVM on the first N
+charges only (default: all; a fit takes seconds since the Newton solver of
+:mod:`qcllp.learn.wellsvm`). The k-means labeler runs 5 generations of 12 (the paper: 10 of 25) to
+keep the six fits per station affordable. The threshold is chosen on out-of-fold probabilities of a
+5-fold charge-grouped CV on the training plant, recalibrated on those held-out charges and never
+below the Bayes threshold (all as ``qcllp train`` does; six fits per method), or with
+``--threshold-from in-sample`` on the final model's in-sample probabilities (one fit; over-
+confident: the proportion-SVMs fit each training charge's count, so their in-sample probabilities
+look far better than they are, and the threshold locks out too much).
 
-With ``--fresh holdout`` the fresh charges come instead from the *same* simulated plant (one
-seed, the last ``--test-charges`` charges held out): a separately seeded simulation draws its
-own plant structure (sensor loadings of the alloy batches, within-station trends), so the
-default ``reseed`` also tests transfer to a somewhat different plant.
+With ``--fresh holdout`` the fresh charges come instead from the *same* simulated plant (one seed,
+the last ``--test-charges`` charges held out): a separately seeded simulation draws its own plant
+structure (sensor loadings of the alloy batches, within-station trends), so the default ``reseed``
+also tests transfer to a somewhat different plant.
 
-    python benchmarks/bench_plant_quality.py --quick
-    python benchmarks/bench_plant_quality.py --train-charges 200 --test-charges 150
+python benchmarks/bench_plant_quality.py --quick python benchmarks/bench_plant_quality.py --train-
+charges 200 --test-charges 150
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ def run_station(config, train, test, station: str, methods, args) -> list[dict]:
         Xtr = scaler.transform(ftr.X.to_numpy()) if standardize else ftr.X
         Xte = scaler.transform(fte.X.to_numpy()) if standardize else fte.X
         fit_rows = np.arange(len(bags_tr))
-        if name == "ConvPSVM":
+        if name == "ConvPSVM" and args.conv_charges is not None:
             keep = pd.unique(bags_tr)[: args.conv_charges]
             fit_rows = np.flatnonzero(np.isin(bags_tr, keep))
         model = cls(**params, random_state=args.seed)
@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small plants, fewer generations")
     parser.add_argument("--train-charges", type=int, default=None)
     parser.add_argument("--test-charges", type=int, default=None)
-    parser.add_argument("--conv-charges", type=int, default=25)
+    parser.add_argument("--conv-charges", type=int, default=None, help="default: all charges")
     parser.add_argument("--stations", nargs="*", default=None)
     parser.add_argument("--methods", nargs="*", default=None)
     parser.add_argument("--seed", type=int, default=0)
