@@ -20,10 +20,10 @@ Choices where the paper leaves room (all documented on the class too):
   primal L2-SVM, :class:`SquaredHingeSVM`), linear in N, warm-started from the previous
   solution across alternations and annealing steps, with its active-set Gram matrix updated
   only for the rows whose label or margin status changed; the hinge step
-  (:class:`HingeSVM`, liblinear's dual coordinate descent) cannot be warm-started and is
-  several times slower. Either way the label step uses the same loss, so every half step
-  minimises the same objective and the objective cannot increase inside an annealing step. The
-  bias ``b`` is not regularised, as in eq. (4).
+  (:class:`HingeSVM`: libsvm up to 2,000 rows, liblinear above) cannot be warm-started and is
+  4-8 times slower on heart, without being more accurate there. Either way the label step uses
+  the same loss, so every half step minimises the same objective and the objective cannot
+  increase inside an annealing step. The bias ``b`` is not regularised, as in eq. (4).
 * **Initialisation.** "Randomly initialize y" is done within the proportions: every bag gets
   ``round(p_k |B_k|)`` positives at random positions (the label step with random scores and an
   overwhelming proportion weight). ``init="invcal"`` / ``"conv"`` replaces the random ranking of
