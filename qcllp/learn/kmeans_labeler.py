@@ -56,7 +56,6 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.cluster import KMeans
 from sklearn.metrics import pairwise_distances_argmin
 from sklearn.utils import check_random_state
-from threadpoolctl import threadpool_limits
 
 from .base import LLPClassifierMixin
 from .cluster_labeling import (
@@ -65,6 +64,7 @@ from .cluster_labeling import (
     label_clusters,
     labeling_statistics,
 )
+from .threads import limited_threads
 
 __all__ = ["KMeansLabeler"]
 
@@ -347,7 +347,7 @@ def _score_weights(
     kmeans = KMeans(n_clusters=n_clusters, n_init=1, max_iter=max_iter, random_state=seed)
     rows = len(Xw) if max_rows is None else min(len(Xw), max_rows)
     threads = None if rows >= _THREADED_KMEANS_ROWS else 1
-    with threadpool_limits(limits=threads):
+    with limited_threads(threads):
         if rows < len(Xw):
             sample = np.random.RandomState(seed).choice(len(Xw), rows, replace=False)
             kmeans.fit(Xw[np.sort(sample)])
