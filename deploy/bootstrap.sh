@@ -26,25 +26,30 @@ else
     .venv/bin/python -m pip install --quiet -e .
 fi
 
+# apt_install PACKAGE PURPOSE SKIP_NOTE: install a system package when root with apt-get, else
+# say which tests will skip. The package index is fetched once.
+apt_updated=0
+apt_install() {
+    if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+        echo "installing $1 for $2 (apt-get)" >&2
+        export DEBIAN_FRONTEND=noninteractive
+        if (( ! apt_updated )); then
+            apt-get update -qq
+            apt_updated=1
+        fi
+        apt-get install -y -qq "$1" >/dev/null
+    else
+        echo "$3" >&2
+    fi
+}
+
 if (( want_tests )) && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
         && ! command -v initdb >/dev/null 2>&1; then
-    if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
-        echo "installing PostgreSQL for the engine tests (apt-get)" >&2
-        export DEBIAN_FRONTEND=noninteractive
-        apt-get update -qq
-        apt-get install -y -qq postgresql >/dev/null
-    else
-        echo "PostgreSQL binaries not found and apt-get not usable: PostgreSQL tests will skip" >&2
-    fi
+    apt_install postgresql "the engine tests" \
+        "PostgreSQL binaries not found and apt-get not usable: PostgreSQL tests will skip"
 fi
 if (( want_tests )) && ! command -v chromium >/dev/null 2>&1; then
-    if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
-        echo "installing Chromium for the HTML report test (apt-get)" >&2
-        export DEBIAN_FRONTEND=noninteractive
-        apt-get update -qq
-        apt-get install -y -qq chromium >/dev/null
-    else
-        echo "chromium not found and apt-get not usable: the report's browser test will skip" >&2
-    fi
+    apt_install chromium "the HTML report test" \
+        "chromium not found and apt-get not usable: the report's browser test will skip"
 fi
 echo "qcllp is set up in $(pwd)/.venv" >&2
