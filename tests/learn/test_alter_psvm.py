@@ -221,3 +221,10 @@ def test_unknown_loss_is_rejected():
     X, bags, shares, _ = _toy()
     with pytest.raises(ValueError, match="loss must be one of"):
         AlterPSVM(loss="logistic").fit(X, bags, shares)
+
+
+def test_unknown_label_step_layout_is_rejected():
+    with pytest.raises(ValueError, match="method must be 'auto', 'padded' or 'segments'"):
+        optimal_bag_labels(
+            np.zeros(4), np.array([0, 0, 1, 1]), np.array([0.5, 0.5]), 1.0, None, "x"
+        )
