@@ -220,6 +220,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     methods = available_methods(args.quick)
     if args.methods:
+        unknown = sorted(set(args.methods) - set(methods))
+        if unknown:
+            sys.exit(f"unknown method(s) {', '.join(unknown)}; available: {', '.join(methods)}")
         methods = {k: v for k, v in methods.items() if k in args.methods}
     stations = args.stations or list(config.station_names)
     middle = config.station_names[len(config.stations) // 2]
