@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sklearn.svm import LinearSVC
 
-from qcllp.learn.alter_psvm import AlterPSVM, squared_hinge_svm
+from qcllp.learn.alter_psvm import AlterPSVM, HingeSVM, SquaredHingeSVM, squared_hinge_svm
 from qcllp.learn.label_step import optimal_bag_labels
 from qcllp.learn.model_selection import BagGridSearchCV
 from qcllp.learn.synthetic import bags_from_labels
@@ -97,6 +98,44 @@ def test_squared_hinge_solver_reaches_the_optimum():
     margin = np.maximum(0, 1 - y * (Z @ z))
     grad = np.append(z[:-1], 0.0) - 2 * 0.7 * Z.T @ (margin * y)
     assert np.abs(grad).max() < 1e-6
+
+
+def _separable_with_offset(n: int = 300):
+    rng = np.random.RandomState(2)
+    X = rng.standard_normal((n, 4))
+    y = np.sign(X @ [1.0, -2.0, 0.5, 0.0] + 1.5 + rng.standard_normal(n))
+    return np.column_stack([X, np.ones(n)]), y
+
+
+def test_penalised_bias_is_liblinears_l2_svm():
+    Z, y = _separable_with_offset()
+    z = SquaredHingeSVM(Z, bias_penalty=1.0).fit(y, 0.7).z
+    ref = LinearSVC(C=0.7, loss="squared_hinge", dual=False, intercept_scaling=1.0, tol=1e-12)
+    ref.fit(Z[:, :-1], y)
+    assert np.allclose(z, np.append(ref.coef_[0], ref.intercept_[0]), atol=1e-6)
+    weak = {penalty: SquaredHingeSVM(Z, penalty).fit(y, 0.005).z[-1] for penalty in (0.0, 1.0)}
+    assert weak[0.0] > weak[1.0] + 0.1 > 0.1  # the penalty pulls the bias in
+
+
+def test_hinge_step_with_penalised_bias_minimises_its_objective():
+    Z, y = _separable_with_offset()
+
+    def value(z):
+        return 0.5 * (z @ z) + 0.7 * np.maximum(0, 1 - y * (Z @ z)).sum()
+
+    z = HingeSVM(Z, bias_penalty=1.0).fit(y, 0.7).z
+    rng = np.random.RandomState(0)
+    assert all(value(z) <= value(z + 1e-3 * rng.standard_normal(5)) + 1e-6 for _ in range(200))
+    with pytest.raises(ValueError, match="bias_penalty 0 or 1"):
+        HingeSVM(Z, bias_penalty=0.5)
+
+
+@pytest.mark.parametrize("loss", ["squared_hinge", "hinge"])
+def test_penalised_bias_option_learns_the_toy_set(loss):
+    X, bags, shares, y = _toy()
+    model = AlterPSVM(C=1.0, C_p=10.0, loss=loss, regularize_bias=True, n_restarts=3)
+    model.fit(X, bags, shares)
+    assert (model.predict(X) == y).mean() >= 0.95
 
 
 def test_objective_never_increases_inside_an_annealing_step():
