@@ -30,7 +30,11 @@ from sklearn.model_selection import StratifiedKFold
 
 from qcllp.learn.conv_psvm import ConvPSVM
 from qcllp.learn.model_selection import BagGridSearchCV, BagKFold
-from qcllp.learn.synthetic import bags_from_labels, make_gaussian_mixture
+from qcllp.learn.synthetic import (
+    bags_from_labels,
+    bags_with_varied_shares,
+    make_gaussian_mixture,
+)
 from qcllp.learn.wellsvm import WellSVM
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -175,18 +179,8 @@ def _plant_size(n: int, kind: str):
     X, y = make_gaussian_mixture(n, 69, separation=0.3, positive_share=0.3, random_state=0)
     X = (X - X.mean(axis=0)) / X.std(axis=0)
     if kind == "varied":
-        return (X, y, *_charges(y, 50, seed=0))
+        return (X, y, *bags_with_varied_shares(y, 50))
     return (X, y, *bags_from_labels(y, 50, random_state=0))
-
-
-def _charges(y: np.ndarray, size: int, seed: int) -> tuple[np.ndarray, pd.Series]:
-    """Charges of ``size`` rows whose positive shares spread over [0, 1]: rows are ordered by
-    their label plus uniform noise before they are cut, so neighbouring rows share a charge.
-    (Random bags of 50 all have shares near the prior.)"""
-    noisy = y + np.random.RandomState(seed).uniform(0.0, 1.5, len(y))
-    bags = np.empty(len(y), dtype=np.int64)
-    bags[np.argsort(noisy, kind="stable")] = np.arange(len(y)) // size
-    return bags, pd.Series(y).groupby(bags).mean()
 
 
 def main() -> None:

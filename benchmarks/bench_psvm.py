@@ -19,7 +19,7 @@
 (c) ``scale``: AlterPSVM (linear, 10 restarts, C_p = 100: see ``scale``) on a 271,617 x 8
     synthetic set (cod-rna.t's size) with bags of 2^11..2^13, and the time at N = 34k, 68k,
     136k, 272k. The bags are cut from rows ordered by a noisy label so that their shares vary
-    (see ``_varied_bags``).
+    (:func:`~qcllp.learn.synthetic.bags_with_varied_shares`).
 
 The synthetic sets have one third positives, as cod-rna.t: with a 50 % prior, random bags of
 thousands of rows all have shares of about 0.5, and then nothing in the proportions tells a
@@ -51,7 +51,11 @@ from sklearn.metrics import roc_auc_score
 from qcllp.learn.alter_psvm import AlterPSVM
 from qcllp.learn.baselines import InvCal, MeanMap
 from qcllp.learn.model_selection import BagGridSearchCV, BagKFold
-from qcllp.learn.synthetic import bags_from_labels, make_gaussian_mixture
+from qcllp.learn.synthetic import (
+    bags_from_labels,
+    bags_with_varied_shares,
+    make_gaussian_mixture,
+)
 from qcllp.learn.twin_psvm import TwinPSVM
 
 HEART = Path(__file__).resolve().parents[2] / "shared" / "data" / "heart.csv"
@@ -238,19 +242,6 @@ def speed(args) -> None:
             print(f"{n:>7} speed-up: {times['llp-learn alterSVM'] / times['AlterPSVM']:.1f}x")
 
 
-def _varied_bags(y: np.ndarray, bag_size: int) -> tuple[np.ndarray, pd.Series]:
-    """Bags of ``bag_size`` whose shares spread over [0, 1] (rows ordered by a noisy label).
-
-    Random bags of thousands of rows all have the prior as share, which tells a model nothing
-    about which side is positive (pSVM paper Sect. 7.1); the plant's charges differ.
-    """
-    rng = np.random.RandomState(0)
-    order = np.argsort(y + rng.uniform(0, 1.5, len(y)), kind="stable")
-    bags = np.empty(len(y), dtype=np.int64)
-    bags[order] = np.arange(len(y)) // bag_size
-    return bags, pd.Series(y).groupby(bags).mean()
-
-
 def scale(args) -> None:
     """C_p = 100, the top of the paper's grid: the proportion loss of eq. 4 is a sum over bags,
     the instance loss a sum over rows, so on bags of thousands C_p = 10 makes labeling every row
@@ -268,7 +259,7 @@ def scale(args) -> None:
     runs = [(n_total, b) for b in args.scale_bag_sizes]
     runs += [(n, args.scale_bag_sizes[0]) for n in args.scale_n]
     for n, bag_size in runs:
-        bags, shares = _varied_bags(y[:n], bag_size)
+        bags, shares = bags_with_varied_shares(y[:n], bag_size)
         model = AlterPSVM(
             C=1.0, C_p=100.0, n_restarts=args.scale_restarts, n_jobs=args.n_jobs, random_state=0
         )

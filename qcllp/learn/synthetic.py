@@ -1,7 +1,8 @@
 """Synthetic LLP problems for tests and benchmarks: labeled data cut into bags.
 
 ``bags_from_labels`` turns any labeled set into an LLP problem the way the papers' protocols
-do (random bags of a fixed size, the last one smaller); ``make_gaussian_mixture`` is the
+do (random bags of a fixed size, the last one smaller); ``bags_with_varied_shares`` cuts bags
+whose shares spread out, as a plant's charges do; ``make_gaussian_mixture`` is the
 two-Gaussian mixture of Stolpe & Morik's run-time experiment (Sect. 4.4, Fig. 3).
 """
 
@@ -11,7 +12,7 @@ import numpy as np
 import pandas as pd
 from sklearn.utils import check_random_state
 
-__all__ = ["bags_from_labels", "make_gaussian_mixture"]
+__all__ = ["bags_from_labels", "bags_with_varied_shares", "make_gaussian_mixture"]
 
 
 def bags_from_labels(
@@ -38,6 +39,24 @@ def bags_from_labels(
     table.index.name = "bag"
     table.columns.name = None
     return bags, table
+
+
+def bags_with_varied_shares(
+    y, bag_size: int, *, noise: float = 1.5, random_state=0
+) -> tuple[np.ndarray, pd.Series]:
+    """Bags of ``bag_size`` rows whose positive shares spread over [0, 1], and those shares.
+
+    Rows are ordered by their 0/1 label plus uniform noise on [0, ``noise``) and cut in that
+    order, so neighbouring rows share a bag. Random bags of many rows all have shares near the
+    prior, which tells a learner little (pSVM paper Sect. 7.1); a plant's charges differ.
+    """
+    y = np.asarray(y)
+    noisy = y + check_random_state(random_state).uniform(0.0, noise, len(y))
+    bags = np.empty(len(y), dtype=np.int64)
+    bags[np.argsort(noisy, kind="stable")] = np.arange(len(y)) // int(bag_size)
+    shares = pd.Series((y == 1).astype(float)).groupby(bags).mean()
+    shares.index.name = "bag"
+    return bags, shares.rename("share")
 
 
 def make_gaussian_mixture(
