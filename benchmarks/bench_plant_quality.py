@@ -38,8 +38,8 @@ the last ``--test-charges`` charges held out): a separately seeded simulation dr
 structure (sensor loadings of the alloy batches, within-station trends), so the default ``reseed``
 also tests transfer to a somewhat different plant.
 
-python benchmarks/bench_plant_quality.py --quick python benchmarks/bench_plant_quality.py --train-
-charges 200 --test-charges 150
+    python benchmarks/bench_plant_quality.py --quick
+    python benchmarks/bench_plant_quality.py --train-charges 200 --test-charges 150
 """
 
 from __future__ import annotations
