@@ -445,7 +445,6 @@ def _svm_primal(
     mu: np.ndarray,
     C: np.ndarray,
     alpha0: np.ndarray,
-    tol: float = NEWTON_TOL,
     g_zero: float | None = None,
     Phi32: np.ndarray | None = None,
 ) -> np.ndarray:
@@ -467,10 +466,10 @@ def _svm_primal(
     The CG products run in single precision (half the memory traffic of these memory-bound
     products, about twice as fast): CG only has to reach a 10 % residual, and the gradient, the
     line search and hence the solution stay in double precision. Stops when the gradient norm
-    is below ``tol`` times ``g_zero``, its norm at ``v = 0`` (computed when not given). Only the
-    active rows enter gradient and Hessian (5-45 % of them on the plant-size benchmark); each
-    Newton step costs one ``Phi @ D`` over all rows (the line search) plus O(|A| d T) per CG
-    step: linear in N. Returns ``alpha = 2 C xi``.
+    is below ``NEWTON_TOL`` times ``g_zero``, its norm at ``v = 0`` (computed when not given).
+    Only the active rows enter gradient and Hessian (5-45 % of them on the plant-size
+    benchmark); each Newton step costs one ``Phi @ D`` over all rows (the line search) plus
+    O(|A| d T) per CG step: linear in N. Returns ``alpha = 2 C xi``.
     """
     U = Y.T * np.sqrt(mu)  # (n, T): z_i = u_i (x) phi_i
     support = np.flatnonzero(alpha0 > 0)  # integer indices: row gathers 4x faster than masks
@@ -485,7 +484,7 @@ def _svm_primal(
         active = np.flatnonzero(xi > 0)  # only these rows enter the gradient and the Hessian
         PA, UA, CA = Phi[active], U[active], C[active]
         G = V - 2.0 * PA.T @ ((CA * xi[active])[:, None] * UA)
-        if np.linalg.norm(G) <= tol * g_zero:
+        if np.linalg.norm(G) <= NEWTON_TOL * g_zero:
             break
         diag = 1.0 + 2.0 * np.outer(np.einsum("n,nd,nd->d", CA, PA, PA), mu)  # H's diagonal
         PA32, UA32, CA32 = Phi32[active], UA.astype(np.float32), CA.astype(np.float32)
