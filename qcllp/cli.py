@@ -431,18 +431,20 @@ def models_rollback(ctx: Context, station: str) -> None:
     "--input",
     "input_path",
     type=click.Path(exists=True, dir_okay=False),
-    help="Score the readings of this long-format CSV/Parquet file (no flags written).",
+    help="Score the readings of this CSV/Parquet file (long or wide layout, checked as "
+    "ingest checks it; no flags written).",
 )
 @click.option("--output", type=click.Path(dir_okay=False), help="Write the scores as CSV.")
 @pass_ctx
 def score(ctx: Context, station: str, input_path: str | None, output: str | None) -> None:
     """Score sticks at a station with its active model; flags each stick once."""
+    from qcllp.ingest.measurements import read_readings
     from qcllp.pipeline.scoring import score_readings, score_station
 
     _station(ctx, station)
     with ctx.store() as store:
         if input_path:
-            readings = _read_table(input_path)
+            readings = read_readings(ctx.config, input_path)
             result = score_readings(store, ctx.config, station, readings)
         else:
             result = score_station(store, ctx.config, station)
@@ -455,20 +457,6 @@ def score(ctx: Context, station: str, input_path: str | None, output: str | None
         f"{summary['model_id']}, {summary['sticks_flagged']} locked out (threshold "
         f"{summary['threshold']:.3f}), {summary['flags_written']} new flags",
     )
-
-
-def _read_table(path: str) -> pd.DataFrame:
-    from qcllp.ingest import IngestError
-
-    try:
-        if path.endswith(".parquet"):
-            frame = pd.read_parquet(path)
-        else:
-            frame = pd.read_csv(path, dtype={"charge_id": str, "stick_id": str})
-        frame["timestamp"] = pd.to_datetime(frame["timestamp"], utc=True, format="ISO8601")
-    except (OSError, ValueError, KeyError) as exc:
-        raise IngestError(f"{path}: cannot read readings: {exc}") from exc
-    return frame
 
 
 # ----------------------------------------------------------------------------- report / demo

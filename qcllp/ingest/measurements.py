@@ -25,8 +25,8 @@ from sqlalchemy import Connection
 
 from qcllp.ingest.batches import ingest_files
 from qcllp.ingest.report import IngestError, IngestReport
-from qcllp.ingest.sources import read_chunks, read_columns
-from qcllp.ingest.validate import LONG_COLUMNS, SensorTable, validate_readings
+from qcllp.ingest.sources import file_format, read_chunks, read_columns
+from qcllp.ingest.validate import KEY, LONG_COLUMNS, SensorTable, validate_readings
 from qcllp.ingest.writer import (
     ReadingWriter,
     insert_quarantine,
@@ -37,7 +37,7 @@ from qcllp.ingest.writer import (
 from qcllp.plant.config import PlantConfig
 from qcllp.store import Store
 
-__all__ = ["DEFAULT_CHUNK_ROWS", "ingest_measurements", "ingest_reading_frames"]
+__all__ = ["DEFAULT_CHUNK_ROWS", "ingest_measurements", "ingest_reading_frames", "read_readings"]
 
 DEFAULT_CHUNK_ROWS = 200_000
 _ID_COLUMNS = ["charge_id", "stick_id", "station", "timestamp"]
@@ -137,6 +137,74 @@ def ingest_reading_frames(
         insert_quarantine(conn, quarantine)
         if progress is not None:
             progress(report.records)
+
+
+def read_readings(
+    config: PlantConfig,
+    path: str | Path,
+    *,
+    layout: str | None = None,
+    fmt: str | None = None,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    max_listed: int = 5,
+) -> pd.DataFrame:
+    """The readings of one file, checked as ingest checks them, without storing anything.
+
+    For scoring a file outside the database (``qcllp score --input``). All or nothing: if any
+    record is malformed or fails validation, :class:`IngestError` names the file, how many
+    records failed, and the first ``max_listed`` with row number, reason and detail -- a stick
+    is not scored from a partial record. Returns the long frame (``charge_id, stick_id, station,
+    timestamp, sensor, value``; timestamps in UTC).
+    """
+    file = Path(path)
+    fformat = file_format(file, fmt)
+    try:
+        columns = read_columns(file, fformat)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # pyarrow errors are ValueErrors
+        raise IngestError(f"{file}: cannot read {fformat}: {exc}") from exc
+    wide = _is_wide(file, columns, layout)
+    table = SensorTable.from_config(config)
+    parts, problems, n_records = [], [], 0
+    for chunk in read_chunks(file, fformat, chunk_rows):
+        problems += [(None, "malformed_row", detail) for _, detail in chunk.malformed]
+        n_records += len(chunk.malformed)
+        if not len(chunk.frame):
+            continue
+        if wide:
+            long, origin, empty_rows = _wide_to_long(chunk.frame)
+        else:
+            long, origin, empty_rows = chunk.frame, np.arange(len(chunk.frame)), np.array([], int)
+        valid, rejects = validate_readings(long, config, table)
+        rows = chunk.first_row + origin[rejects["pos"].to_numpy(dtype=int)]
+        problems += list(zip(rows.tolist(), rejects["reason"], rejects["detail"], strict=True))
+        problems += [
+            (chunk.first_row + r, "missing_value", "all sensor cells are empty")
+            for r in empty_rows.tolist()
+        ]
+        n_records += len(long) + len(empty_rows)
+        parts.append(valid)
+    if problems:
+        listed = "; ".join(
+            f"{'row ' + str(row) if row is not None else 'a malformed line'}: {why}: {detail}"
+            for row, why, detail in sorted(problems, key=lambda p: (p[0] is None, p[0] or 0))[
+                :max_listed
+            ]
+        )
+        raise IngestError(
+            f"{file}: {len(problems)} of {n_records} records invalid, nothing scored; {listed}"
+        )
+    valid = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=KEY + ["value"])
+    timestamp = pd.to_datetime(valid["ts_us"].to_numpy(dtype="int64"), unit="us", utc=True)
+    return pd.DataFrame(
+        {
+            "charge_id": valid["charge_id"].to_numpy(dtype=object),
+            "stick_id": valid["stick_id"].to_numpy(dtype=object),
+            "station": valid["station"].to_numpy(dtype=object),
+            "timestamp": timestamp,
+            "sensor": valid["sensor"].to_numpy(dtype=object),
+            "value": valid["value"].to_numpy(dtype="float64"),
+        }
+    )
 
 
 def _is_wide(file: Path, columns: list[str], layout: str | None) -> bool:

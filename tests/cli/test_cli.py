@@ -10,6 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 from click.testing import CliRunner
@@ -110,6 +111,35 @@ def test_scoring_flags_each_new_stick_once_and_the_report_embeds_its_plots(plant
     run("report", "--output", report, db=db)
     html = report.read_text()
     assert "Station cooling" in html and html.count("data:image/png;base64,") >= 2
+
+
+def test_scoring_a_file_checks_every_record_as_ingest_does(plant, tmp_path):
+    db = plant["db"]
+    trained = json.loads(
+        run("--json", "train", "--station", "cooling", "--method", FAST_METHOD, db=db).stdout
+    )[0]
+    run("models", "promote", trained["model_id"], db=db)
+    (good,) = plant["fresh"]["measurements"]
+    readings = pd.read_csv(good, dtype=str)
+    out = tmp_path / "scores.csv"
+    result = json.loads(
+        run(
+            "--json", "score", "--station", "cooling", "--input", good, "--output", out, db=db
+        ).stdout
+    )
+    scores = pd.read_csv(out, dtype={"charge_id": str, "stick_id": str})
+    n_sticks = len(readings.drop_duplicates(["charge_id", "stick_id"]))
+    assert result["sticks_scored"] == len(scores) == n_sticks and result["flags_written"] == 0
+    assert scores["probability"].between(0, 1).all()
+
+    readings.loc[2, "value"] = "n/a"
+    readings.loc[6, "sensor"] = "no_such_sensor"
+    bad = tmp_path / "bad.csv"
+    readings.to_csv(bad, index=False)
+    result = run("score", "--station", "cooling", "--input", bad, db=db, expect=1)
+    assert f"{bad}: 2 of {len(readings)} records invalid, nothing scored" in result.stderr
+    assert "row 3: non_numeric_value: value 'n/a' is not a finite number" in result.stderr
+    assert "row 7: unknown_sensor" in result.stderr and "no_such_sensor" in result.stderr
 
 
 def test_a_tampered_artifact_is_refused_with_a_clear_message(plant):
