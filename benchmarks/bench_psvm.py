@@ -27,10 +27,15 @@ model from its label-flipped mirror image (both fit every bag equally well).
 
 llp-learn is not a dependency: install it apart, e.g. ``pip install --no-deps --target
 /tmp/llp_learn_pkg llp-learn``, and pass ``--llp-learn-path /tmp/llp_learn_pkg``. Prints tables,
-writes nothing. ``--quick`` runs a reduced version in a few minutes.
+writes nothing. ``--quick`` runs a reduced version in a few minutes. The RBF grid has 27
+candidates: one RBF repeat of AlterPSVM, AlterPSVM-conv and ConvPSVM (with InvCal and MeanMap)
+takes about 45 minutes on two cores with ``--n-jobs 2``; repeats are seeded by their index, so
+a run stopped early reports the first repeats of a longer one.
 
     python benchmarks/bench_psvm.py --quick
     python benchmarks/bench_psvm.py heart --kernels linear rbf --repeats 5
+    python benchmarks/bench_psvm.py heart --kernels rbf --n-jobs 2 \
+        --learners AlterPSVM-conv AlterPSVM ConvPSVM InvCal MeanMap
 """
 
 from __future__ import annotations
