@@ -154,10 +154,14 @@ def read_readings(
     record is malformed or fails validation, :class:`IngestError` names the file, how many
     records failed, and the first ``max_listed`` with row number, reason and detail -- a stick
     is not scored from a partial record. Returns the long frame (``charge_id, stick_id, station,
-    timestamp, sensor, value``; timestamps in UTC).
+    timestamp, sensor, value``; timestamps in UTC). A file whose suffix names no format is read
+    as CSV, as the command always did.
     """
     file = Path(path)
-    fformat = file_format(file, fmt)
+    try:
+        fformat = file_format(file, fmt)
+    except IngestError:  # the suffix names no format
+        fformat = "csv"
     try:
         columns = read_columns(file, fformat)
     except (OSError, UnicodeDecodeError, ValueError) as exc:  # pyarrow errors are ValueErrors

@@ -134,7 +134,7 @@ def test_scoring_a_file_checks_every_record_as_ingest_does(plant, tmp_path):
 
     readings.loc[2, "value"] = "n/a"
     readings.loc[6, "sensor"] = "no_such_sensor"
-    bad = tmp_path / "bad.csv"
+    bad = tmp_path / "bad.txt"  # a suffix that names no format is read as CSV
     readings.to_csv(bad, index=False)
     result = run("score", "--station", "cooling", "--input", bad, db=db, expect=1)
     assert f"{bad}: 2 of {len(readings)} records invalid, nothing scored" in result.stderr
