@@ -35,7 +35,7 @@ from qcllp.ingest.writer import (
     raw_json,
 )
 from qcllp.plant.config import PlantConfig
-from qcllp.store import Store
+from qcllp.store import Store, us_to_utc
 
 __all__ = ["DEFAULT_CHUNK_ROWS", "ingest_measurements", "ingest_reading_frames", "read_readings"]
 
@@ -110,23 +110,12 @@ def ingest_reading_frames(
             report.quarantined["malformed_row"] += len(chunk.malformed)
         frame = chunk.frame
         if len(frame):
-            if wide:
-                long, origin, empty_rows = _wide_to_long(frame)
-            else:
-                long, origin, empty_rows = frame, np.arange(len(frame)), np.array([], int)
+            long, origin, empty_rows = _long_records(frame, wide)
             valid, rejects = validate_readings(long, config, table)
             stored, duplicates, conflicts = writer.write(valid)
             rejects = pd.concat([rejects, conflicts], ignore_index=True)
-            src = origin[rejects["pos"].to_numpy(dtype=int)]
-            reasons = [*rejects["reason"], *["missing_value"] * len(empty_rows)]
-            details = [*rejects["detail"], *["all sensor cells are empty"] * len(empty_rows)]
-            rows = np.concatenate([src, empty_rows]).astype(int)
+            rows, reasons, details = _rejected(long, origin, empty_rows, rejects, wide)
             raw = raw_json(frame, rows)
-            if wide and len(rejects):  # name the cell's sensor in the raw record
-                sensors = long["sensor"].to_numpy()[rejects["pos"].to_numpy(dtype=int)]
-                details[: len(rejects)] = [
-                    f"{s}: {d}" for s, d in zip(sensors, details[: len(rejects)], strict=True)
-                ]
             quarantine += quarantine_rows(
                 batch_id, source, chunk.first_row + rows, raw, reasons, details
             )
@@ -174,17 +163,10 @@ def read_readings(
         n_records += len(chunk.malformed)
         if not len(chunk.frame):
             continue
-        if wide:
-            long, origin, empty_rows = _wide_to_long(chunk.frame)
-        else:
-            long, origin, empty_rows = chunk.frame, np.arange(len(chunk.frame)), np.array([], int)
+        long, origin, empty_rows = _long_records(chunk.frame, wide)
         valid, rejects = validate_readings(long, config, table)
-        rows = chunk.first_row + origin[rejects["pos"].to_numpy(dtype=int)]
-        problems += list(zip(rows.tolist(), rejects["reason"], rejects["detail"], strict=True))
-        problems += [
-            (chunk.first_row + r, "missing_value", "all sensor cells are empty")
-            for r in empty_rows.tolist()
-        ]
+        rows, reasons, details = _rejected(long, origin, empty_rows, rejects, wide)
+        problems += zip((chunk.first_row + rows).tolist(), reasons, details, strict=True)
         n_records += len(long) + len(empty_rows)
         parts.append(valid)
     if problems:
@@ -198,7 +180,7 @@ def read_readings(
             f"{file}: {len(problems)} of {n_records} records invalid, nothing scored; {listed}"
         )
     valid = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=KEY + ["value"])
-    timestamp = pd.to_datetime(valid["ts_us"].to_numpy(dtype="int64"), unit="us", utc=True)
+    timestamp = us_to_utc(valid["ts_us"].to_numpy(dtype="int64"))
     return pd.DataFrame(
         {
             "charge_id": valid["charge_id"].to_numpy(dtype=object),
@@ -209,6 +191,32 @@ def read_readings(
             "value": valid["value"].to_numpy(dtype="float64"),
         }
     )
+
+
+def _long_records(frame: pd.DataFrame, wide: bool) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """A chunk as long records: (records, row of origin per record, all-empty wide rows)."""
+    if wide:
+        return _wide_to_long(frame)
+    return frame, np.arange(len(frame)), np.array([], dtype=int)
+
+
+def _rejected(
+    long: pd.DataFrame,
+    origin: np.ndarray,
+    empty_rows: np.ndarray,
+    rejects: pd.DataFrame,
+    wide: bool,
+) -> tuple[np.ndarray, list, list]:
+    """Chunk rows, reasons and details of the rejected records, then of the all-empty wide rows;
+    a wide record's detail names its cell's sensor."""
+    pos = rejects["pos"].to_numpy(dtype=int)
+    rows = np.concatenate([origin[pos], empty_rows]).astype(int)
+    details = list(rejects["detail"])
+    if wide:
+        sensors = long["sensor"].to_numpy()[pos]
+        details = [f"{s}: {d}" for s, d in zip(sensors, details, strict=True)]
+    reasons = [*rejects["reason"], *["missing_value"] * len(empty_rows)]
+    return rows, reasons, details + ["all sensor cells are empty"] * len(empty_rows)
 
 
 def _is_wide(file: Path, columns: list[str], layout: str | None) -> bool:

@@ -4,7 +4,8 @@ same readings."""
 import pandas as pd
 import pytest
 
-from qcllp.ingest import ingest_measurements
+from qcllp.ingest import IngestError, ingest_measurements
+from qcllp.ingest.measurements import read_readings
 from tests.ingest.helpers import accounted, write_csv
 
 WIDE_HEADER = "charge_id,stick_id,station,timestamp,temperature,oxygen,force\n"
@@ -30,6 +31,12 @@ def test_wide_file_stores_the_same_readings_as_long(store, tiny_config, tmp_path
     # 5 valid cells, the all-empty row, and force at the furnace (not a furnace sensor)
     assert report.stored == 5 and accounted(report) and report.records == 7
     assert dict(report.quarantined) == {"missing_value": 1, "unknown_sensor": 1}
+    quarantined = store.read_quarantine().sort_values("row_number")
+    assert quarantined["row_number"].tolist() == [3, 4]
+    assert quarantined["detail"].tolist() == [
+        "all sensor cells are empty",
+        "force: station 'furnace' has no sensor 'force'; known: temperature, oxygen",
+    ]
     wide = store.read_readings()
     long_store_path = tmp_path / "long"
     long_store_path.mkdir()
@@ -89,3 +96,15 @@ def test_file_without_required_columns_fails_whole_and_others_go_on(store, tiny_
     [(failed, message)] = report.files_failed.items()
     assert failed.endswith("a.csv") and "missing column(s) timestamp" in message
     assert report.stored == 1
+
+
+def test_reading_a_file_without_storing_checks_it_as_ingest_does(tiny_config, tmp_path):
+    long = read_readings(tiny_config, write_csv(tmp_path, "l.csv", LONG))
+    assert len(long) == 5 and str(long["timestamp"].dtype) == "datetime64[ns, UTC]"
+    assert long["value"].tolist() == [1100.0, 2.5, 1000.0, 5000.0, 1000.0]
+    with pytest.raises(IngestError) as excinfo:
+        read_readings(tiny_config, write_csv(tmp_path, "w.csv", WIDE, header=WIDE_HEADER))
+    message = str(excinfo.value)
+    assert "w.csv: 2 of 7 records invalid, nothing scored; " in message
+    assert "row 3: missing_value: all sensor cells are empty; " in message
+    assert "row 4: unknown_sensor: force: station 'furnace' has no sensor 'force'" in message
