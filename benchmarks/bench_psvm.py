@@ -30,7 +30,8 @@ llp-learn is not a dependency: install it apart, e.g. ``pip install --no-deps --
 writes nothing. ``--quick`` runs a reduced version in a few minutes. The RBF grid has 27
 candidates: one RBF repeat of AlterPSVM, AlterPSVM-conv and ConvPSVM (with InvCal and MeanMap)
 takes about 45 minutes on two cores with ``--n-jobs 2``; repeats are seeded by their index, so
-a run stopped early reports the first repeats of a longer one.
+a run stopped early reports the first repeats of a longer one, and ``--first-repeat K`` runs
+repeats K..``--repeats`` alone (the per-repeat lines of both runs make the full table).
 
     python benchmarks/bench_psvm.py --quick
     python benchmarks/bench_psvm.py heart --kernels linear rbf --repeats 5
@@ -170,7 +171,7 @@ def heart(args) -> None:
             raise SystemExit("llp-learn alterSVM is fitted at AlterPSVM's choice: run both")
         acc = {(name, b): [] for name, _, _ in learners for b in args.bag_sizes}
         seconds = {name: 0.0 for name, _, _ in learners}
-        for repeat in range(args.repeats):
+        for repeat in range(args.first_repeat - 1, args.repeats):
             for bag_size in args.bag_sizes:
                 bags, shares = bags_from_labels(y, bag_size, random_state=100 * repeat + bag_size)
                 folds = BagKFold(5, random_state=repeat).split(X, groups=bags)
@@ -197,10 +198,11 @@ def heart(args) -> None:
             _print_heart_table(kernel, learners, acc, seconds, args, repeat + 1)
 
 
-def _print_heart_table(kernel, learners, acc, seconds, args, repeats) -> None:
+def _print_heart_table(kernel, learners, acc, seconds, args, last_repeat) -> None:
     print(
         f"\n(a) heart, {kernel} kernel: accuracy % on held-out instances, 5-fold CV x "
-        f"{repeats} repeat(s), inner {args.inner_cv}-fold bag grid search, "
+        f"repeat(s) {args.first_repeat}..{last_repeat}, "
+        f"inner {args.inner_cv}-fold bag grid search, "
         f"{args.restarts} restart(s) (TwinPSVM: {args.twin_restarts}, first from InvCal); "
         "paper in brackets"
     )
@@ -282,6 +284,12 @@ def main(argv=None) -> None:
     parser.add_argument("--bag-sizes", nargs="+", type=int, default=list(BAG_SIZES))
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument(
+        "--first-repeat",
+        type=int,
+        default=1,
+        help="start at this repeat (1-based): runs the later repeats of a run stopped early",
+    )
+    parser.add_argument(
         "--inner-cv",
         type=int,
         default=3,
@@ -308,7 +316,10 @@ def main(argv=None) -> None:
     if args.quick:
         args.kernels, args.bag_sizes, args.repeats = ["linear"], [2, 8, 32], 1
         args.inner_cv, args.restarts, args.speed_restarts = 3, 3, 3
+        args.first_repeat = 1
         args.speed_sizes, args.scale_bag_sizes = [8_000], [2**11]
+    if not 1 <= args.first_repeat <= args.repeats:
+        parser.error(f"--first-repeat {args.first_repeat} is not in 1..{args.repeats} (--repeats)")
     parts = args.parts or ["heart", "speed", "scale"]
     print(f"llp-learn alterSVM available: {args.llp_learn}")
     for part in parts:
