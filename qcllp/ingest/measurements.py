@@ -142,9 +142,11 @@ def read_readings(
     For scoring a file outside the database (``qcllp score --input``). All or nothing: if any
     record is malformed or fails validation, :class:`IngestError` names the file, how many
     records failed, and the first ``max_listed`` with row number, reason and detail -- a stick
-    is not scored from a partial record. Returns the long frame (``charge_id, stick_id, station,
-    timestamp, sensor, value``; timestamps in UTC). A file whose suffix names no format is read
-    as CSV, as the command always did.
+    is not scored from a partial record. A reading repeated with the same key (station, charge,
+    stick, sensor, timestamp) counts once, as in the store; repeated with another value it is a
+    ``conflicting_duplicate``, which ingest would quarantine. Returns the long frame
+    (``charge_id, stick_id, station, timestamp, sensor, value``; timestamps in UTC). A file
+    whose suffix names no format is read as CSV, as the command always did.
     """
     file = Path(path)
     try:
@@ -168,7 +170,11 @@ def read_readings(
         rows, reasons, details = _rejected(long, origin, empty_rows, rejects, wide)
         problems += zip((chunk.first_row + rows).tolist(), reasons, details, strict=True)
         n_records += len(long) + len(empty_rows)
-        parts.append(valid)
+        row = chunk.first_row + origin[valid["pos"].to_numpy(dtype=int)]
+        parts.append(valid.assign(row=row))
+    valid = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=KEY + ["value"])
+    valid, conflicts = _same_key(valid)
+    problems += conflicts
     if problems:
         listed = "; ".join(
             f"{'row ' + str(row) if row is not None else 'a malformed line'}: {why}: {detail}"
@@ -179,7 +185,6 @@ def read_readings(
         raise IngestError(
             f"{file}: {len(problems)} of {n_records} records invalid, nothing scored; {listed}"
         )
-    valid = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=KEY + ["value"])
     timestamp = us_to_utc(valid["ts_us"].to_numpy(dtype="int64"))
     return pd.DataFrame(
         {
@@ -191,6 +196,33 @@ def read_readings(
             "value": valid["value"].to_numpy(dtype="float64"),
         }
     )
+
+
+def _same_key(valid: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple[int, str, str]]]:
+    """``valid`` without repeated readings, and the conflicts: as ingest does, the first record
+    of a :data:`KEY` wins, a repeat with the same value is dropped and one with another value
+    is a ``conflicting_duplicate`` (row, reason, detail naming the sensor and the first row)."""
+    repeat = valid.duplicated(KEY, keep="first").to_numpy()
+    if not repeat.any():
+        return valid, []
+    first = valid.groupby(KEY, sort=False)[["value", "row"]].transform("first")
+    differs = repeat & (first["value"].to_numpy() != valid["value"].to_numpy())
+    conflicts = [
+        (
+            int(row),
+            "conflicting_duplicate",
+            f"{sensor}: row {int(first_row)} of this file has the same key with value "
+            f"{float(first_value)!r}",
+        )
+        for row, sensor, first_row, first_value in zip(
+            valid["row"][differs],
+            valid["sensor"][differs],
+            first["row"][differs],
+            first["value"][differs],
+            strict=True,
+        )
+    ]
+    return valid[~repeat], conflicts
 
 
 def _long_records(frame: pd.DataFrame, wide: bool) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:

@@ -108,3 +108,27 @@ def test_reading_a_file_without_storing_checks_it_as_ingest_does(tiny_config, tm
     assert "w.csv: 2 of 7 records invalid, nothing scored; " in message
     assert "row 3: missing_value: all sensor cells are empty; " in message
     assert "row 4: unknown_sensor: force: station 'furnace' has no sensor 'force'" in message
+
+
+def test_reading_a_file_counts_a_repeated_reading_once_and_refuses_a_conflicting_one(
+    tiny_config, tmp_path
+):
+    repeated = LONG + "c1,s1,furnace,2025-01-06T06:00:00Z,oxygen,2.5\n"
+    long = read_readings(tiny_config, write_csv(tmp_path, "r.csv", repeated))
+    assert long["value"].tolist() == [1100.0, 2.5, 1000.0, 5000.0, 1000.0]
+    conflicting = repeated + "c1,s2,furnace,2025-01-06T06:02:00Z,temperature,1010\n"
+    with pytest.raises(IngestError) as excinfo:
+        read_readings(tiny_config, write_csv(tmp_path, "c.csv", conflicting))
+    message = str(excinfo.value)
+    assert "c.csv: 1 of 7 records invalid, nothing scored; " in message
+    assert (
+        "row 7: conflicting_duplicate: temperature: row 5 of this file has the same key "
+        "with value 1000.0" in message
+    )
+    wide = (
+        "".join(WIDE.splitlines(keepends=True)[:2]) + "c1,s1,rolling,2025-01-06T06:05:00Z,,,5001\n"
+    )
+    with pytest.raises(
+        IngestError, match="1 of 5 records .* row 3: conflicting_duplicate: force: row 2 "
+    ):
+        read_readings(tiny_config, write_csv(tmp_path, "w.csv", wide, header=WIDE_HEADER))
