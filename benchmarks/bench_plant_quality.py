@@ -67,7 +67,7 @@ CONFIG = Path(__file__).resolve().parents[1] / "plant_config" / "example.yaml"
 MARGIN = {  # class name -> (module, fixed parameters)
     "AlterPSVM": ("qcllp.learn.alter_psvm", {"C": 1.0, "C_p": 10.0, "n_restarts": 3}),
     "TwinPSVM": ("qcllp.learn.twin_psvm", {"C": 1.0, "C_p": 10.0, "n_restarts": 3}),
-    "ConvPSVM": ("qcllp.learn.conv_psvm", {"C": 1.0}),
+    "ConvPSVM": ("qcllp.learn.conv_psvm", {"C": 0.1, "init": "invcal"}),
     "InvCal": ("qcllp.learn.baselines", {"C_p": 1.0}),
     "MeanMap": ("qcllp.learn.baselines", {"reg": 1.0}),
 }
