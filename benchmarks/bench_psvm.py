@@ -339,7 +339,8 @@ def scale(args) -> None:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parts = {"heart": heart, "protocols": protocols, "speed": speed, "scale": scale}
-    parser.add_argument("parts", nargs="*", choices=list(parts), default=[])
+    # no choices=: argparse on Python 3.11 checks the empty default against them and fails
+    parser.add_argument("parts", nargs="*", help=f"any of {', '.join(parts)} (default: all)")
     parser.add_argument("--quick", action="store_true", help="reduced run, a few minutes")
     parser.add_argument("--kernels", nargs="+", default=["linear", "rbf"])
     parser.add_argument("--learners", nargs="*", default=[], help="subset of learner names")
@@ -372,6 +373,10 @@ def main(argv=None) -> None:
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--llp-learn-path", help="directory holding the llp_learn package")
     args = parser.parse_args(argv)
+    if set(args.parts) - set(parts):
+        parser.error(
+            f"unknown parts {sorted(set(args.parts) - set(parts))}; choose from {list(parts)}"
+        )
     if args.llp_learn_path:
         sys.path.insert(0, args.llp_learn_path)
     args.llp_learn = _optional("llp_learn.alter", "alterSVM") is not None
