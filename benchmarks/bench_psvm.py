@@ -56,11 +56,13 @@ import importlib
 import io
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, clone
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import KFold
 
@@ -105,7 +107,9 @@ class LLPLearnAlterSVM(BaseEstimator):
         self.model_ = alterSVM(
             C=self.C, C_p=self.C_p, num_exec=self.num_exec, random_state=self.random_state
         )
-        with contextlib.redirect_stdout(io.StringIO()):  # it prints non-convergence notes
+        # it prints non-convergence notes and its LinearSVC warns on every unconverged step
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
             self.model_.fit(np.asarray(X), codes, proportions.to_numpy())
         self.classes_ = np.array([0, 1])
         return self
