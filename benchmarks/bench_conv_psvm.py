@@ -45,6 +45,7 @@ PAPER = {  # conv-pSVM accuracy %, heart, pSVM paper Tables 2 (linear) and 4 (rb
 }
 HEART_CONFIGS = {
     "linear C=0.1": {"kernel": "linear", "C": 0.1},
+    "linear C=0.1 invcal": {"kernel": "linear", "C": 0.1, "init": "invcal"},
     "linear C=1": {"kernel": "linear", "C": 1.0},
     "rbf C=1 gamma=0.1": {"kernel": "rbf", "C": 1.0, "gamma": 0.1},
 }

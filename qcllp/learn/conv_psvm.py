@@ -26,10 +26,10 @@ and the model at 0.61 (training sticks); started from InvCal's labeling (AUC 0.7
 then keeps a kernel weight of 0.68, the model reaches 0.87 (InvCal alone 0.84). On fresh
 charges of a reseeded plant (``benchmarks/bench_plant_quality.py``, C = 0.1) the four stations
 rank at ROC AUC 0.74 / 0.76 / 0.88 / 0.84 from InvCal's start against 0.62 / 0.63 / 0.36 / 0.36
-from the paper's. On heart with few, large bags InvCal's labeling is the worse start (linear,
-C = 0.1, 5-fold x 5 repeats: bags of 32 75.7 +- 5.5 against 80.4 +- 0.6 %, bags of 64 68.8
-against 77.0 %), so the paper's start stays the default and ``qcllp train`` lets the
-bag-level search choose.
+from the paper's. On heart with few, large bags InvCal's labeling is the worse start
+(``benchmarks/bench_conv_psvm.py heart``, linear, C = 0.1, 5-fold x 5: bags of 16 / 32 / 64
+78.4 / 78.4 / 70.6 % against 82.7 / 82.1 / 81.2 %), so the paper's start stays the default and
+``qcllp train`` lets the bag-level search choose.
 
 Cost: ``max_iter`` cutting-plane iterations, each a few MKL alternations, each one L2-SVM
 solved by finite Newton in the primal (:func:`qcllp.learn.wellsvm._svm_primal`), linear in N.
