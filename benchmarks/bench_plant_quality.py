@@ -100,17 +100,6 @@ def split_charges(sim: SimulatedPlant, n_first: int) -> tuple[SimulatedPlant, Si
     return part(True), part(False)
 
 
-def defective_shares(sim) -> pd.Series:
-    counts = sim.defect_counts.set_index("charge_id")
-    defective = counts[list(sim.config.defect_types)].sum(axis=1)
-    return defective / counts["n_sticks"]
-
-
-def stick_truth(sim, index: pd.MultiIndex) -> np.ndarray:
-    truth = sim.truth.set_index(["charge_id", "stick_id"])["defect"] != "ok"
-    return truth.reindex(index).to_numpy(dtype=float)
-
-
 def best_in_hindsight(p: np.ndarray, bad: np.ndarray, costs: LockoutCosts) -> float:
     """The largest realized saving per 1,000 sticks over all thresholds (0: lock out nothing)."""
     order = np.argsort(-p, kind="stable")
@@ -123,8 +112,8 @@ def best_in_hindsight(p: np.ndarray, bad: np.ndarray, costs: LockoutCosts) -> fl
 def run_station(config, train, test, station: str, methods, args) -> list[dict]:
     ftr = build_station_features(train.readings, config, station)
     fte = build_station_features(test.readings, config, station, imputation=ftr.imputation)
-    share_tr, share_te = defective_shares(train), defective_shares(test)
-    truth = stick_truth(test, fte.X.index)
+    share_tr, share_te = train.defective_shares(), test.defective_shares()
+    truth = test.failing().reindex(fte.X.index).to_numpy(dtype=float)
     bags_tr = ftr.bags.to_numpy()
     counts_tr = train.defect_counts.set_index("charge_id")
     st = config.station(station)

@@ -103,7 +103,18 @@ class SimulatedPlant:
 
     @property
     def defect_rate(self) -> float:
-        return float((self.truth["defect"] != "ok").mean())
+        return float(self.failing().mean())
+
+    def failing(self) -> pd.Series:
+        """The hidden truth per stick, indexed by (charge_id, stick_id): True where final QC
+        found a defect of any type."""
+        return self.truth.set_index(["charge_id", "stick_id"])["defect"] != "ok"
+
+    def defective_shares(self) -> pd.Series:
+        """Per charge_id, the share of sticks with a defect of any type, from the defect counts
+        (what an LLP learner gets as the bags' proportions)."""
+        counts = self.defect_counts.set_index("charge_id")
+        return counts[list(self.config.defect_types)].sum(axis=1) / counts["n_sticks"]
 
 
 def simulate_plant(

@@ -265,13 +265,10 @@ def test_invcal_start_ranks_the_plants_defective_sticks():
     config = load_plant_config(Path(__file__).resolve().parents[2] / "plant_config/example.yaml")
     plant = simulate_plant(config, 100, random_state=1000)
     features = build_station_features(plant.readings, config, "cooling")
-    counts = plant.defect_counts.set_index("charge_id")
-    shares = counts[list(config.defect_types)].sum(axis=1) / counts["n_sticks"]
-    truth = plant.truth.set_index(["charge_id", "stick_id"])["defect"] != "ok"
-    defective = truth.reindex(features.X.index).to_numpy()
+    defective = plant.failing().reindex(features.X.index).to_numpy()
     X = StandardScaler().fit_transform(features.X.to_numpy())
     bags = features.bags.to_numpy()
 
-    model = ConvPSVM(C=1.0, init="invcal", random_state=0).fit(X, bags, shares)
+    model = ConvPSVM(C=1.0, init="invcal", random_state=0).fit(X, bags, plant.defective_shares())
 
     assert roc_auc_score(defective, model.decision_function(X)) >= 0.8

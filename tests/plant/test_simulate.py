@@ -96,15 +96,12 @@ def test_defect_counts_equal_the_truth_counts(config, sim):
 def test_defect_rate_is_between_10_and_25_percent_and_varies_between_charges(config):
     sim = simulate_plant(config, 150, random_state=1)
     assert 0.10 <= sim.defect_rate <= 0.25
-    counts = sim.defect_counts
-    shares = counts[list(config.defect_types)].sum(axis=1) / counts["n_sticks"]
-    assert shares.std() > 0.05  # charges differ: the bags carry information
-    assert (counts[list(config.defect_types)].sum() > 0).all()  # every defect type occurs
+    assert sim.defective_shares().std() > 0.05  # charges differ: the bags carry information
+    assert (sim.defect_counts[list(config.defect_types)].sum() > 0).all()  # every type occurs
 
 
 def _defective(sim, index: pd.MultiIndex) -> np.ndarray:
-    truth = sim.truth.set_index(["charge_id", "stick_id"])["defect"]
-    return (truth.loc[index] != "ok").to_numpy()
+    return sim.failing().loc[index].to_numpy()
 
 
 def test_truth_is_learnable_from_features_up_to_the_middle_station(config):
@@ -234,8 +231,7 @@ def test_truth_is_learnable_from_the_charges_defect_counts_alone(config):
     f_train = build_station_features(train.readings, config, middle)
     f_test = build_station_features(test.readings, config, middle, imputation=f_train.imputation)
     scaler = StandardScaler().fit(f_train.X.to_numpy())
-    counts = train.defect_counts.set_index("charge_id")
-    shares = counts[list(config.defect_types)].sum(axis=1) / counts["n_sticks"]
+    shares = train.defective_shares()
     theta = _proportion_loss_logistic(scaler.transform(f_train.X.to_numpy()), f_train.bags, shares)
     scores = scaler.transform(f_test.X.to_numpy()) @ theta[1:]
     assert roc_auc_score(_defective(test, f_test.X.index), scores) >= 0.85
