@@ -223,13 +223,15 @@ def _print_heart_table(kernel, learners, acc, seconds, args, last_repeat) -> Non
     header = f"{'learner':<20}" + "".join(f"{b:>22}" for b in args.bag_sizes) + f"{'fit s':>9}"
     print(header)
     for name, _, _ in learners:
-        cells = []
-        for b in args.bag_sizes:
-            values = np.array(acc[(name, b)])
-            paper = PAPER.get((PAPER_ROW.get(name, name), kernel), (None,) * 6)[BAG_SIZES.index(b)]
-            ref = f" [{paper:.2f}]" if paper is not None else ""
-            cells.append(f"{values.mean():6.2f}±{values.std():4.2f}{ref}")
+        cells = [_cell(acc[(name, b)], name, kernel, b) for b in args.bag_sizes]
         print(f"{name:<20}" + "".join(f"{c:>22}" for c in cells) + f"{seconds[name]:9.1f}")
+
+
+def _cell(values, name: str, kernel: str, bag_size: int) -> str:
+    """``mean±std [paper]`` of accuracies in %; the paper's figure where it has one."""
+    paper = PAPER.get((PAPER_ROW.get(name, name), kernel), (None,) * 6)[BAG_SIZES.index(bag_size)]
+    ref = f" [{paper:.2f}]" if paper is not None else ""
+    return f"{np.mean(values):6.2f}±{np.std(values):4.2f}{ref}"
 
 
 READINGS = ("bags-first", "folds-first", "transductive")
@@ -278,8 +280,7 @@ def protocols(args) -> None:
                         )  # fmt: skip
                         hits.append(model.predict(X[test]) == y[test])
                     acc.append(100.0 * np.concatenate(hits).mean())
-                paper = PAPER[(name, "linear")][BAG_SIZES.index(bag_size)]
-                cells.append(f"{np.mean(acc):6.2f}±{np.std(acc):4.2f} [{paper:.2f}]")
+                cells.append(_cell(acc, name, "linear", bag_size))
             print(f"{name + ' / ' + reading:<28}" + "".join(f"{c:>22}" for c in cells), flush=True)
 
 
