@@ -93,6 +93,13 @@ def test_defect_counts_equal_the_truth_counts(config, sim):
     assert sim.truth["stick_id"].is_unique
 
 
+def test_defective_shares_of_the_counts_match_the_hidden_truth(sim):
+    from_truth = sim.failing().groupby(level="charge_id", observed=True).mean()
+    shares = sim.defective_shares()
+    np.testing.assert_allclose(shares.to_numpy(), from_truth.loc[shares.index].to_numpy())
+    assert sim.failing().mean() == sim.defect_rate
+
+
 def test_defect_rate_is_between_10_and_25_percent_and_varies_between_charges(config):
     sim = simulate_plant(config, 150, random_state=1)
     assert 0.10 <= sim.defect_rate <= 0.25
