@@ -58,8 +58,13 @@ from qcllp.features import build_station_features
 from qcllp.learn import KMeansLabeler
 from qcllp.learn.calibration import BagCalibrator
 from qcllp.pipeline.evaluate import cross_validate_charges, score_probabilities
-from qcllp.pipeline.thresholds import LockoutCosts, choose_threshold, realized_saving_per_1000
-from qcllp.pipeline.train import lockout_threshold, logit
+from qcllp.pipeline.station_model import logit
+from qcllp.pipeline.thresholds import (
+    LockoutCosts,
+    choose_threshold,
+    lockout_threshold,
+    realized_saving_per_1000,
+)
 from qcllp.plant.config import load_plant_config
 from qcllp.plant.simulate import SimulatedPlant, simulate_plant
 

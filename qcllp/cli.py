@@ -60,25 +60,9 @@ class Context:
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
-    from qcllp.ingest import IngestError
-    from qcllp.pipeline.artifacts import ArtifactError
-    from qcllp.pipeline.methods import UnknownMethodError
-    from qcllp.pipeline.registry import RegistryError
-    from qcllp.pipeline.train import TrainingError
-    from qcllp.plant.config import ConfigError
-    from qcllp.store import StoreError
+    from qcllp.pipeline.errors import USER_ERRORS
 
-    return (
-        ArtifactError,
-        ConfigError,
-        IngestError,
-        RegistryError,
-        StoreError,
-        TrainingError,
-        UnknownMethodError,
-        FileNotFoundError,
-        PermissionError,
-    )
+    return USER_ERRORS
 
 
 class QcllpGroup(click.Group):
@@ -132,12 +116,10 @@ def _progress_bar(ctx: Context, desc: str, unit: str):
 @pass_ctx
 def init(ctx: Context) -> None:
     """Create the plant database or migrate it to the newest schema."""
-    from qcllp.store.migrate import current_revision
-
     with ctx.store(create=True) as store:
-        revision = current_revision(store.engine)
+        revision, where = store.revision, store.display_url
     ctx.emit(
-        {"database": ctx.database_url, "revision": revision},
+        {"database": where, "revision": revision},
         f"database ready at schema revision {revision}",
     )
 
@@ -198,18 +180,14 @@ def ingest_defects_cmd(ctx: Context, path: str) -> None:
 @pass_ctx
 def ingest_sql_cmd(ctx: Context, source: str | None) -> None:
     """Pull new rows from the configured SQL sources (historian / MES)."""
-    from qcllp.ingest import IngestError, ingest_sql
+    from qcllp.ingest import ingest_sql_sources
 
-    sources = [source] if source else list((ctx.config.connectors or {}).get("sql", {}))
-    if not sources:
-        raise IngestError(f"{ctx.config_path}: connectors.sql: no SQL source configured")
-    results, texts = {}, []
     with ctx.store(create=True) as store:
-        for name in sources:
-            report = ingest_sql(store, ctx.config, name)
-            results[name] = report.as_dict()
-            texts.append(f"[{name}] {_ingest_text(report)}")
-    ctx.emit(results, "\n".join(texts))
+        reports = ingest_sql_sources(store, ctx.config, source)
+    ctx.emit(
+        {name: report.as_dict() for name, report in reports.items()},
+        "\n".join(f"[{name}] {_ingest_text(report)}" for name, report in reports.items()),
+    )
 
 
 # ----------------------------------------------------------------------------- simulate
@@ -266,29 +244,20 @@ def _time(value: str | None) -> datetime | None:
 @pass_ctx
 def train(ctx: Context, station, method_name, target, since, until, seed) -> None:
     """Train station models on the charges with final-QC counts; they enter as candidates."""
-    from qcllp.pipeline.methods import canonical_name
-    from qcllp.pipeline.train import train_station
+    from qcllp.pipeline.train import train_stations
 
-    if method_name:
-        canonical_name(method_name)
-    stations = [_station(ctx, station)] if station else list(ctx.config.station_names)
-    results = []
     with ctx.store() as store:
-        for name in stations:
-            results.append(
-                train_station(
-                    store,
-                    ctx.config,
-                    name,
-                    database_url=ctx.database_url,
-                    method_name=method_name,
-                    target=target,
-                    since=_time(since),
-                    until=_time(until),
-                    random_state=seed,
-                    progress=ctx.say,
-                )
-            )
+        results = train_stations(
+            store,
+            ctx.config,
+            [station] if station else None,
+            method_name=method_name,
+            target=target,
+            since=_time(since),
+            until=_time(until),
+            random_state=seed,
+            progress=ctx.say,
+        )
     lines = [
         f"model {r.model_id}: {r.station} {r.method} on {r.n_charges} charges / {r.n_sticks} "
         f"sticks, bag error {r.metrics['bag_error']:.3f}, threshold {r.metrics['threshold']:.3f},"
@@ -313,47 +282,28 @@ def train(ctx: Context, station, method_name, target, since, until, seed) -> Non
 @pass_ctx
 def evaluate(ctx: Context, station, method_name, target, folds, truth, seed) -> None:
     """Charge-grouped cross-validation of a method at a station (no charge split)."""
-    from qcllp.pipeline.evaluate import cross_validate_charges
-    from qcllp.pipeline.methods import canonical_name, method
-    from qcllp.pipeline.train import FailureView, labeled_data
+    from qcllp.pipeline.station_evaluation import evaluate_station
 
-    _station(ctx, station)
-    name = canonical_name(
-        method_name or (ctx.config.training or {}).get("default_method", "alter-psvm")
-    )
     with ctx.store() as store:
-        data = labeled_data(store, ctx.config, station, target=target)
-    props = data.failing_shares
-    stick_truth = None
-    if truth:
-        frame = pd.read_csv(truth, dtype={"charge_id": str, "stick_id": str})
-        failing = frame.set_index(["charge_id", "stick_id"])["defect"] != "ok"
-        stick_truth = failing.reindex(data.features.X.index).astype(float).to_numpy()
-    result = cross_validate_charges(
-        lambda: FailureView(method(name).estimator(seed)),
-        data.features.X,
-        data.bags,
-        props,
-        n_splits=max(2, min(folds, len(props) // 2)),
-        truth=stick_truth,
-        random_state=seed,
-    )
-    lines = [f"{station} {name}: {len(props)} charges, {len(data.features.X)} sticks"]
+        result = evaluate_station(
+            store,
+            ctx.config,
+            station,
+            method_name=method_name,
+            target=target,
+            folds=folds,
+            truth_path=truth,
+            random_state=seed,
+        )
+    metrics, per_charge = result.evaluation.metrics, result.evaluation.per_charge
+    lines = [f"{station} {result.method}: {result.n_charges} charges, {result.n_sticks} sticks"]
     lines += [
         f"  {k:<20} {v:.4f}" if isinstance(v, float) else f"  {k:<20} {v}"
-        for k, v in result.metrics.items()
+        for k, v in metrics.items()
     ]
-    worst = result.per_charge.sort_values("abs_error", ascending=False).head(5)
+    worst = per_charge.sort_values("abs_error", ascending=False).head(5)
     lines += ["  charges with the largest share error:", worst.to_string(float_format="%.3f")]
-    ctx.emit(
-        {
-            "station": station,
-            "method": name,
-            **result.metrics,
-            "per_charge": result.per_charge.reset_index().to_dict(orient="records"),
-        },
-        "\n".join(lines),
-    )
+    ctx.emit(result.as_dict(), "\n".join(lines))
 
 
 # ----------------------------------------------------------------------------- models
@@ -403,10 +353,9 @@ def models_show(ctx: Context, model_id: int) -> None:
 @pass_ctx
 def models_promote(ctx: Context, model_id: int) -> None:
     """Make a model its station's active one (its artifact must verify)."""
-    from qcllp.pipeline.registry import load_model, promote
+    from qcllp.pipeline.registry import promote
 
     with ctx.store() as store:
-        load_model(store, model_id)  # refuse to activate a corrupt artifact
         row = promote(store, model_id)
     ctx.emit(row, f"model {row['id']} is now active at {row['station']}")
 
@@ -438,14 +387,12 @@ def models_rollback(ctx: Context, station: str) -> None:
 @pass_ctx
 def score(ctx: Context, station: str, input_path: str | None, output: str | None) -> None:
     """Score sticks at a station with its active model; flags each stick once."""
-    from qcllp.ingest.measurements import read_readings
-    from qcllp.pipeline.scoring import score_readings, score_station
+    from qcllp.pipeline.scoring import score_file, score_station
 
     _station(ctx, station)
     with ctx.store() as store:
         if input_path:
-            readings = read_readings(ctx.config, input_path)
-            result = score_readings(store, ctx.config, station, readings)
+            result = score_file(store, ctx.config, station, input_path)
         else:
             result = score_station(store, ctx.config, station)
     if output:

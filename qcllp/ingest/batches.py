@@ -10,7 +10,8 @@ A batch is one input file (or one pull from a SQL source). Its life:
    commit leaves no trace of the batch's data: the database rolls it back (SQLite's WAL and
    PostgreSQL's MVCC both guarantee this across a SIGKILL). A rerun sees no ``done`` batch
    with that checksum and ingests the file again, completely; the dead run's row is marked
-   ``abandoned`` then.
+   ``abandoned`` then. The ``done`` row gets the next ``commit_seq`` under the writer lock,
+   so station scorers can follow finished batches in the order they became visible.
 
 Under the writer lock the batch checks again whether the same content was ingested meanwhile
 (two pollers racing on the same file): then it stores nothing and is marked ``skipped``.
@@ -23,7 +24,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, func, insert, select, update
 
 from qcllp.ingest.report import IngestError, IngestReport
 from qcllp.ingest.sources import file_checksum, file_format, list_input_files
@@ -87,6 +88,7 @@ def run_batch(
                 conn,
                 batch_id,
                 status="done",
+                commit_seq=_next_commit_seq(conn),
                 finished_at=_now(),
                 rows_read=report.records,
                 rows_stored=report.stored,
@@ -102,6 +104,11 @@ def run_batch(
             log.exception("could not mark batch %s failed", batch_id)
         raise
     return report
+
+
+def _next_commit_seq(conn: Connection) -> int:
+    """One more than the largest ``commit_seq``; unique because writers hold the writer lock."""
+    return int(conn.execute(select(func.coalesce(func.max(_T.c.commit_seq), 0))).scalar()) + 1
 
 
 def _set(conn: Connection, batch_id: int, **values) -> None:

@@ -26,41 +26,36 @@ def ingest_from_config(
 ) -> dict[str, IngestReport]:
     """Ingest from every configured connector; returns one report per connector name
     (``"measurements"``, ``"defects"``, ``"sql:<name>"``)."""
-    connectors = config.connectors or {}
+    connectors = config.connectors
     reports: dict[str, IngestReport] = {}
-    measurements = connectors.get("measurements")
-    if measurements:
+    measurements = connectors.measurements
+    if measurements is not None:
         reports["measurements"] = _guarded(
             "measurements",
-            measurements["path"],
+            measurements.path,
             lambda: ingest_measurements(
                 store,
                 config,
-                measurements["path"],
-                layout=measurements.get("layout"),
-                fmt=measurements.get("format"),
-                pattern=measurements.get("pattern"),
-                chunk_rows=int(measurements.get("chunk_rows", DEFAULT_CHUNK_ROWS)),
+                measurements.path,
+                layout=measurements.layout,
+                fmt=measurements.format,
+                pattern=measurements.pattern,
+                chunk_rows=measurements.chunk_rows or DEFAULT_CHUNK_ROWS,
                 progress=progress,
             ),
         )
-    defects = connectors.get("defects")
-    if defects:
+    defects = connectors.defects
+    if defects is not None:
         reports["defects"] = _guarded(
             "defect_counts",
-            defects["path"],
+            defects.path,
             lambda: ingest_defect_counts(
-                store,
-                config,
-                defects["path"],
-                fmt=defects.get("format"),
-                pattern=defects.get("pattern"),
+                store, config, defects.path, fmt=defects.format, pattern=defects.pattern
             ),
         )
-    for name in connectors.get("sql", {}):
-        kind = connectors["sql"][name].get("kind", "measurements")
+    for name, source in connectors.sql.items():
         reports[f"sql:{name}"] = _guarded(
-            "measurements" if kind == "measurements" else "defect_counts",
+            "measurements" if source.kind == "measurements" else "defect_counts",
             f"sql:{name}",
             lambda name=name: ingest_sql(store, config, name, progress=progress),
         )

@@ -30,11 +30,9 @@ from qcllp.ingest.sources import Chunk, read_chunks, read_columns
 from qcllp.ingest.validate import as_text
 from qcllp.ingest.writer import insert_quarantine, malformed_rows, quarantine_rows, raw_json
 from qcllp.plant.config import PlantConfig
-from qcllp.store import Charge, DefectCount, DefectCountConflict, Store
+from qcllp.store import IN_CHUNK, Charge, DefectCount, DefectCountConflict, Store
 
 __all__ = ["check_count_columns", "ingest_count_frames", "ingest_defect_counts"]
-
-_IN_CHUNK = 2000
 
 
 def ingest_defect_counts(
@@ -215,8 +213,8 @@ def _compare(conn, charge, counts, ok, types, detail):  # noqa: ANN001, ANN202
 def _stored_counts(conn: Connection, charge_ids: list[str], types: list[str]) -> pd.DataFrame:
     """Stored n_sticks and counts (float, NaN where missing) of those charges that have them."""
     parts = []
-    for start in range(0, len(charge_ids), _IN_CHUNK):
-        ids = charge_ids[start : start + _IN_CHUNK]
+    for start in range(0, len(charge_ids), IN_CHUNK):
+        ids = charge_ids[start : start + IN_CHUNK]
         charges = conn.execute(
             select(Charge.charge_id, Charge.n_sticks).where(
                 Charge.charge_id.in_(ids), Charge.n_sticks.is_not(None)

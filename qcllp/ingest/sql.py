@@ -31,38 +31,29 @@ from qcllp.ingest.measurements import DEFAULT_CHUNK_ROWS, ingest_reading_frames
 from qcllp.ingest.report import IngestError, IngestReport
 from qcllp.ingest.sources import Chunk
 from qcllp.ingest.validate import LONG_COLUMNS
-from qcllp.plant.config import PlantConfig
+from qcllp.plant.config import PlantConfig, SqlSource
 from qcllp.store import Store, Watermark
 
-__all__ = ["ingest_sql"]
+__all__ = ["ingest_sql", "ingest_sql_sources"]
 
 
 def ingest_sql(
     store: Store,
     config: PlantConfig,
-    source: str | Mapping,
+    source: str | SqlSource | Mapping,
     *,
     progress=None,  # noqa: ANN001
 ) -> IngestReport:
-    """Pull new rows of a SQL source (a name in ``config.connectors['sql']`` or a mapping)."""
-    if isinstance(source, str):
-        sources = config.connectors.get("sql", {})
-        if source not in sources:
-            known = ", ".join(sources) or "none configured"
-            raise IngestError(f"unknown SQL source '{source}'; known: {known}")
-        name, spec = source, dict(sources[source])
-    else:
-        spec = dict(source)
-        name = str(spec.get("name") or spec.get("table") or "query")
-    kind = spec.get("kind", "measurements")
+    """Pull new rows of a SQL source: a name in ``config.connectors.sql``, a
+    :class:`~qcllp.plant.config.SqlSource`, or a mapping with its fields (``name`` defaults to
+    the table, else ``"query"``)."""
+    spec = _source(config, source)
+    name, kind = spec.name, spec.kind
     report_kind = "measurements" if kind == "measurements" else "defect_counts"
-    mapping = dict(spec.get("columns") or {})
-    watermark = spec["watermark"]
-    chunk_rows = int(spec.get("chunk_rows", DEFAULT_CHUNK_ROWS))
     wanted = LONG_COLUMNS if kind == "measurements" else ["charge_id", "n_sticks"]
     wanted = [*wanted, *([] if kind == "measurements" else config.defect_types)]
     source_label = f"sql:{name}"
-    engine = create_engine(spec["url"])
+    engine = create_engine(spec.url)
     try:
 
         def body(conn: Connection, batch_id: int, report: IngestReport) -> None:
@@ -71,7 +62,7 @@ def ingest_sql(
             ).scalar()
             last = _decode(mark) if mark is not None else None
             highest: list = [last]
-            chunks = _pull(engine, spec, watermark, last, mapping, wanted, chunk_rows, highest)
+            chunks = _pull(engine, spec, last, wanted, highest)
             if kind == "measurements":
                 ingest_reading_frames(
                     conn, batch_id, report, config, source_label, chunks, progress=progress
@@ -80,7 +71,7 @@ def ingest_sql(
                 check_count_columns(source_label, wanted, config)
                 ingest_count_frames(conn, batch_id, report, config, source_label, chunks, progress)
             if highest[0] is not None and highest[0] != last:
-                _store_watermark(conn, name, watermark, highest[0], batch_id)
+                _store_watermark(conn, name, spec.watermark, highest[0], batch_id)
 
         report = run_batch(store, report_kind, source_label, None, body)
     finally:
@@ -89,15 +80,54 @@ def ingest_sql(
     return report
 
 
-def _pull(engine, spec, watermark, last, mapping, wanted, chunk_rows, highest) -> Iterator[Chunk]:  # noqa: ANN001
+def ingest_sql_sources(
+    store: Store,
+    config: PlantConfig,
+    source: str | None = None,
+    *,
+    progress=None,  # noqa: ANN001
+) -> dict[str, IngestReport]:
+    """Pull one configured SQL source, or every one when ``source`` is ``None``; reports by
+    source name. Raises :class:`IngestError` when the config declares none."""
+    names = [source] if source else list(config.connectors.sql)
+    if not names:
+        where = config.path or "the plant config"
+        raise IngestError(f"{where}: connectors.sql: no SQL source configured")
+    return {name: ingest_sql(store, config, name, progress=progress) for name in names}
+
+
+def _source(config: PlantConfig, source: str | SqlSource | Mapping) -> SqlSource:
+    if isinstance(source, SqlSource):
+        return source
+    if isinstance(source, str):
+        sources = config.connectors.sql
+        if source not in sources:
+            known = ", ".join(sources) or "none configured"
+            raise IngestError(f"unknown SQL source '{source}'; known: {known}")
+        return sources[source]
+    spec = dict(source)
+    spec.setdefault("name", str(spec.get("table") or "query"))
+    return SqlSource(**spec)
+
+
+def _pull(
+    engine,  # noqa: ANN001
+    spec: SqlSource,
+    last,  # noqa: ANN001
+    wanted: list[str],
+    highest: list,
+) -> Iterator[Chunk]:
+    """Stream the source's rows from watermark ``last`` on, renamed to our columns; the largest
+    watermark seen is kept in ``highest[0]``."""
+    watermark, chunk_rows = spec.watermark, spec.chunk_rows or DEFAULT_CHUNK_ROWS
     quote = engine.dialect.identifier_preparer.quote
-    if "table" in spec:
-        origin = ".".join(quote(part) for part in str(spec["table"]).split("."))
+    if spec.table is not None:
+        origin = ".".join(quote(part) for part in spec.table.split("."))
     else:
-        origin = f"({spec['query']}) AS qcllp_source"
+        origin = f"({spec.query}) AS qcllp_source"
     where = "" if last is None else f" WHERE {quote(watermark)} >= :last"
     sql = text(f"SELECT * FROM {origin}{where} ORDER BY {quote(watermark)}")
-    rename = {src: dst for dst, src in mapping.items()}
+    rename = {src: dst for dst, src in spec.columns.items()}
     first_row = 1
     with engine.connect() as src:
         result = src.execution_options(stream_results=True, yield_per=chunk_rows).execute(

@@ -15,7 +15,9 @@ How a chunk of valid readings is stored, inside the batch's exclusive transactio
    the driver's ``executemany`` (one prepared statement); on PostgreSQL with ``COPY`` (inside a
    savepoint; should a key exist after all, through a staging table and one
    ``INSERT ... SELECT ... ON CONFLICT DO NOTHING``);
-5. sticks and charges are upserted with ``first_seen_us = min(stored, new)``.
+5. sticks and charges are upserted with ``first_seen_us = min(stored, new)``, and every
+   (station, charge, stick) with new readings is listed in ``batch_sticks`` under the batch,
+   which is how the station scorers find new work without scanning ``readings``.
 
 Because the batch holds the writer lock, steps 2 and 3 see the same database state, so the
 numbers reported are exact; ``ON CONFLICT DO NOTHING`` is the belt to those braces.
@@ -30,12 +32,9 @@ import pandas as pd
 from sqlalchemy import Connection, func, insert, select
 
 from qcllp.ingest.validate import SERIES_KEY
-from qcllp.store import QuarantineRow, Reading, Series, rows_frame
+from qcllp.store import IN_CHUNK, QuarantineRow, Reading, Series, rows_frame
 
 __all__ = ["ReadingWriter", "insert_quarantine", "raw_json"]
-
-_IN_CHUNK = 2000
-_QCOLS = ["batch_id", "source", "row_number", "raw", "reason", "detail"]
 
 
 def raw_json(frame: pd.DataFrame, positions: np.ndarray) -> list[str]:
@@ -103,7 +102,7 @@ class ReadingWriter:
             ]
             dup |= present
         new = ~dup
-        stored = self._insert(sid[new], ts[new], value[new])
+        stored = self.insert_readings(sid[new], ts[new], value[new])
         if stored != int(new.sum()):
             raise RuntimeError(  # would mean another writer bypassed the lock
                 f"expected to store {int(new.sum())} readings, the database took {stored}"
@@ -124,9 +123,9 @@ class ReadingWriter:
         stations = keys["station"].unique().tolist()
         charges = keys["charge_id"].unique().tolist()
         rows = []
-        for start in range(0, len(charges), _IN_CHUNK):
+        for start in range(0, len(charges), IN_CHUNK):
             stmt = select(t.c.id, t.c.station, t.c.charge_id, t.c.stick_id, t.c.sensor).where(
-                t.c.station.in_(stations), t.c.charge_id.in_(charges[start : start + _IN_CHUNK])
+                t.c.station.in_(stations), t.c.charge_id.in_(charges[start : start + IN_CHUNK])
             )
             rows += self.conn.execute(stmt).all()
         found = rows_frame(rows, ["id", *SERIES_KEY])
@@ -168,10 +167,10 @@ class ReadingWriter:
         t = Reading.__table__
         rows = []
         ids = series_ids.tolist()
-        for start in range(0, len(ids), _IN_CHUNK):
+        for start in range(0, len(ids), IN_CHUNK):
             stmt = select(t.c.series_id, t.c.ts_us, t.c.value)
             rows += self.conn.execute(
-                stmt.where(t.c.series_id.in_(ids[start : start + _IN_CHUNK]))
+                stmt.where(t.c.series_id.in_(ids[start : start + IN_CHUNK]))
             ).all()
         if not rows:
             return np.full(len(pairs), np.nan)
@@ -179,7 +178,9 @@ class ReadingWriter:
         stored = stored.astype({"sid": "int64", "ts": "int64", "value": "float64"})
         return pairs.merge(stored, on=["sid", "ts"], how="left")["value"].to_numpy()
 
-    def _insert(self, sid: np.ndarray, ts: np.ndarray, value: np.ndarray) -> int:
+    def insert_readings(self, sid: np.ndarray, ts: np.ndarray, value: np.ndarray) -> int:
+        """Insert readings (series id, time, value) of this batch; keys already stored are
+        skipped (``ON CONFLICT DO NOTHING``). Returns how many were stored."""
         if not len(sid):
             return 0
         rows = list(zip(sid.tolist(), ts.tolist(), value.tolist(), strict=True))
@@ -236,6 +237,7 @@ class ReadingWriter:
         np.minimum.at(first, code, ts)
         series = keys.assign(ts_us=first)[first < np.iinfo(np.int64).max]
         sticks = series.groupby(["charge_id", "stick_id"], sort=False)["ts_us"].min().reset_index()
+        visits = series[["station", "charge_id", "stick_id"]].drop_duplicates()
         charges = sticks.groupby("charge_id", sort=False)["ts_us"].min().reset_index()
         least = "least" if self.postgres else "min"
         cursor = self.conn.connection.dbapi_connection.cursor()
@@ -253,6 +255,14 @@ class ReadingWriter:
                 "ON CONFLICT (charge_id, stick_id) DO UPDATE SET "
                 f"first_seen_us = {least}(sticks.first_seen_us, excluded.first_seen_us)",
                 _tuples(sticks, ["charge_id", "stick_id", "ts_us"]),
+            )
+            cursor.executemany(
+                "INSERT INTO batch_sticks (batch_id, station, charge_id, stick_id) "
+                f"VALUES ({_placeholders(self.conn, 4)}) ON CONFLICT DO NOTHING",
+                [
+                    (self.batch_id, *row)
+                    for row in _tuples(visits, ["station", "charge_id", "stick_id"])
+                ],
             )
         finally:
             cursor.close()

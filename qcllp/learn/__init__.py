@@ -2,6 +2,20 @@
 
 Nothing here reads files, touches a database or loads configuration, so every learner can be
 read, tested and benchmarked on a numpy array alone.
+
+Where things live:
+
+* the contract: :mod:`.problem` (input validation), :mod:`.base` and :mod:`.margin` (estimator
+  bases, one-vs-rest, :mod:`.calibration`), :mod:`.params` (parameter constraints),
+  :mod:`.metrics`, :mod:`.model_selection` (bag-aware folds and grid search);
+* Stolpe & Morik 2011: :mod:`.kmeans_labeler` with :mod:`.cluster_labeling`;
+* the proportion-SVMs of Yu et al. 2013: :mod:`.alter_psvm` (Alg. 1) on the shared
+  :mod:`.alternating` engine, :mod:`.svm_step` and :mod:`.label_step`; :mod:`.twin_psvm`
+  (Wang et al., Alg. 1) on the same engine; :mod:`.conv_psvm` (Alg. 2) on the WellSVM solver;
+* WellSVM (Li et al. 2013): :mod:`.wellsvm` (estimator), :mod:`.wellsvm_labels` (label
+  spaces), :mod:`.wellsvm_solver` (cutting plane and label-kernel learning);
+* :mod:`.baselines` (InvCal, MeanMap), :mod:`.kernels` (feature maps), :mod:`.synthetic`
+  (bags cut from labeled data), :mod:`.threads`.
 """
 
 from .alter_psvm import AlterPSVM

@@ -14,8 +14,9 @@ from scipy import sparse
 from scipy.optimize import minimize
 from sklearn.svm import SVR
 
-from .kernels import LinearDecision, estimator_features
+from .kernels import FEATURE_MAP_CONSTRAINTS, LinearDecision, estimator_features
 from .margin import MarginLLPClassifier
+from .params import NON_NEGATIVE, POSITIVE
 
 __all__ = ["InvCal", "MeanMap", "bag_means"]
 
@@ -46,6 +47,13 @@ class InvCal(MarginLLPClassifier):
     a linear kernel on the (mapped) bag means.
     """
 
+    _parameter_constraints = {
+        "C_p": [POSITIVE],
+        "epsilon": [NON_NEGATIVE],
+        **FEATURE_MAP_CONSTRAINTS,
+        "random_state": ["random_state"],
+    }
+
     def __init__(
         self,
         C_p: float = 1.0,
@@ -65,10 +73,6 @@ class InvCal(MarginLLPClassifier):
         self.random_state = random_state
 
     def _fit_binary(self, X, bag_codes, shares, known, random_state):
-        if not (np.isfinite(self.C_p) and self.C_p > 0):
-            raise ValueError(f"C_p must be a positive number, got {self.C_p!r}")
-        if not (np.isfinite(self.epsilon) and self.epsilon >= 0):
-            raise ValueError(f"epsilon must be a non-negative number, got {self.epsilon!r}")
         feature_map, Phi = estimator_features(self, X, random_state)
         sizes = np.bincount(bag_codes, minlength=len(shares)).astype(float)
         p = np.clip(shares, 0.5 / sizes, 1.0 - 0.5 / sizes)
@@ -98,6 +102,12 @@ class MeanMap(MarginLLPClassifier):
     Sect. 7.1 notes MeanMap is ill-posed there).
     """
 
+    _parameter_constraints = {
+        "reg": [POSITIVE],
+        **FEATURE_MAP_CONSTRAINTS,
+        "random_state": ["random_state"],
+    }
+
     def __init__(
         self,
         reg: float = 1.0,
@@ -115,8 +125,6 @@ class MeanMap(MarginLLPClassifier):
         self.random_state = random_state
 
     def _fit_binary(self, X, bag_codes, shares, known, random_state):
-        if not (np.isfinite(self.reg) and self.reg > 0):
-            raise ValueError(f"reg must be a positive number, got {self.reg!r}")
         feature_map, Phi = estimator_features(self, X, random_state)
         Phi = np.column_stack([Phi, np.ones(len(Phi))])
         n, D = Phi.shape

@@ -3,7 +3,7 @@
 The label proportions become the constraint ``y in Y`` of pSVM eq. 10 (every bag's positive
 share within ``epsilon`` of the given one), the bias is dropped (footnote 2: a constant feature
 stands in for it) and the problem over ``M = y y'`` is relaxed to the convex hull (eq. 13-14).
-That relaxation is solved by the WellSVM engine (:mod:`qcllp.learn.wellsvm`): cutting plane
+That relaxation is solved by the WellSVM engine (:mod:`qcllp.learn.wellsvm_solver`): cutting plane
 over label vectors, violated labels by the l-infinity relaxation and per-bag sorting
 (eq. 19-21), multiple label-kernel learning over the working set. Labels are recovered by the
 rank-1 approximation of ``M`` (Sect. 5.3), with the global sign chosen so that the training
@@ -32,7 +32,8 @@ from the paper's. On heart with few, large bags InvCal's labeling is the worse s
 ``qcllp train`` lets the bag-level search choose.
 
 Cost: ``max_iter`` cutting-plane iterations, each a few MKL alternations, each one L2-SVM
-solved by finite Newton in the primal (:func:`qcllp.learn.wellsvm._svm_primal`), linear in N.
+solved by finite Newton in the primal (:func:`qcllp.learn.wellsvm_solver.svm_primal`), linear
+in N.
 On one core, 5,000 x 69 in bags of 50 takes about 4 s (linear) and 12 s (rbf, 500 Nystroem
 landmarks); 20,000 rows about 8 s and 39 s (``benchmarks/bench_conv_psvm.py scale``).
 """
@@ -42,8 +43,11 @@ from __future__ import annotations
 import numpy as np
 
 from .baselines import InvCal
-from .margin import MarginLLPClassifier
-from .wellsvm import feature_space, fit_wellsvm, oriented_weights, proportion_label_space
+from .kernels import KERNEL_CONSTRAINTS
+from .margin import MarginLLPClassifier, binary_scores
+from .params import COUNT, NON_NEGATIVE, POSITIVE, UNIT_INTERVAL, StrOptions
+from .wellsvm_labels import proportion_label_space
+from .wellsvm_solver import feature_space, fit_wellsvm, oriented_weights
 
 __all__ = ["ConvPSVM"]
 
@@ -53,7 +57,8 @@ class ConvPSVM(MarginLLPClassifier):
 
     Parameters
     ----------
-    C : loss weight of the SVM (pSVM eq. 9; squared hinge loss, see :mod:`qcllp.learn.wellsvm`).
+    C : loss weight of the SVM (pSVM eq. 9; squared hinge loss, see
+        :mod:`qcllp.learn.wellsvm_solver`).
     epsilon : tolerance on each bag's positive share (eq. 10); 0 demands the exact count
         (the nearest integer count when ``share * bag size`` is not an integer).
     kernel : ``"linear"`` or ``"rbf"``.
@@ -73,6 +78,16 @@ class ConvPSVM(MarginLLPClassifier):
     (:class:`~qcllp.learn.margin.MarginLLPClassifier`). Fitted binary models expose
     ``n_iter_``, ``mu_`` and ``objective_`` through ``estimators_[j]``.
     """
+
+    _parameter_constraints = {
+        "C": [POSITIVE],
+        "epsilon": [UNIT_INTERVAL],
+        **KERNEL_CONSTRAINTS,
+        "init": [None, StrOptions({"invcal"})],
+        "max_iter": [COUNT],
+        "tol": [NON_NEGATIVE],
+        "random_state": ["random_state"],
+    }
 
     def __init__(
         self,
@@ -97,12 +112,6 @@ class ConvPSVM(MarginLLPClassifier):
         self.random_state = random_state
 
     def _fit_binary(self, X, bag_codes, shares, known, random_state):
-        if self.C <= 0:
-            raise ValueError(f"C must be positive, got {self.C!r}")
-        if not 0 <= self.epsilon <= 1:
-            raise ValueError(f"epsilon must be in [0, 1], got {self.epsilon!r}")
-        if self.init not in (None, "invcal"):
-            raise ValueError(f"init must be None or 'invcal', got {self.init!r}")
         init_scores = None
         if self.init == "invcal":
             invcal = InvCal(
@@ -111,8 +120,7 @@ class ConvPSVM(MarginLLPClassifier):
                 n_components=self.n_components,
                 exact_kernel_max_n=self.n_components,
             )
-            fitted = invcal._fit_binary(X, bag_codes, shares, known, random_state)
-            init_scores = fitted.decision_function(X)
+            init_scores = binary_scores(invcal, X, bag_codes, shares, known, random_state)
         space = proportion_label_space(bag_codes, shares, self.epsilon, known)
         space_, Phi = feature_space(X, self.kernel, self.gamma, self.n_components, random_state)
         result = fit_wellsvm(

@@ -19,14 +19,18 @@ one linear solver serves every kernel:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from numbers import Integral
 
 import numpy as np
 from sklearn.kernel_approximation import Nystroem
 from sklearn.metrics.pairwise import rbf_kernel
 
+from .params import COUNT, POSITIVE, Interval, StrOptions
 from .threads import single_threaded
 
 __all__ = [
+    "FEATURE_MAP_CONSTRAINTS",
+    "KERNEL_CONSTRAINTS",
     "ExactRBFMap",
     "LinearDecision",
     "apply_map",
@@ -36,6 +40,19 @@ __all__ = [
 ]
 
 KERNELS = ("linear", "rbf")
+
+KERNEL_CONSTRAINTS = {
+    "kernel": [StrOptions(KERNELS)],
+    "gamma": [POSITIVE, StrOptions({"scale"})],
+    "n_components": [COUNT],
+}
+"""Constraints (:mod:`qcllp.learn.params`) on the parameters naming a learner's kernel."""
+
+FEATURE_MAP_CONSTRAINTS = {
+    **KERNEL_CONSTRAINTS,
+    "exact_kernel_max_n": [Interval(Integral, 0, None, closed="left")],
+}
+"""The same for learners whose features :func:`estimator_features` makes."""
 
 
 def resolve_gamma(gamma: float | str, X: np.ndarray) -> float:

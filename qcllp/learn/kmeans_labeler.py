@@ -46,7 +46,7 @@ import random
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 import pandas as pd
@@ -63,6 +63,15 @@ from .cluster_labeling import (
     cluster_compositions,
     label_clusters,
     labeling_statistics,
+)
+from .params import (
+    COUNT,
+    INTEGER,
+    NON_NEGATIVE,
+    UNIT_INTERVAL,
+    HasMethods,
+    StrOptions,
+    check_params,
 )
 from .threads import limited_threads
 
@@ -127,6 +136,24 @@ class KMeansLabeler(LLPClassifierMixin, BaseEstimator):
     final_estimator_ : the fitted ``final_estimator`` or ``None``.
     """
 
+    _parameter_constraints = {
+        "n_clusters": [COUNT],
+        "labeling": [StrOptions({"exhaustive", "greedy"})],
+        "fitness": [StrOptions(get_args(Fitness))],
+        "maxgen": [COUNT],
+        "psize": [COUNT],
+        "mutvar": [NON_NEGATIVE],
+        "crossprob": [UNIT_INTERVAL],
+        "tournsize": [UNIT_INTERVAL],
+        "kmeans_max_iter": [COUNT],
+        "kmeans_max_rows": [None, COUNT],
+        "scale": [None, StrOptions({"minmax"})],
+        "final_estimator": [None, HasMethods("fit", "predict")],
+        "n_jobs": [None, INTEGER],
+        "random_state": ["random_state"],
+        "callback": [None, "callable"],
+    }
+
     def __init__(
         self,
         n_clusters: int = 6,
@@ -163,8 +190,9 @@ class KMeansLabeler(LLPClassifierMixin, BaseEstimator):
 
     def fit(self, X, bags, proportions: pd.Series | pd.DataFrame, y=None) -> KMeansLabeler:
         """Learn from bags and their label proportions; ``y`` optionally gives known labels."""
+        check_params(self)
         problem = self._validate_fit_input(X, bags, proportions, y)
-        self._check_params(problem.X.shape[0])
+        self._check_cluster_counts(len(problem.X))
         rng = check_random_state(self.random_state)
         Xs = self._fit_scaling(problem.X)
         known = problem.known if np.any(problem.known >= 0) else None
@@ -217,29 +245,18 @@ class KMeansLabeler(LLPClassifierMixin, BaseEstimator):
         self.n_evaluations_ = n_evaluations
         return self
 
-    def _check_params(self, n_rows: int) -> None:
-        if self.labeling not in ("exhaustive", "greedy"):
-            raise ValueError(f"labeling must be 'exhaustive' or 'greedy', got {self.labeling!r}")
-        if self.fitness not in ("err_weight", "err_pi"):
-            raise ValueError(f"fitness must be 'err_weight' or 'err_pi', got {self.fitness!r}")
-        if self.scale not in ("minmax", None):
-            raise ValueError(f"scale must be 'minmax' or None, got {self.scale!r}")
-        for name in ("n_clusters", "maxgen", "psize", "kmeans_max_iter"):
-            value = getattr(self, name)
-            if not isinstance(value, int | np.integer) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    def _check_cluster_counts(self, n_rows: int) -> None:
+        """What the constraints table cannot say: k-means needs at least ``n_clusters`` rows,
+        of the sample (``kmeans_max_rows``) and of the training data."""
         if self.kmeans_max_rows is not None and self.kmeans_max_rows < self.n_clusters:
             raise ValueError(
-                f"kmeans_max_rows must be None or at least n_clusters, got {self.kmeans_max_rows!r}"
+                f"KMeansLabeler: kmeans_max_rows must be None or at least n_clusters "
+                f"({self.n_clusters}), got {self.kmeans_max_rows!r}"
             )
         if self.n_clusters > n_rows:
-            raise ValueError(f"n_clusters={self.n_clusters} exceeds the {n_rows} training rows")
-        for name in ("crossprob", "tournsize"):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"{name} must lie in [0, 1], got {value!r}")
-        if self.mutvar < 0:
-            raise ValueError(f"mutvar must be >= 0, got {self.mutvar!r}")
+            raise ValueError(
+                f"KMeansLabeler: n_clusters={self.n_clusters} exceeds the {n_rows} training rows"
+            )
 
     def _toolbox(self) -> base.Toolbox:
         toolbox = base.Toolbox()

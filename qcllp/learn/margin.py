@@ -5,7 +5,11 @@ optionally known labels in, a model with ``decision_function`` out (positive = c
 base class turns that into the full estimator contract: validation, one-vs-rest for more than
 two classes (class j against the rest has known per-bag shares: column j of the proportions),
 probabilities calibrated on the training bags (:class:`BagCalibrator`) and reproducible seeds
-per binary task.
+per binary task. Parameters are checked against the learner's ``_parameter_constraints`` at the
+start of ``fit`` (:mod:`qcllp.learn.params`).
+
+:func:`binary_scores` fits the binary core of one learner on another's coded arrays: how
+alter-pSVM and conv-pSVM start from InvCal's (or conv-pSVM's) decision values.
 """
 
 from __future__ import annotations
@@ -19,9 +23,10 @@ from sklearn.utils import check_random_state
 
 from .base import LLPClassifierMixin
 from .calibration import BagCalibrator
+from .params import check_params
 from .problem import LLPProblem
 
-__all__ = ["BinaryDecisionModel", "MarginLLPClassifier"]
+__all__ = ["BinaryDecisionModel", "MarginLLPClassifier", "binary_scores"]
 
 
 class BinaryDecisionModel(Protocol):
@@ -54,6 +59,7 @@ class MarginLLPClassifier(LLPClassifierMixin, BaseEstimator):
 
     def fit(self, X, bags, proportions: pd.Series | pd.DataFrame, y=None):
         """Fit from bags and their label proportions; ``y`` optionally fixes known labels."""
+        check_params(self)
         problem = self._validate_fit_input(X, bags, proportions, y)
         rng = check_random_state(getattr(self, "random_state", None))
         tasks = self._binary_tasks(problem)
@@ -100,3 +106,22 @@ class MarginLLPClassifier(LLPClassifierMixin, BaseEstimator):
         if len(getattr(self, "estimators_", ())) == 1:
             return self._decode((self.decision_function(X) > 0).astype(np.intp))
         return super().predict(X)
+
+
+def binary_scores(
+    learner: MarginLLPClassifier,
+    X: np.ndarray,
+    bag_codes: np.ndarray,
+    shares: np.ndarray,
+    known: np.ndarray,
+    random_state: np.random.RandomState,
+) -> np.ndarray:
+    """Decision values on ``X`` of ``learner``'s binary core fitted on ``X``.
+
+    The arrays are in the coded form :meth:`MarginLLPClassifier._fit_binary` takes (the caller
+    has validated them in its own ``fit``); the learner's parameters are checked here. Used to
+    start one learner from another's ranking (``init="invcal"``, ``init="conv"``).
+    """
+    check_params(learner)
+    model = learner._fit_binary(X, bag_codes, shares, known, random_state)
+    return model.decision_function(X)

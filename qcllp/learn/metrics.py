@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .problem import _py
+from .problem import plain_value
 
 __all__ = [
     "bag_error",
@@ -125,11 +125,15 @@ def bag_error_from_labels(
     bag_codes = proportions.index.get_indexer(bags_index)
     if (bag_codes < 0).any():
         row = int(np.argmax(bag_codes < 0))
-        raise ValueError(f"row {row}: bag {_py(bags_index[row])!r} has no entry in proportions")
+        raise ValueError(
+            f"row {row}: bag {plain_value(bags_index[row])!r} has no entry in proportions"
+        )
     label_codes = classes.get_indexer(pd.Index(np.asarray(y_pred)))
     if (label_codes < 0).any():
         row = int(np.argmax(label_codes < 0))
-        raise ValueError(f"y_pred row {row}: {_py(np.asarray(y_pred)[row])!r} is not a class")
+        raise ValueError(
+            f"y_pred row {row}: {plain_value(np.asarray(y_pred)[row])!r} is not a class"
+        )
     present = np.unique(bag_codes)
     gamma = model_proportions(label_codes, bag_codes, len(table), len(classes))[present]
     total = bag_error(table[present], gamma)

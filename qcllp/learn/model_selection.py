@@ -19,7 +19,7 @@ from sklearn.model_selection import ParameterGrid
 from sklearn.utils import check_random_state
 
 from .metrics import bag_error_from_labels
-from .problem import _py
+from .problem import plain_value
 
 __all__ = ["BagKFold", "BagGridSearchCV", "bag_cross_val_error"]
 
@@ -152,7 +152,7 @@ class BagGridSearchCV(BaseEstimator):
             raise ValueError(f"X has {len(X)} rows but bags has {len(bags)} entries")
         missing = pd.Index(pd.unique(bags)).difference(proportions.index)
         if len(missing):
-            raise ValueError(f"bag {_py(missing[0])!r} has no entry in proportions")
+            raise ValueError(f"bag {plain_value(missing[0])!r} has no entry in proportions")
         splitter = (
             self.cv
             if isinstance(self.cv, BagKFold)

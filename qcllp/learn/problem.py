@@ -29,6 +29,7 @@ __all__ = [
     "check_features",
     "check_llp_input",
     "counts_to_shares",
+    "plain_value",
 ]
 
 ROW_SUM_TOLERANCE = 1e-6
@@ -122,21 +123,24 @@ def counts_to_shares(
     bad_size = ~np.isfinite(sizes.to_numpy()) | (sizes.to_numpy() <= 0)
     if bad_size.any():
         bag = sizes.index[np.argmax(bad_size)]
-        raise ValueError(f"bag {_py(bag)!r}: bag size {_py(sizes[bag])!r} is not a positive number")
+        raise ValueError(
+            f"bag {plain_value(bag)!r}: bag size {plain_value(sizes[bag])!r} "
+            "is not a positive number"
+        )
     values = frame.to_numpy(dtype=float)
     bad = ~np.isfinite(values) | (values < 0)
     if bad.any():
         i, j = np.argwhere(bad)[0]
         raise ValueError(
-            f"bag {_py(frame.index[i])!r}, column {frame.columns[j]!r}: "
-            f"count {_py(values[i, j])!r} is negative or not a number"
+            f"bag {plain_value(frame.index[i])!r}, column {frame.columns[j]!r}: "
+            f"count {plain_value(values[i, j])!r} is negative or not a number"
         )
     totals = values.sum(axis=1)
     over = totals > sizes.to_numpy() + ROW_SUM_TOLERANCE
     if over.any():
         i = int(np.argmax(over))
         raise ValueError(
-            f"bag {_py(frame.index[i])!r}: counts sum to {totals[i]:g}, above the bag size "
+            f"bag {plain_value(frame.index[i])!r}: counts sum to {totals[i]:g}, above the bag size "
             f"{sizes.iloc[i]:g}"
         )
     shares = frame.div(sizes, axis=0)
@@ -194,7 +198,8 @@ def check_llp_input(
         if off.any():
             i = int(np.argmax(off))
             raise ValueError(
-                f"bag {_py(proportions.index[i])!r}: class shares sum to {row_sums[i]:.8g}, not 1 "
+                f"bag {plain_value(proportions.index[i])!r}: class shares sum to "
+                f"{row_sums[i]:.8g}, not 1 "
                 f"(tolerance {ROW_SUM_TOLERANCE:g})"
             )
     else:
@@ -209,16 +214,16 @@ def check_llp_input(
     bag_codes = index.get_indexer(pd.Index(bags_a))
     if (bag_codes < 0).any():
         row = int(np.argmax(bag_codes < 0))
-        raise ValueError(f"row {row}: bag {_py(bags_a[row])!r} has no entry in proportions")
+        raise ValueError(f"row {row}: bag {plain_value(bags_a[row])!r} has no entry in proportions")
     sizes = np.bincount(bag_codes, minlength=len(index))
     if (sizes == 0).any():
         empty = [index[i] for i in np.flatnonzero(sizes == 0)[:5]]
-        listed = ", ".join(repr(_py(b)) for b in empty)
+        listed = ", ".join(repr(plain_value(b)) for b in empty)
         raise ValueError(f"bag(s) {listed} in proportions have no rows in X")
 
     eta = sizes @ table / sizes.sum()
     if np.count_nonzero(eta > 0) < 2:
-        present = [_py(classes[j]) for j in np.flatnonzero(eta > 0)]
+        present = [plain_value(classes[j]) for j in np.flatnonzero(eta > 0)]
         raise ValueError(
             f"the proportions contain fewer than 2 classes overall (only {present!r}); "
             "there is nothing to learn"
@@ -286,7 +291,8 @@ def _check_share_range(table: np.ndarray, index: pd.Index, columns: list) -> Non
     if bad.any():
         i, j = np.argwhere(bad)[0]
         raise ValueError(
-            f"bag {_py(index[i])!r}, {columns[j]!r}: share {_py(table[i, j])!r} is outside [0, 1]"
+            f"bag {plain_value(index[i])!r}, {columns[j]!r}: "
+            f"share {plain_value(table[i, j])!r} is outside [0, 1]"
         )
 
 
@@ -321,12 +327,15 @@ def _encode_known(y, classes: np.ndarray, n: int) -> np.ndarray:
     if (found < 0).any():
         row = given[int(np.argmax(found < 0))]
         raise ValueError(
-            f"y row {row}: label {_py(ya[row])!r} is not one of the classes {classes.tolist()!r}"
+            f"y row {row}: label {plain_value(ya[row])!r} is not one of the classes "
+            f"{classes.tolist()!r}"
         )
     codes[given] = found
     return codes
 
 
-def _py(value):
-    """A numpy scalar as a plain Python value, so messages read ``'G3'``, not ``np.str_('G3')``."""
+def plain_value(value):
+    """A numpy scalar as a plain Python value, so that error messages read ``'G3'`` and
+    ``-1.0``, not ``np.str_('G3')`` and ``np.float64(-1.0)``; other values are returned as they
+    are. For messages that name a bag, a label or a parameter value."""
     return value.item() if isinstance(value, np.generic) else value

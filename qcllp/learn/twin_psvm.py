@@ -24,7 +24,7 @@ Choices where the papers leave room:
 * **One objective.** The alternation monitors the sum of problems (6) and (7) with the
   proportion loss counted once: ``sum_i loss_i(y_i) + C_p sum_k |p~_k - p_k|`` plus the ridge
   terms; this is what the label step minimises exactly.
-* The sign check of :func:`qcllp.learn.alter_psvm.run_annealing` applies, with the mirror image
+* The sign check of :func:`qcllp.learn.alternating.run_annealing` applies, with the mirror image
   ``(-z_neg, -z_pos)`` (the planes swap roles).
 * The features (linear, exact RBF map, Nystroem) are those of :mod:`qcllp.learn.kernels`; the
   twin paper itself is linear.
@@ -38,9 +38,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.linalg import cho_factor, solve_triangular
 
-from .alter_psvm import AlternatingPSVM, run_annealing, run_restarts
+from .alternating import AlternatingPSVM, run_annealing, run_restarts, start_labels
 from .kernels import apply_map, estimator_features
-from .label_step import BagLabeler
 from .threads import single_threaded
 
 __all__ = ["CollapsedPlaneWarning", "TwinPSVM", "twin_schedule", "twsvm_plane", "twsvm_ridge"]
@@ -132,10 +131,7 @@ def _norm(w: np.ndarray) -> float:
 def _twin_run(codes, shares, known, tol, max_iter, init_scores, seed, *, Z, schedule, C_p):
     """One restart of the twin paper's Alg. 1; returns (objective, (z_pos, z_neg), history,
     n_iter)."""
-    rng = np.random.RandomState(seed)
-    scores = rng.uniform(-1, 1, len(codes)) if init_scores is None else init_scores
-    labeler = BagLabeler(codes, shares, known)
-    y = labeler.random_labels(scores)
+    labeler, y = start_labels(codes, shares, known, init_scores, seed)
     duals = np.zeros((2, len(codes)))  # per row: alpha (as a negative), gamma (as a positive)
     eps = twsvm_ridge(Z)
 

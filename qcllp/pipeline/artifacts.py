@@ -4,6 +4,10 @@ A joblib pickle executes code when loaded, so an artifact is only unpickled afte
 matches the one the registry recorded when it was written: a corrupted or tampered file is
 refused before it is read. The payload carries a format number and the qcllp version that
 wrote it, so an incompatible artifact is refused with a message instead of failing later.
+
+Formats: 1 held the station model as a plain dict of parts; 2 holds one
+:class:`~qcllp.pipeline.station_model.StationModel` under ``"station_model"``. Both are read;
+the registry converts format 1 (:func:`~qcllp.pipeline.station_model.station_model_from_v1`).
 """
 
 from __future__ import annotations
@@ -18,9 +22,17 @@ import joblib
 
 from qcllp import __version__
 
-__all__ = ["ARTIFACT_FORMAT", "ArtifactError", "file_sha256", "load_artifact", "save_artifact"]
+__all__ = [
+    "ARTIFACT_FORMAT",
+    "READABLE_FORMATS",
+    "ArtifactError",
+    "file_sha256",
+    "load_artifact",
+    "save_artifact",
+]
 
-ARTIFACT_FORMAT = 1
+ARTIFACT_FORMAT = 2
+READABLE_FORMATS = (1, 2)
 
 
 class ArtifactError(Exception):
@@ -89,9 +101,10 @@ def load_artifact(path: Path, sha256: str) -> dict[str, Any]:
             f"model artifact {path} is not a qcllp model artifact (it holds a "
             f"{type(content).__name__} without a format number); retrain the model"
         )
-    if content["format"] != ARTIFACT_FORMAT:
+    if content["format"] not in READABLE_FORMATS:
         raise ArtifactError(
             f"model artifact {path} has format {content['format']!r}; this qcllp "
-            f"({__version__}) reads format {ARTIFACT_FORMAT}; retrain the model"
+            f"({__version__}) reads formats {', '.join(map(str, READABLE_FORMATS))}; retrain the "
+            "model with this qcllp (qcllp train --station ...)"
         )
     return content

@@ -67,9 +67,7 @@ def run_demo(
     folder = Path(folder).resolve()
     folder.mkdir(parents=True, exist_ok=True)
     url = f"sqlite:///{folder / 'plant.sqlite'}"
-    training = dict(config.training or {})
-    training["cv"] = 3
-    training["methods"] = {**(training.get("methods") or {}), **DEMO_GRIDS}
+    training = replace(config.training, cv=3, methods={**config.training.methods, **DEMO_GRIDS})
     config = replace(config, database_url=url, training=training)
 
     say(f"simulating {n_charges} charges of {config.name}")
@@ -86,7 +84,6 @@ def run_demo(
                 store,
                 config,
                 station,
-                database_url=url,
                 method_name=method_name,
                 random_state=random_state,
                 progress=say,

@@ -19,7 +19,6 @@ from .artifacts import ArtifactError
 from .registry import list_models, load_model
 from .report import StationSection, write_report
 from .scoring import flags_frame
-from .train import charge_times
 
 __all__ = ["build_plant_report", "comparison_table"]
 
@@ -54,7 +53,7 @@ def build_plant_report(store: Store, config: PlantConfig, path: str | Path) -> P
     """Write the report of every station to ``path``; returns the path."""
     models = list_models(store)
     flags = flags_frame(store)
-    times = charge_times(store) if len(flags) else pd.Series(dtype="datetime64[ns, UTC]")
+    times = store.read_charge_times() if len(flags) else pd.Series(dtype="datetime64[ns, UTC]")
     sections = []
     for station in config.station_names:
         candidates = [m for m in models if m["station"] == station]
@@ -73,9 +72,9 @@ def build_plant_report(store: Store, config: PlantConfig, path: str | Path) -> P
         }
         section = StationSection(station, summary)
         try:
-            payload = load_model(store, chosen["id"]).payload
-            section.per_charge = payload.get("per_charge")
-            section.importances = payload.get("importances")
+            model = load_model(store, chosen["id"]).model
+            section.per_charge = model.per_charge
+            section.importances = model.importances
         except ArtifactError as exc:
             section.notes.append(f"Artifact not readable: {exc}")
         station_flags = flags[flags["station"] == station]

@@ -3,7 +3,9 @@
 A trained model enters as a ``candidate`` with its artifact's SHA-256. ``promote`` makes one
 model per station ``active`` (the previous active one is ``retired``); ``rollback`` retires
 the active model and reactivates the one promoted before it. Loading verifies the checksum
-before unpickling (:mod:`.artifacts`), so a corrupted or tampered file is refused.
+before unpickling (:mod:`.artifacts`), so a corrupted or tampered file is refused, and then
+checks that the :class:`~.station_model.StationModel` inside is the one its row describes
+(station, target, feature list): a row pointing at another station's file is refused too.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from sqlalchemy import select
 from qcllp import __version__
 from qcllp.store import Model, Store
 
-from .artifacts import load_artifact
+from .artifacts import ArtifactError, load_artifact, save_artifact
+from .station_model import ModelMismatchError, StationModel, station_model_from_v1
 
 __all__ = [
     "LoadedModel",
@@ -30,6 +33,7 @@ __all__ = [
     "register_model",
     "rollback",
     "active_model",
+    "save_station_model",
 ]
 
 STATUSES = ("candidate", "active", "retired")
@@ -41,14 +45,19 @@ class RegistryError(ValueError):
 
 @dataclass(frozen=True)
 class LoadedModel:
-    """A registry row and its verified artifact payload."""
+    """A registry row and its verified station model."""
 
     record: dict[str, Any]
-    payload: dict[str, Any]
+    model: StationModel
 
     @property
-    def estimator(self):
-        return self.payload["model"]
+    def id(self) -> int:
+        return int(self.record["id"])
+
+
+def save_station_model(model: StationModel, directory: Path, stem: str) -> tuple[Path, str]:
+    """Write a station model's artifact (format 2); returns (path, sha256)."""
+    return save_artifact({"station_model": model}, directory, stem)
 
 
 def _as_dict(row: Model) -> dict[str, Any]:
@@ -94,7 +103,12 @@ def active_model(store: Store, station: str) -> dict[str, Any] | None:
 
 
 def promote(store: Store, model_id: int) -> dict[str, Any]:
-    """Make ``model_id`` its station's active model; the previous active one is retired."""
+    """Make ``model_id`` its station's active model; the previous active one is retired.
+
+    The model's artifact is loaded and verified first (:func:`load_model`): a corrupt file or
+    one built for another station is never made active.
+    """
+    load_model(store, model_id)
     with store.session() as session:
         row = session.get(Model, model_id)
         if row is None:
@@ -112,7 +126,11 @@ def promote(store: Store, model_id: int) -> dict[str, Any]:
 
 
 def rollback(store: Store, station: str) -> dict[str, Any]:
-    """Retire the station's active model and reactivate the one promoted before it."""
+    """Retire the station's active model and reactivate the one promoted before it.
+
+    The reactivated model's artifact is verified first, as :func:`promote` does: rolling back
+    to a file that has since been corrupted fails and leaves the active model in place.
+    """
     with store.session() as session:
         current = session.scalars(
             select(Model).where(Model.station == station, Model.status == "active")
@@ -134,6 +152,7 @@ def rollback(store: Store, station: str) -> dict[str, Any]:
                 f"station {station!r}: model {current.id} is the first one ever promoted; "
                 "there is nothing to roll back to"
             )
+        load_model(store, previous.id)
         current.status = "retired"
         previous.status = "active"
         previous.promoted_at = datetime.now(UTC)
@@ -152,5 +171,21 @@ def load_model(store: Store, model_id: int | None = None, *, station: str | None
                 f"station {station!r} has no active model; train one and promote it "
                 "(qcllp train, qcllp models promote)"
             )
-    payload = load_artifact(Path(record["artifact_path"]), record["sha256"])
-    return LoadedModel(record=record, payload=payload)
+    path = Path(record["artifact_path"])
+    content = load_artifact(path, record["sha256"])
+    if content["format"] == 1:
+        model = station_model_from_v1(content, record)
+    else:
+        model = content.get("station_model")
+        if not isinstance(model, StationModel):
+            raise ArtifactError(f"model artifact {path} holds no station model; retrain the model")
+    try:
+        model.check_matches(
+            station=record["station"], target=record["target"], features=record["features"]
+        )
+    except ModelMismatchError as exc:
+        raise ArtifactError(
+            f"model {record['id']} ({record['station']}) cannot use artifact {path}: {exc}; "
+            "retrain the station (qcllp train --station ...)"
+        ) from exc
+    return LoadedModel(record=record, model=model)

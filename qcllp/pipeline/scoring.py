@@ -11,20 +11,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from sqlalchemy import func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
-from qcllp.features import apply_imputation, build_station_features, station_features
+from qcllp.features import build_station_features, station_features
+from qcllp.ingest.measurements import read_readings
 from qcllp.plant.config import PlantConfig
 from qcllp.store import Flag, Store
 
 from .registry import LoadedModel, load_model
-from .train import failure_probability
 
-__all__ = ["ScoreResult", "flags_frame", "score_readings", "score_station"]
+__all__ = ["ScoreResult", "flags_frame", "score_file", "score_readings", "score_station"]
 
 
 @dataclass(frozen=True)
@@ -48,26 +49,19 @@ class ScoreResult:
         }
 
 
-def _score(loaded: LoadedModel, X: pd.DataFrame) -> pd.DataFrame:
-    payload = loaded.payload
-    X = apply_imputation(X.reindex(columns=payload["features"]), payload["imputation"])
-    probability = failure_probability(payload, X)
-    frame = X.index.to_frame(index=False)
-    frame["probability"] = probability
-    frame["flagged"] = probability >= payload["threshold"]
-    return frame
-
-
 def score_readings(
     store: Store, config: PlantConfig, station: str, readings: pd.DataFrame
 ) -> ScoreResult:
     """Score the sticks of a readings frame (long format) with the active model; no flags."""
     loaded = load_model(store, station=station)
-    features = build_station_features(
-        readings, config, station, imputation=loaded.payload["imputation"]
-    )
-    scores = _score(loaded, features.X)
-    return ScoreResult(station, loaded.record["id"], loaded.payload["threshold"], scores, 0)
+    model = loaded.model
+    features = build_station_features(readings, config, station, imputation=model.imputation)
+    return ScoreResult(station, loaded.id, model.threshold, model.decide(features.X), 0)
+
+
+def score_file(store: Store, config: PlantConfig, station: str, path: str | Path) -> ScoreResult:
+    """Score the sticks of a measurement file (checked as ingest checks it); no flags."""
+    return score_readings(store, config, station, read_readings(config, path))
 
 
 def score_station(
@@ -76,22 +70,22 @@ def score_station(
     """Score the sticks at ``station`` that are still on the line and not yet flagged there;
     write their flags."""
     loaded = load_model(store, station=station)
+    model = loaded.model
     pending = _unscored_sticks(store, station)
     if pending.empty:
         empty = pd.DataFrame(columns=["charge_id", "stick_id", "probability", "flagged"])
-        return ScoreResult(station, loaded.record["id"], loaded.payload["threshold"], empty, 0)
+        return ScoreResult(station, loaded.id, model.threshold, empty, 0)
     features = station_features(
         store,
         config,
         station,
         charge_ids=sorted(pending["charge_id"].unique()),
-        imputation=loaded.payload["imputation"],
+        imputation=model.imputation,
     )
     wanted = pd.MultiIndex.from_frame(pending[["charge_id", "stick_id"]])
-    X = features.X.loc[features.X.index.isin(wanted)]
-    scores = _score(loaded, X)
+    scores = model.decide(features.X.loc[features.X.index.isin(wanted)])
     written = _write_flags(store, station, loaded, scores, now or datetime.now(UTC))
-    return ScoreResult(station, loaded.record["id"], loaded.payload["threshold"], scores, written)
+    return ScoreResult(station, loaded.id, model.threshold, scores, written)
 
 
 def _unscored_sticks(store: Store, station: str) -> pd.DataFrame:
@@ -124,10 +118,10 @@ def _write_flags(
             "station": station,
             "charge_id": str(c),
             "stick_id": str(s),
-            "model_id": int(loaded.record["id"]),
+            "model_id": loaded.id,
             "probability": float(p),
             "flagged": bool(f),
-            "threshold": float(loaded.payload["threshold"]),
+            "threshold": float(loaded.model.threshold),
             "scored_at": now,
         }
         for c, s, p, f in zip(

@@ -30,29 +30,31 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, clone
-from sqlalchemy.engine import make_url
 
 from qcllp.features import StationFeatures, station_features
-from qcllp.learn import BagGridSearchCV, BagKFold
+from qcllp.learn import BagGridSearchCV, BagKFold, counts_to_shares
 from qcllp.learn.calibration import BagCalibrator
 from qcllp.plant.config import PlantConfig
 from qcllp.store import Store
 
-from .artifacts import save_artifact
-from .evaluate import cross_validate_charges, score_probabilities
-from .methods import canonical_name, method
-from .registry import register_model
-from .thresholds import LockoutCosts, ThresholdChoice, choose_threshold, expected_saving
+from .evaluate import Evaluation, cross_validate_charges, score_probabilities
+from .methods import Method, canonical_name, method
+from .registry import register_model, save_station_model
+from .station_model import FailureView, StationModel, logit
+from .thresholds import LockoutCosts, ThresholdChoice, lockout_threshold
 
 __all__ = [
-    "FailureView",
     "LabeledData",
     "TrainingError",
+    "TrainingPlan",
     "TrainingResult",
+    "decide_lockout",
     "labeled_data",
-    "lockout_threshold",
-    "logit",
+    "record_model",
+    "search_parameters",
     "train_station",
+    "train_stations",
+    "training_plan",
 ]
 
 Progress = Callable[[str], None] | None
@@ -75,6 +77,10 @@ class LabeledData:
     @property
     def bags(self) -> np.ndarray:
         return self.features.bags.to_numpy()
+
+    @property
+    def n_charges(self) -> int:
+        return len(self.proportions)
 
     @property
     def failing_shares(self) -> pd.Series:
@@ -113,12 +119,6 @@ class TrainingResult:
         }
 
 
-def charge_times(store: Store) -> pd.Series:
-    """When each charge was first seen (its first stick's first reading), UTC."""
-    sticks = store.read_sticks()
-    return sticks.groupby("charge_id")["first_seen"].min()
-
-
 def labeled_data(
     store: Store,
     config: PlantConfig,
@@ -133,7 +133,7 @@ def labeled_data(
     check_target(config, target)
     counts = store.read_defect_counts(list(config.defect_types))
     if since is not None or until is not None:
-        times = charge_times(store).reindex(counts.index)
+        times = store.read_charge_times().reindex(counts.index)
         keep = pd.Series(True, index=counts.index)
         if since is not None:
             keep &= times >= pd.Timestamp(since)
@@ -160,14 +160,14 @@ def labeled_data(
     n_sticks = counts["n_sticks"].astype(float)
     defective = counts[types].sum(axis=1)
     if target == "defective":
-        proportions: pd.Series | pd.DataFrame = (defective / n_sticks).rename("defective")
+        proportions: pd.Series | pd.DataFrame = counts_to_shares(
+            defective.rename("defective"), n_sticks
+        )
     elif target in types:
-        proportions = (counts[target] / n_sticks).rename(target)
+        proportions = counts_to_shares(counts[target], n_sticks)
         defective = counts[target]
     else:
-        table = counts[types].div(n_sticks, axis=0)
-        table.insert(0, "ok", 1.0 - table.sum(axis=1))
-        proportions = table
+        proportions = counts_to_shares(counts[types], n_sticks, remainder="ok")
     return LabeledData(features, proportions, defective.astype(float), target, n_sticks)
 
 
@@ -180,35 +180,110 @@ def check_target(config: PlantConfig, target: str) -> None:
         )
 
 
-def defect_probability(model, X) -> np.ndarray:
-    """Probability that a stick fails (binary: class 1; multiclass: 1 - P(ok))."""
-    proba = model.predict_proba(X)
-    classes = list(model.classes_)
-    if "ok" in classes:
-        return 1.0 - proba[:, classes.index("ok")]
-    return proba[:, -1]
+@dataclass(frozen=True)
+class TrainingPlan:
+    """What to train, resolved from the command's choices and the config's defaults."""
+
+    station: str
+    method: Method
+    target: str
+    seed: int
+    folds: int
+    grid: dict[str, list]
+
+    def folds_for(self, n_charges: int) -> int:
+        """Charge folds: as configured, but at least 2 and at most half the charges."""
+        return max(2, min(self.folds, n_charges // 2))
 
 
-def failure_probability(payload: dict, X) -> np.ndarray:
-    """P(stick fails) from a model artifact: the model's, recalibrated on held-out charges."""
-    p = defect_probability(payload["model"], X)
-    recalibration = payload.get("recalibration")
-    return p if recalibration is None else recalibration.predict(logit(p))
+@dataclass(frozen=True)
+class SearchResult:
+    """The model refitted on all charges with the grid's best parameters."""
+
+    estimator: BaseEstimator
+    params: dict[str, Any]
+    cv_bag_error: float
 
 
-def logit(p: np.ndarray) -> np.ndarray:
-    """log(p / (1 - p)), clipped away from 0 and 1."""
-    p = np.clip(np.asarray(p, dtype=float), 1e-6, 1 - 1e-6)
-    return np.log(p) - np.log1p(-p)
+@dataclass(frozen=True)
+class LockoutDecision:
+    """Out-of-fold evidence of a model and the lock-out rule chosen on it."""
+
+    recalibration: BagCalibrator
+    choice: ThresholdChoice
+    costs: LockoutCosts
+    evaluation: Evaluation
 
 
-def artifact_directory(config: PlantConfig, database_url: str) -> Path:
-    """Model files live beside an SQLite database, else beside the plant config."""
-    url = make_url(database_url)
-    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
-        return Path(url.database).resolve().parent / "models"
-    base = config.path.parent if config.path is not None else Path.cwd()
-    return base / "models"
+def training_plan(
+    config: PlantConfig,
+    station: str,
+    *,
+    method_name: str | None = None,
+    target: str = "defective",
+    random_state: int | None = None,
+    n_splits: int | None = None,
+) -> TrainingPlan:
+    """The method, grid, seed and folds for one station; unknown names fail here."""
+    config.station(station)  # an unknown station fails here, with the known ones listed
+    check_target(config, target)
+    training = config.training
+    chosen = method(method_name or training.default_method)
+    grids = {canonical_name(k): v for k, v in training.methods.items()}
+    return TrainingPlan(
+        station=station,
+        method=chosen,
+        target=target,
+        seed=int(training.random_state if random_state is None else random_state),
+        folds=int(n_splits or training.cv),
+        grid=chosen.param_grid(grids.get(chosen.name)),
+    )
+
+
+def search_parameters(plan: TrainingPlan, data: LabeledData, folds: int) -> SearchResult:
+    """Bag-aware grid search (Yu et al. eq. 23 on held-out charges), refitted on all charges."""
+    X, bags, props = data.features.X, data.bags, data.proportions
+    estimator = plan.method.estimator(plan.seed)
+    if not plan.grid:
+        return SearchResult(clone(estimator).fit(X, bags, props), {}, float("nan"))
+    cv = BagKFold(folds, shuffle=True, random_state=plan.seed)
+    search = BagGridSearchCV(estimator, plan.grid, cv=cv, random_state=plan.seed)
+    search.fit(X, bags, props)
+    return SearchResult(
+        search.best_estimator_, dict(search.best_params_), float(search.best_bag_error_)
+    )
+
+
+def decide_lockout(
+    plan: TrainingPlan, data: LabeledData, estimator: BaseEstimator, folds: int, costs: LockoutCosts
+) -> LockoutDecision:
+    """Out-of-fold failure probabilities, their bag recalibration and the lock-out threshold.
+
+    The recalibration (module docstring) is fitted on the out-of-fold probabilities against the
+    charges' failing shares; the threshold (:func:`.thresholds.lockout_threshold`) is chosen on
+    the recalibrated ones, and the evaluation is of those at that threshold.
+    """
+    X, bags, shares = data.features.X, data.bags, data.failing_shares
+    raw = cross_validate_charges(
+        lambda: FailureView(clone(estimator)),
+        X,
+        bags,
+        shares,
+        n_splits=folds,
+        random_state=plan.seed,
+    ).probability
+    codes, uniques = pd.factorize(bags)
+    recalibration = BagCalibrator().fit(logit(raw), codes, shares.reindex(uniques).to_numpy())
+    oof = recalibration.predict(logit(raw))
+    choice = lockout_threshold(
+        oof,
+        codes,
+        data.defective_counts.reindex(uniques).to_numpy(),
+        data.n_sticks.reindex(uniques).to_numpy(),
+        costs,
+    )
+    evaluation = score_probabilities(oof, bags, shares, threshold=choice.threshold)
+    return LockoutDecision(recalibration, choice, costs, evaluation)
 
 
 def train_station(
@@ -216,7 +291,6 @@ def train_station(
     config: PlantConfig,
     station: str,
     *,
-    database_url: str,
     method_name: str | None = None,
     target: str = "defective",
     since: datetime | None = None,
@@ -227,152 +301,121 @@ def train_station(
 ) -> TrainingResult:
     """Train, validate and register one station model; returns what was recorded."""
     say = progress or (lambda _msg: None)
-    config.station(station)
-    check_target(config, target)
-    training = config.training or {}
-    name = canonical_name(method_name or training.get("default_method", "alter-psvm"))
-    chosen = method(name)
-    seed = int(random_state if random_state is not None else training.get("random_state", 0))
-    folds = int(n_splits or training.get("cv", 5))
-    grids = {canonical_name(k): v for k, v in (training.get("methods") or {}).items()}
-
+    plan = training_plan(
+        config,
+        station,
+        method_name=method_name,
+        target=target,
+        random_state=random_state,
+        n_splits=n_splits,
+    )
     say(f"{station}: reading features of labeled charges")
     data = labeled_data(store, config, station, target=target, since=since, until=until)
-    X, bags, props = data.features.X, data.bags, data.proportions
-    folds = max(2, min(folds, len(props) // 2))
-
-    grid = chosen.param_grid(grids.get(name))
-    say(f"{station}: {name} grid search over {len(props)} charges, {len(X)} sticks")
-    cv = BagKFold(folds, shuffle=True, random_state=seed)
-    estimator = chosen.estimator(seed)
-    if grid:
-        search = BagGridSearchCV(estimator, grid, cv=cv, random_state=seed).fit(X, bags, props)
-        model, params = search.best_estimator_, dict(search.best_params_)
-        cv_bag_error = float(search.best_bag_error_)
-    else:
-        model, params, cv_bag_error = clone(estimator).fit(X, bags, props), {}, float("nan")
-
+    folds = plan.folds_for(data.n_charges)
+    say(
+        f"{station}: {plan.method.name} grid search over {data.n_charges} charges, "
+        f"{len(data.features.X)} sticks"
+    )
+    search = search_parameters(plan, data, folds)
     say(f"{station}: charge-grouped validation ({folds} folds)")
-    binary_props = data.failing_shares
-    evaluation = cross_validate_charges(
-        lambda: FailureView(clone(model)),
-        X,
-        bags,
-        binary_props,
-        n_splits=folds,
-        random_state=seed,
-    )
-    codes, uniques = pd.factorize(bags)
-    recalibration = BagCalibrator().fit(
-        logit(evaluation.probability), codes, binary_props.reindex(uniques).to_numpy()
-    )
-    oof = recalibration.predict(logit(evaluation.probability))
     station_cfg = config.station(station)
     costs = LockoutCosts(station_cfg.fail_cost, station_cfg.good_cost)
-    choice = lockout_threshold(
-        oof,
-        codes,
-        data.defective_counts.reindex(uniques).to_numpy(),
-        data.n_sticks.reindex(uniques).to_numpy(),
-        costs,
-    )
-    evaluation = score_probabilities(oof, bags, binary_props, threshold=choice.threshold)
+    decision = decide_lockout(plan, data, search.estimator, folds, costs)
+    times = store.read_charge_times().reindex(data.proportions.index)
+    model = _station_model(plan, data, search, decision, times)
+    result = record_model(store, config, model, data)
+    say(f"{station}: registered model {result.model_id} ({plan.method.name}) as a candidate")
+    return result
 
+
+def train_stations(
+    store: Store,
+    config: PlantConfig,
+    stations: list[str] | None = None,
+    **options: Any,
+) -> list[TrainingResult]:
+    """Train every station in line order (or the given ones); ``options`` as
+    :func:`train_station`. Names are checked before the first (long) training starts."""
+    names = list(stations) if stations else list(config.station_names)
+    for name in names:
+        training_plan(
+            config,
+            name,
+            method_name=options.get("method_name"),
+            target=options.get("target", "defective"),
+        )
+    return [train_station(store, config, name, **options) for name in names]
+
+
+def _station_model(
+    plan: TrainingPlan,
+    data: LabeledData,
+    search: SearchResult,
+    decision: LockoutDecision,
+    times: pd.Series,
+) -> StationModel:
+    choice = decision.choice
     metrics = {
-        **evaluation.metrics,
-        "cv_bag_error": cv_bag_error,
+        **decision.evaluation.metrics,
+        "cv_bag_error": search.cv_bag_error,
         "threshold": choice.threshold,
         "bayes_threshold": choice.bayes_threshold,
         "expected_saving_per_1000": choice.saving_per_1000,
     }
-    importances = _importances(X, oof)
-    created = datetime.now().astimezone()
-    payload = {
-        "model": model,
-        "station": station,
-        "method": name,
-        "target": target,
-        "features": list(X.columns),
-        "imputation": dict(data.features.imputation),
-        "threshold": choice.threshold,
-        "recalibration": recalibration,
-        "per_charge": evaluation.per_charge,
-        "importances": importances,
-    }
-    stem = f"{station}-{name}-{created:%Y%m%dT%H%M%S%f}"
-    path, sha = save_artifact(payload, artifact_directory(config, database_url), stem)
-    times = charge_times(store).reindex(props.index)
-    model_id = register_model(
-        store,
-        station=station,
-        method=name,
-        target=target,
-        params=_jsonable(params),
-        metrics=_jsonable(metrics),
-        features=list(X.columns),
-        artifact_path=str(path),
-        sha256=sha,
+    X = data.features.X
+    return StationModel(
+        station=plan.station,
+        method=plan.method.name,
+        target=plan.target,
+        estimator=search.estimator,
+        features=tuple(X.columns),
+        imputation=dict(data.features.imputation),
+        threshold=choice.threshold,
+        recalibration=decision.recalibration,
+        costs=decision.costs,
+        params=search.params,
+        metrics=metrics,
         trained_from=_py_time(times.min()),
         trained_until=_py_time(times.max()),
-        n_charges=len(props),
-        n_sticks=len(X),
+        per_charge=decision.evaluation.per_charge,
+        importances=_importances(X, decision.evaluation.probability),
     )
-    say(f"{station}: registered model {model_id} ({name}) as a candidate")
+
+
+def record_model(
+    store: Store, config: PlantConfig, model: StationModel, data: LabeledData
+) -> TrainingResult:
+    """Write the model's artifact and register it as a candidate."""
+    created = datetime.now().astimezone()
+    stem = f"{model.station}-{model.method}-{created:%Y%m%dT%H%M%S%f}"
+    path, sha = save_station_model(model, store.models_dir or config.models_dir, stem)
+    model_id = register_model(
+        store,
+        station=model.station,
+        method=model.method,
+        target=model.target,
+        params=_jsonable(model.params),
+        metrics=_jsonable(model.metrics),
+        features=list(model.features),
+        artifact_path=str(path),
+        sha256=sha,
+        trained_from=model.trained_from,
+        trained_until=model.trained_until,
+        n_charges=data.n_charges,
+        n_sticks=len(data.features.X),
+    )
     return TrainingResult(
         model_id,
-        station,
-        name,
-        target,
-        params,
-        metrics,
-        len(props),
-        len(X),
+        model.station,
+        model.method,
+        model.target,
+        dict(model.params),
+        dict(model.metrics),
+        data.n_charges,
+        len(data.features.X),
         path,
-        evaluation.per_charge,
+        model.per_charge,
     )
-
-
-def lockout_threshold(
-    probability: np.ndarray,
-    codes: np.ndarray,
-    defective: np.ndarray,
-    n_sticks: np.ndarray,
-    costs: LockoutCosts,
-) -> ThresholdChoice:
-    """The cost-based threshold, never below the Bayes threshold good / (good + fail).
-
-    The estimate behind :func:`choose_threshold` knows each training charge's count; a fresh
-    charge's is unknown when its sticks are scored, so the estimate is optimistic for
-    thresholds below the Bayes rule's (in the demo, rolling's chosen 0.6 precision against a
-    break-even of 0.78 lost money on fresh charges). Below the Bayes threshold a calibrated
-    probability itself says that locking the stick out loses money on average, so we do not.
-    """
-    choice = choose_threshold(probability, codes, defective, costs, n_sticks=n_sticks)
-    if choice.threshold >= costs.bayes_threshold:
-        return choice
-    threshold = costs.bayes_threshold
-    saving = expected_saving(probability, codes, defective, threshold, costs, n_sticks=n_sticks)
-    return ThresholdChoice(
-        threshold=threshold,
-        saving_per_1000=float(1000 * saving[0] / len(probability)),
-        lockout_rate=float(np.mean(probability >= threshold)),
-        bayes_threshold=costs.bayes_threshold,
-    )
-
-
-class FailureView(BaseEstimator):
-    """Wraps a model so that ``predict_proba(X)[:, 1]`` is the probability of failing."""
-
-    def __init__(self, model=None):
-        self.model = model
-
-    def fit(self, X, bags, shares):
-        self.model.fit(X, bags, shares)
-        return self
-
-    def predict_proba(self, X) -> np.ndarray:
-        p = defect_probability(self.model, X)
-        return np.column_stack([1.0 - p, p])
 
 
 def _importances(X: pd.DataFrame, probability: np.ndarray) -> pd.Series:

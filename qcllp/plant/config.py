@@ -19,6 +19,7 @@ Schema (see ``plant_config/example.yaml`` for a full example)::
         fail_cost: float >= 0         # saved per failing stick locked out here
         good_cost: float >= 0         # lost per good stick locked out here
         scoring_interval_s: float > 0 # optional; default schedules.scoring_interval_s
+        completion: {settle_s: float >= 0, timeout_s: float > 0}   # optional; Station
         sensors:
           - {name: str, unit: str, min: float, max: float}
     connectors:                       # optional
@@ -30,7 +31,9 @@ Schema (see ``plant_config/example.yaml`` for a full example)::
       ingest_interval_s: float > 0    # default 300 when no ingest_cron is given
       ingest_cron: str                # crontab string, alternative to the interval
       retrain_cron: str               # crontab string (default "0 3 * * *")
-      scoring_interval_s: float > 0   # default for stations (default 10)
+      scoring_interval_s: float > 0   # default for stations (default 1)
+    scorer:                           # optional: the station scoring services
+      {host, base_port, max_lag_s, max_batch_sticks, sink_dir}
     training:                         # optional
       default_method: str
       methods: {<method>: {<param>: [values, ...]}}
@@ -64,17 +67,27 @@ import yaml
 
 __all__ = [
     "ConfigError",
+    "Connectors",
+    "FileConnector",
     "PlantConfig",
     "Schedules",
     "Sensor",
+    "Scorer",
+    "SqlSource",
     "Station",
+    "Training",
     "load_plant_config",
     "parse_plant_config",
 ]
 
 DEFAULT_RETRAIN_CRON = "0 3 * * *"
 DEFAULT_INGEST_INTERVAL_S = 300.0
-DEFAULT_SCORING_INTERVAL_S = 10.0
+DEFAULT_SCORING_INTERVAL_S = 1.0
+DEFAULT_SETTLE_S = 2.0
+DEFAULT_TIMEOUT_S = 300.0
+DEFAULT_METHOD = "alter-psvm"
+DEFAULT_CV_FOLDS = 5
+DEFAULT_RANDOM_STATE = 0
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _RESERVED_COLUMNS = {"charge_id", "stick_id", "station", "timestamp", "sensor", "value", "n_sticks"}
 
@@ -104,6 +117,11 @@ class Station:
     ``fail_cost``: cost saved per stick that will fail if it is locked out here (the remaining
     processing cost; smaller at later stations). ``good_cost``: cost of locking out a good stick
     here (the lost value of a good stick).
+
+    When a stick has *completed* the station (its scorer may decide): it has a reading at a
+    later station, or every sensor of this station has reported and no new reading of the
+    stick arrived here for ``settle_s`` seconds. A stick still missing a sensor ``timeout_s``
+    seconds after its first reading here is complete too, and unscorable (the sensor is named).
     """
 
     name: str
@@ -111,6 +129,8 @@ class Station:
     fail_cost: float
     good_cost: float
     scoring_interval_s: float
+    settle_s: float = DEFAULT_SETTLE_S
+    timeout_s: float = DEFAULT_TIMEOUT_S
 
     @property
     def sensor_names(self) -> tuple[str, ...]:
@@ -139,6 +159,75 @@ class Schedules:
 
 
 @dataclass(frozen=True)
+class Scorer:
+    """The station scoring services: where their HTTP endpoint listens (``base_port`` plus the
+    station's position in the line), when ``/healthz`` reports unhealthy (``max_lag_s``), how
+    many sticks one transaction decides at most, and the folder of the line's flag files."""
+
+    host: str = "127.0.0.1"
+    base_port: int = 9470
+    max_lag_s: float = 60.0
+    max_batch_sticks: int = 5000
+    sink_dir: str | None = None
+
+
+@dataclass(frozen=True)
+class Training:
+    """Training defaults: the method, its grids (learner parameter names), folds and seed.
+
+    ``methods`` maps a method name as written in the YAML to its grid; the pipeline resolves
+    spellings (``alter_psvm`` = ``alter-psvm``).
+    """
+
+    default_method: str = DEFAULT_METHOD
+    methods: Mapping[str, Mapping[str, list]] = field(default_factory=dict)
+    cv: int = DEFAULT_CV_FOLDS
+    random_state: int = DEFAULT_RANDOM_STATE
+
+
+@dataclass(frozen=True)
+class FileConnector:
+    """A drop file or folder of measurement or defect-count files.
+
+    ``format`` ``None``: from each file's suffix; ``layout`` (measurements) ``None``: from the
+    columns; ``chunk_rows`` ``None``: the ingester's default.
+    """
+
+    path: str
+    format: str | None = None
+    pattern: str | None = None
+    layout: str | None = None
+    chunk_rows: int | None = None
+
+
+@dataclass(frozen=True)
+class SqlSource:
+    """A SQL source (historian, MES) read incrementally by its ``watermark`` column.
+
+    Exactly one of ``table`` and ``query``; ``columns`` maps our column names to the source's
+    where they differ; ``chunk_rows`` ``None``: the ingester's default.
+    """
+
+    name: str
+    url: str
+    watermark: str
+    table: str | None = None
+    query: str | None = None
+    kind: str = "measurements"
+    columns: Mapping[str, str] = field(default_factory=dict)
+    chunk_rows: int | None = None
+
+
+@dataclass(frozen=True)
+class Connectors:
+    """Where the plant's data comes from: drop folders and SQL sources (all optional)."""
+
+    measurements: FileConnector | None = None
+    defects: FileConnector | None = None
+    sql: Mapping[str, SqlSource] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class PlantConfig:
     """A validated plant configuration (build it with :func:`load_plant_config`)."""
 
@@ -148,9 +237,10 @@ class PlantConfig:
     defect_types: tuple[str, ...]
     database_url: str
     timezone: str
-    connectors: dict
+    connectors: Connectors
     schedules: Schedules
-    training: dict
+    training: Training
+    scorer: Scorer = field(default_factory=Scorer)
 
     @property
     def classes(self) -> tuple[str, ...]:
@@ -160,6 +250,12 @@ class PlantConfig:
     @property
     def station_names(self) -> tuple[str, ...]:
         return tuple(s.name for s in self.stations)
+
+    @property
+    def models_dir(self) -> Path:
+        """Model artifacts of a server database: ``models/`` beside this config file (or the
+        working directory for a config built in memory)."""
+        return (self.path.parent if self.path is not None else Path.cwd()) / "models"
 
     def station(self, name: str) -> Station:
         if (found := _by_name(self.stations, name)) is not None:
@@ -393,7 +489,14 @@ class _Validator:
             raw,
             "",
             required=["name", "stations", "defect_types"],
-            optional=["timezone", "database_url", "connectors", "schedules", "training"],
+            optional=[
+                "timezone",
+                "database_url",
+                "connectors",
+                "schedules",
+                "training",
+                "scorer",
+            ],
         )
         if m is None:
             return None
@@ -413,9 +516,12 @@ class _Validator:
                     if schedules
                     else DEFAULT_SCORING_INTERVAL_S
                 ),
+                settle_s=s["settle_s"],
+                timeout_s=s["timeout_s"],
             )
             for s in stations_raw
         )
+        scorer = self.scorer(m.get("scorer", {}))
         database_url = self.database_url(m, name)
         connectors = self.connectors(m.get("connectors", {}))
         training = self.training(m.get("training", {}))
@@ -431,6 +537,7 @@ class _Validator:
             connectors=connectors,
             schedules=schedules,
             training=training,
+            scorer=scorer,
         )
 
     def timezone(self, m: Mapping) -> str | None:
@@ -479,10 +586,11 @@ class _Validator:
                 item,
                 key,
                 required=["name", "sensors", "fail_cost", "good_cost"],
-                optional=["scoring_interval_s"],
+                optional=["scoring_interval_s", "completion"],
             )
             if s is None:
                 continue
+            settle, timeout = self.completion(s.get("completion", {}), _join(key, "completion"))
             out.append(
                 {
                     "key": key,
@@ -493,10 +601,43 @@ class _Validator:
                     "scoring_interval_s": self.number(
                         s, "scoring_interval_s", key, default=None, positive=True
                     ),
+                    "settle_s": settle,
+                    "timeout_s": timeout,
                 }
             )
         self.unique([(s["key"] + ".name", s["name"]) for s in out], "station name")
         return out
+
+    def completion(self, raw: Any, key: str) -> tuple[float, float]:
+        m = self.mapping(raw, key, required=[], optional=["settle_s", "timeout_s"])
+        if m is None:
+            return DEFAULT_SETTLE_S, DEFAULT_TIMEOUT_S
+        settle = self.number(m, "settle_s", key, default=DEFAULT_SETTLE_S, min_value=0.0)
+        timeout = self.number(m, "timeout_s", key, default=DEFAULT_TIMEOUT_S, positive=True)
+        settle = DEFAULT_SETTLE_S if settle is None else settle
+        timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout
+        if timeout < settle:
+            self.error(_join(key, "timeout_s"), f"must be >= settle_s ({settle:g}), got {timeout}")
+        return settle, timeout
+
+    def scorer(self, raw: Any) -> Scorer:
+        fields = ["host", "base_port", "max_lag_s", "max_batch_sticks", "sink_dir"]
+        m = self.mapping(raw, "scorer", required=[], optional=fields)
+        if m is None:
+            return Scorer()
+        default = Scorer()
+        host = self.string(m, "host", "scorer") if "host" in m else default.host
+        port = self.integer(m, "base_port", "scorer", min_value=1)
+        lag = self.number(m, "max_lag_s", "scorer", default=None, positive=True)
+        batch = self.integer(m, "max_batch_sticks", "scorer", min_value=1)
+        sink = self.path(m, "sink_dir", "scorer") if "sink_dir" in m else None
+        return Scorer(
+            host=host or default.host,
+            base_port=default.base_port if port is None else port,
+            max_lag_s=default.max_lag_s if lag is None else lag,
+            max_batch_sticks=default.max_batch_sticks if batch is None else batch,
+            sink_dir=sink,
+        )
 
     def sensors(self, raw: Any, key: str) -> tuple[Sensor, ...]:
         if raw is _MISSING:
@@ -581,47 +722,51 @@ class _Validator:
                 return resolved.render_as_string(hide_password=False)
         return url
 
-    def connectors(self, raw: Any) -> dict:
+    def connectors(self, raw: Any) -> Connectors:
         m = self.mapping(
             raw, "connectors", required=[], optional=["measurements", "defects", "sql"]
         )
         if m is None:
-            return {}
-        out: dict = {}
+            return Connectors()
+        measurements = defects = None
         if m.get("measurements") is not None:
-            out["measurements"] = self.file_connector(
+            measurements = self.file_connector(
                 m["measurements"],
                 "connectors.measurements",
                 extra=["layout", "chunk_rows"],
             )
         if m.get("defects") is not None:
-            out["defects"] = self.file_connector(m["defects"], "connectors.defects", extra=[])
+            defects = self.file_connector(m["defects"], "connectors.defects", extra=[])
+        sql: dict[str, SqlSource] = {}
         if m.get("sql") is not None:
             names = list(m["sql"]) if isinstance(m["sql"], Mapping) else []
             sources = self.mapping(m["sql"], "connectors.sql", required=[], optional=names)
-            out["sql"] = {
-                str(name): self.sql_source(src, f"connectors.sql.{name}")
-                for name, src in (sources or {}).items()
-            }
-        return out
+            for name, src in (sources or {}).items():
+                source = self.sql_source(str(name), src, f"connectors.sql.{name}")
+                if source is not None:
+                    sql[str(name)] = source
+        return Connectors(measurements=measurements, defects=defects, sql=sql)
 
-    def file_connector(self, raw: Any, key: str, extra: list[str]) -> dict:
+    def file_connector(self, raw: Any, key: str, extra: list[str]) -> FileConnector | None:
         m = self.mapping(raw, key, required=["path"], optional=["format", "pattern", *extra])
         if m is None:
-            return {}
-        out = dict(m)
-        out["path"] = self.path(m, "path", key)
-        self.choice(m, "format", key, ["csv", "parquet"])
-        if "layout" in extra:
-            self.choice(m, "layout", key, ["long", "wide"])
-            out.setdefault("layout", "long")
-        if "pattern" in m:
-            self.string(m, "pattern", key)
-        if "chunk_rows" in m:
-            self.integer(m, "chunk_rows", key, min_value=1)
-        return out
+            return None
+        path = self.path(m, "path", key)
+        fmt = self.choice(m, "format", key, ["csv", "parquet"])
+        layout = self.choice(m, "layout", key, ["long", "wide"]) if "layout" in extra else None
+        pattern = self.string(m, "pattern", key) if "pattern" in m else None
+        chunk_rows = self.integer(m, "chunk_rows", key, min_value=1) if "chunk_rows" in m else None
+        if path is None:
+            return None
+        return FileConnector(
+            path=path,
+            format=fmt,
+            pattern=pattern,
+            layout=(layout or "long") if "layout" in extra else None,
+            chunk_rows=chunk_rows,
+        )
 
-    def sql_source(self, raw: Any, key: str) -> dict:
+    def sql_source(self, name: str, raw: Any, key: str) -> SqlSource | None:
         m = self.mapping(
             raw,
             key,
@@ -629,28 +774,38 @@ class _Validator:
             optional=["table", "query", "kind", "columns", "chunk_rows"],
         )
         if m is None:
-            return {}
+            return None
         url = self.string(m, "url", key)
         if url is not None:
-            m["url"] = self.sqlalchemy_url(url, _join(key, "url")) or url
-        self.string(m, "watermark", key)
+            url = self.sqlalchemy_url(url, _join(key, "url")) or url
+        watermark = self.string(m, "watermark", key)
         if ("table" in m) == ("query" in m):
             self.error(_join(key, "table"), "give exactly one of 'table' or 'query'")
-        for k in ("table", "query"):
-            if k in m:
-                self.string(m, k, key)
-        self.choice(m, "kind", key, ["measurements", "defects"])
-        if "columns" in m:
-            cols = m["columns"]
-            if not isinstance(cols, Mapping) or not all(
-                isinstance(a, str) and isinstance(b, str) for a, b in cols.items()
-            ):
-                self.error(_join(key, "columns"), "must map column names to source column names")
-        if "chunk_rows" in m:
-            self.integer(m, "chunk_rows", key, min_value=1)
-        return {"kind": "measurements", **m}
+        table = self.string(m, "table", key) if "table" in m else None
+        query = self.string(m, "query", key) if "query" in m else None
+        kind = self.choice(m, "kind", key, ["measurements", "defects"])
+        columns = m.get("columns") or {}
+        if "columns" in m and (
+            not isinstance(m["columns"], Mapping)
+            or not all(isinstance(a, str) and isinstance(b, str) for a, b in columns.items())
+        ):
+            self.error(_join(key, "columns"), "must map column names to source column names")
+            columns = {}
+        chunk_rows = self.integer(m, "chunk_rows", key, min_value=1) if "chunk_rows" in m else None
+        if url is None or watermark is None:
+            return None
+        return SqlSource(
+            name=name,
+            url=url,
+            watermark=watermark,
+            table=table,
+            query=query,
+            kind=kind or "measurements",
+            columns=dict(columns),
+            chunk_rows=chunk_rows,
+        )
 
-    def training(self, raw: Any) -> dict:
+    def training(self, raw: Any) -> Training:
         m = self.mapping(
             raw,
             "training",
@@ -658,12 +813,12 @@ class _Validator:
             optional=["default_method", "methods", "cv", "random_state"],
         )
         if m is None:
-            return {}
-        if "default_method" in m:
-            self.string(m, "default_method", "training")
-        self.integer(m, "cv", "training", min_value=2)
-        self.integer(m, "random_state", "training", min_value=0)
+            return Training()
+        default = self.string(m, "default_method", "training") if "default_method" in m else None
+        cv = self.integer(m, "cv", "training", min_value=2)
+        seed = self.integer(m, "random_state", "training", min_value=0)
         methods = m.get("methods")
+        grids: dict[str, dict[str, list]] = {}
         if methods is not None:
             if not isinstance(methods, Mapping):
                 self.error("training.methods", f"must be a mapping, got {_type_name(methods)}")
@@ -678,13 +833,19 @@ class _Validator:
                     for p, values in grid.items():
                         if not isinstance(values, list) or not values:
                             self.error(f"{k}.{p}", "must be a non-empty list of values")
-            default = m.get("default_method")
+                        else:
+                            grids.setdefault(str(meth), {})[str(p)] = list(values)
             if isinstance(methods, Mapping) and isinstance(default, str) and default not in methods:
                 self.error(
                     "training.default_method",
                     f"{default!r} is not among training.methods ({', '.join(map(str, methods))})",
                 )
-        return m
+        return Training(
+            default_method=default or DEFAULT_METHOD,
+            methods=grids,
+            cv=DEFAULT_CV_FOLDS if cv is None else cv,
+            random_state=DEFAULT_RANDOM_STATE if seed is None else seed,
+        )
 
 
 def _by_name(items: Sequence[Any], name: str) -> Any:

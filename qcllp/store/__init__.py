@@ -4,9 +4,11 @@
 :mod:`qcllp.store.migrate` the versioned Alembic migrations that ``open`` applies.
 """
 
-from qcllp.store.core import Store, StoreError, rows_frame, us_to_utc
+from qcllp.store.core import IN_CHUNK, Store, StoreError, rows_frame, us_to_utc
 from qcllp.store.schema import (
+    Alarm,
     Base,
+    BatchStick,
     Charge,
     DefectCount,
     DefectCountConflict,
@@ -15,13 +17,18 @@ from qcllp.store.schema import (
     Model,
     QuarantineRow,
     Reading,
+    ScorerCheckpoint,
+    ScorerPending,
     Series,
     Stick,
     Watermark,
 )
 
 __all__ = [
+    "IN_CHUNK",
+    "Alarm",
     "Base",
+    "BatchStick",
     "Charge",
     "DefectCount",
     "DefectCountConflict",
@@ -30,6 +37,8 @@ __all__ = [
     "Model",
     "QuarantineRow",
     "Reading",
+    "ScorerCheckpoint",
+    "ScorerPending",
     "Series",
     "Stick",
     "Store",

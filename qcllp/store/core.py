@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from sqlalchemy import Connection, Engine, create_engine, event, func, select, text
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session
 
 from qcllp.store import migrate
@@ -36,10 +37,10 @@ from qcllp.store.schema import (
     Stick,
 )
 
-__all__ = ["Store", "StoreError", "rows_frame", "us_to_utc"]
+__all__ = ["IN_CHUNK", "Store", "StoreError", "rows_frame", "us_to_utc"]
 
 _ADVISORY_LOCK_KEY = 0x51C11F  # PostgreSQL advisory lock held by a writing ingester
-_IN_CHUNK = 5000  # ids per IN (...) list: far below SQLite's and psycopg's parameter limits
+IN_CHUNK = 2000  # ids per IN (...) list: far below SQLite's and psycopg's parameter limits
 
 
 class StoreError(RuntimeError):
@@ -93,6 +94,33 @@ class Store:
     def dialect(self) -> str:
         """``"sqlite"`` or ``"postgresql"``."""
         return self.engine.dialect.name
+
+    @property
+    def url(self) -> URL:
+        """The database URL, parsed once by the engine (render it with ``hide_password``)."""
+        return self.engine.url
+
+    @property
+    def revision(self) -> str | None:
+        """The schema revision the database is at (``None``: no qcllp schema)."""
+        return migrate.current_revision(self.engine)
+
+    @property
+    def display_url(self) -> str:
+        """The URL as it may be printed or logged: the password masked."""
+        return self.url.render_as_string(hide_password=True)
+
+    @property
+    def models_dir(self) -> Path | None:
+        """Where model artifacts of this database live: ``models/`` beside an SQLite file.
+
+        ``None`` for a server database or an in-memory one: then the plant config decides
+        (:attr:`qcllp.plant.config.PlantConfig.models_dir`).
+        """
+        database = self.url.database
+        if self.dialect != "sqlite" or database in (None, "", ":memory:"):
+            return None
+        return Path(database).resolve().parent / "models"
 
     @classmethod
     def open(cls, url: str, *, create: bool = True) -> Store:
@@ -252,6 +280,18 @@ class Store:
         frame["first_seen"] = us_to_utc(first)
         return frame
 
+    def read_charge_times(self) -> pd.Series:
+        """When each charge was first seen (its first stick's first reading), UTC; index
+        ``charge_id``."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(Stick.charge_id, func.min(Stick.first_seen_us)).group_by(Stick.charge_id)
+            ).all()
+        frame = rows_frame(rows, ["charge_id", "first_seen_us"])
+        index = pd.Index(frame["charge_id"].astype("str"), name="charge_id")
+        times = us_to_utc(frame["first_seen_us"].to_numpy(dtype="int64"))
+        return pd.Series(times, index=index, name="first_seen").sort_index()
+
     def read_batches(self, kind: str | None = None) -> pd.DataFrame:
         """Ingestion batches, newest first: id, kind, source, checksum, status, started_at,
         finished_at, rows_read/stored/duplicate/quarantined, message."""
@@ -295,11 +335,9 @@ def _chunks(ids: Sequence[str] | None) -> Iterator[list[str] | None]:
     ids = list(dict.fromkeys(str(i) for i in ids))
     if not ids:
         yield []
-    for start in range(0, len(ids), _IN_CHUNK):
-        yield ids[start : start + _IN_CHUNK]
+    for start in range(0, len(ids), IN_CHUNK):
+        yield ids[start : start + IN_CHUNK]
 
 
 def _sqlite_file_exists(database: str) -> bool:
-    from pathlib import Path
-
     return database == ":memory:" or Path(database).exists()

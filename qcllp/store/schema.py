@@ -22,7 +22,15 @@ Why it looks the way it does:
 * No foreign keys on ``readings``: a per-row FK check would halve bulk-insert throughput; the
   ingester writes the ``charges``/``sticks`` rows in the same transaction instead.
 * ``models`` and ``flags`` are not used by ingestion; they are here so that the model registry
-  and the station scorers (next issues) find their tables in every migrated plant database.
+  and the station scorers find their tables in every migrated plant database.
+* The station scorers read only what arrived since their checkpoint. ``commit_seq`` numbers
+  finished ingestion batches in *commit* order (batch ids are taken before the writer lock,
+  so two batches may commit in the other order); ``batch_sticks`` lists, per batch, the
+  (station, charge, stick) that got new readings -- one row per stick and station, a few
+  percent of the readings -- so a poll never scans ``readings``. ``scorer_pending`` holds the
+  sticks a scorer has seen arrive but not yet flagged (waiting for the station to complete),
+  ``scorer_checkpoints`` each scorer's position and sink offset, ``alarms`` what an operator
+  must look at.
 
 Every change to these models needs a new migration in ``qcllp/store/migrations/versions``;
 ``tests/store/test_migrations.py`` fails when models and migrations disagree.
@@ -60,6 +68,10 @@ __all__ = [
     "Watermark",
     "Model",
     "Flag",
+    "BatchStick",
+    "ScorerCheckpoint",
+    "ScorerPending",
+    "Alarm",
 ]
 
 ID = String(128)  # charge, stick, station, sensor and defect-type names
@@ -151,13 +163,17 @@ class IngestionBatch(Base):
     """One unit of ingestion (a file, a SQL pull): stored atomically, with its accounting."""
 
     __tablename__ = "ingestion_batches"
-    __table_args__ = (Index("ix_ingestion_batches_kind_checksum", "kind", "checksum"),)
+    __table_args__ = (
+        Index("ix_ingestion_batches_kind_checksum", "kind", "checksum"),
+        UniqueConstraint("commit_seq", name="uq_ingestion_batches_commit_seq"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     kind: Mapped[str] = mapped_column(String(32), nullable=False)  # measurements|defect_counts
     source: Mapped[str] = mapped_column(Text, nullable=False)
     checksum: Mapped[str | None] = mapped_column(String(64))
     status: Mapped[str] = mapped_column(String(16), nullable=False)  # running|done|failed
+    commit_seq: Mapped[int | None] = mapped_column(BigInteger)
     started_at: Mapped[datetime] = mapped_column(TS, nullable=False)
     finished_at: Mapped[datetime | None] = mapped_column(TS)
     rows_read: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
@@ -220,7 +236,12 @@ class Model(Base):
 
 
 class Flag(Base):
-    """A scored stick at a station: the lock-out decision of the active model."""
+    """A scored stick at a station: the decision of the active model, once per stick.
+
+    ``decision``: ``lock_out``, ``pass`` or ``unscorable`` (then ``probability`` is null and
+    ``reason`` says why, e.g. which sensor is missing); ``flagged`` is ``decision ==
+    "lock_out"``. ``arrived_at``: when the reading that completed the stick was stored.
+    """
 
     __tablename__ = "flags"
     __table_args__ = (UniqueConstraint("station", "charge_id", "stick_id"),)
@@ -230,7 +251,64 @@ class Flag(Base):
     charge_id: Mapped[str] = mapped_column(ID, nullable=False)
     stick_id: Mapped[str] = mapped_column(ID, nullable=False)
     model_id: Mapped[int] = mapped_column(ForeignKey("models.id"), nullable=False)
-    probability: Mapped[float] = mapped_column(Double(), nullable=False)
+    probability: Mapped[float | None] = mapped_column(Double())
     flagged: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    decision: Mapped[str] = mapped_column(String(16), nullable=False, server_default="pass")
+    reason: Mapped[str | None] = mapped_column(Text)
     threshold: Mapped[float] = mapped_column(Double(), nullable=False)
+    arrived_at: Mapped[datetime | None] = mapped_column(TS)
     scored_at: Mapped[datetime] = mapped_column(TS, nullable=False)
+
+
+class BatchStick(Base):
+    """A stick that got new readings at a station in an ingestion batch."""
+
+    __tablename__ = "batch_sticks"
+
+    batch_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    station: Mapped[str] = mapped_column(ID, primary_key=True)
+    charge_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    stick_id: Mapped[str] = mapped_column(ID, primary_key=True)
+
+
+class ScorerCheckpoint(Base):
+    """Where a station scorer stands: the last batch ``commit_seq`` it has taken in, the byte
+    offset of its sink file that holds committed flags only, and the model it scores with."""
+
+    __tablename__ = "scorer_checkpoints"
+
+    station: Mapped[str] = mapped_column(ID, primary_key=True)
+    commit_seq: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    sink_path: Mapped[str | None] = mapped_column(Text)
+    sink_offset: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    model_id: Mapped[int | None] = mapped_column(Integer)
+    updated_at: Mapped[datetime] = mapped_column(TS, nullable=False)
+
+
+class ScorerPending(Base):
+    """A stick seen at a station but not flagged yet: due for a completeness check at
+    ``due_at``, at once when ``later_seen`` (it has readings at a later station)."""
+
+    __tablename__ = "scorer_pending"
+    __table_args__ = (Index("ix_scorer_pending_station_due", "station", "due_at"),)
+
+    station: Mapped[str] = mapped_column(ID, primary_key=True)
+    charge_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    stick_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    first_arrived_at: Mapped[datetime] = mapped_column(TS, nullable=False)
+    arrived_at: Mapped[datetime] = mapped_column(TS, nullable=False)
+    due_at: Mapped[datetime] = mapped_column(TS, nullable=False)
+    later_seen: Mapped[bool] = mapped_column(Boolean, nullable=False)
+
+
+class Alarm(Base):
+    """Something an operator must look at (a model refused, a sink file cut short, ...)."""
+
+    __tablename__ = "alarms"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    source: Mapped[str] = mapped_column(String(64), nullable=False)
+    station: Mapped[str | None] = mapped_column(ID)
+    kind: Mapped[str] = mapped_column(String(64), nullable=False)
+    message: Mapped[str] = mapped_column(Text, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(TS, nullable=False)

@@ -17,7 +17,7 @@ def test_inserting_an_already_stored_key_stores_nothing_and_keeps_the_batch(
     )
     with store.write() as conn:
         writer = ReadingWriter(conn, batch_id)
-        stored = writer._insert(
+        stored = writer.insert_readings(
             np.array([series_id, series_id]), np.array([ts_us, ts_us + 1]), np.array([1.0, 2.0])
         )
         assert stored == 1  # only the new key; the transaction is still alive

@@ -11,9 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.svm import LinearSVC
 
-from qcllp.learn.alter_psvm import AlterPSVM, HingeSVM, SquaredHingeSVM, squared_hinge_svm
+from qcllp.learn.alter_psvm import AlterPSVM
 from qcllp.learn.label_step import optimal_bag_labels
 from qcllp.learn.model_selection import BagGridSearchCV
+from qcllp.learn.svm_step import HingeSVM, SquaredHingeSVM
 from qcllp.learn.synthetic import bags_from_labels
 
 from .psvm_data import heart as _heart
@@ -94,7 +95,7 @@ def test_squared_hinge_solver_reaches_the_optimum():
     X = rng.standard_normal((300, 4))
     y = np.sign(X @ [1.0, -2.0, 0.5, 0.0] + 0.3 + rng.standard_normal(300))
     Z = np.column_stack([X, np.ones(300)])
-    z = squared_hinge_svm(Z, y, 0.7)
+    z = SquaredHingeSVM(Z).fit(y, 0.7).z
     margin = np.maximum(0, 1 - y * (Z @ z))
     grad = np.append(z[:-1], 0.0) - 2 * 0.7 * Z.T @ (margin * y)
     assert np.abs(grad).max() < 1e-6
@@ -270,7 +271,9 @@ def test_paper_hinge_loss_learns_the_toy_set_with_a_non_increasing_objective():
 
 def test_unknown_loss_is_rejected():
     X, bags, shares, _ = _toy()
-    with pytest.raises(ValueError, match="loss must be one of"):
+    with pytest.raises(
+        ValueError, match="AlterPSVM: loss must be one of 'hinge', 'squared_hinge', got 'logistic'"
+    ):
         AlterPSVM(loss="logistic").fit(X, bags, shares)
 
 

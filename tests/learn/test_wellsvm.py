@@ -9,16 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qcllp.learn.wellsvm import (
-    WellSVM,
-    _line_step,
-    _svm_primal,
+from qcllp.learn.wellsvm import WellSVM
+from qcllp.learn.wellsvm_labels import (
     balance_label_space,
     cluster_label_space,
-    feature_space,
-    fit_wellsvm,
     proportion_label_space,
 )
+from qcllp.learn.wellsvm_solver import feature_space, fit_wellsvm, line_step, svm_primal
 
 
 def _two_blobs(n: int, distance: float, seed: int):
@@ -171,7 +168,7 @@ def test_exact_line_search_zeroes_the_derivative(case):
     """The 1-D minimiser of a t^2/2 + b t + sum c max(0, m - t q)^2 (convex, continuously
     differentiable) is where its derivative vanishes."""
     a, b, m, q, c = (np.asarray(v, dtype=float) for v in case)
-    t = _line_step(float(a), float(b), m, q, c)
+    t = line_step(float(a), float(b), m, q, c)
 
     def derivative(t):
         return a * t + b - 2.0 * np.sum(c * q * np.maximum(0.0, m - t * q))
@@ -191,7 +188,7 @@ def test_primal_newton_solver_closes_the_duality_gap(seed):
     Y = np.where(rng.uniform(size=(T, n)) < 0.7, 1, -1) * np.sign(Phi[:, 0] + 0.3)
     mu = rng.dirichlet(np.ones(T))
     C = np.where(rng.uniform(size=n) < 0.2, 10.0, 0.5)
-    alpha = _svm_primal(Phi, Y.astype(np.int8), mu, C, np.zeros(n))
+    alpha = svm_primal(Phi, Y.astype(np.int8), mu, C, np.zeros(n))
     G = Phi.T @ (alpha[:, None] * Y.T)  # column t: Phi'(alpha o y_t)
     margin = np.einsum("nd,dt,tn->n", Phi, G * mu, Y)  # sum_t mu_t y_ti phi_i' G_t
     xi = np.maximum(0.0, 1.0 - margin)

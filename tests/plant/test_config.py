@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from qcllp.plant import ConfigError, load_plant_config, parse_plant_config
+from qcllp.plant.config import Connectors, Training
 from tests.plant.conftest import EXAMPLE
 
 
@@ -48,8 +49,8 @@ def test_relative_paths_resolve_against_the_config_folder_not_the_cwd(
     path = write_config(folder, mapping)
     monkeypatch.chdir(tmp_path)
     config = load_plant_config("plant/plant.yaml")
-    assert config.connectors["measurements"]["path"] == str(folder / "data" / "measurements")
-    assert config.connectors["defects"]["path"] == str(folder / "data" / "defects")
+    assert config.connectors.measurements.path == str(folder / "data" / "measurements")
+    assert config.connectors.defects.path == str(folder / "data" / "defects")
     assert config.database_url == f"sqlite:///{folder / 'db' / 'plant.sqlite'}"
     assert config.path == path
 
@@ -272,8 +273,11 @@ def test_minimal_config_gets_documented_defaults():
     assert config.schedules.ingest_interval_s == 300.0
     assert config.schedules.ingest_cron is None
     assert config.schedules.retrain_cron == "0 3 * * *"
-    assert config.station("furnace").scoring_interval_s == 10.0
-    assert config.connectors == {} and config.training == {}
+    assert config.station("furnace").scoring_interval_s == 1.0
+    assert (config.station("furnace").settle_s, config.station("furnace").timeout_s) == (2.0, 300.0)
+    assert config.scorer.host == "127.0.0.1" and config.scorer.max_lag_s == 60.0
+    assert config.connectors == Connectors() and config.training == Training()
+    assert config.training.default_method == "alter-psvm" and config.training.cv == 5
     assert config.path is None
 
 
@@ -284,10 +288,10 @@ def test_sql_source_is_checked_and_its_relative_sqlite_file_resolves(tmp_path, e
         "mes": {"url": "postgresql+psycopg://r@mes/db", "query": "SELECT 1", "watermark": "t"},
     }
     config = load_plant_config(write_config(tmp_path, mapping))
-    historian = config.connectors["sql"]["historian"]
-    assert historian["url"] == f"sqlite:///{tmp_path / 'mes.sqlite'}"
-    assert historian["kind"] == "measurements"
-    assert config.connectors["sql"]["mes"]["url"] == "postgresql+psycopg://r@mes/db"
+    historian = config.connectors.sql["historian"]
+    assert historian.url == f"sqlite:///{tmp_path / 'mes.sqlite'}"
+    assert historian.kind == "measurements" and historian.name == "historian"
+    assert config.connectors.sql["mes"].url == "postgresql+psycopg://r@mes/db"
 
     mapping["connectors"]["sql"] = {
         "bad": {"url": "not a url", "table": "t", "query": "SELECT 1", "kind": "stock"}

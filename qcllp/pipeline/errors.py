@@ -1,0 +1,30 @@
+"""The errors a person can fix (a bad file, config or name; no labeled charges; a corrupt model).
+
+Front ends (the CLI, the services) print these as one line instead of a traceback; anything
+else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+from qcllp.ingest import IngestError
+from qcllp.plant.config import ConfigError
+from qcllp.store import StoreError
+
+from .artifacts import ArtifactError
+from .methods import UnknownMethodError
+from .registry import RegistryError
+from .train import TrainingError
+
+__all__ = ["USER_ERRORS"]
+
+USER_ERRORS: tuple[type[BaseException], ...] = (
+    ArtifactError,
+    ConfigError,
+    IngestError,
+    RegistryError,
+    StoreError,
+    TrainingError,
+    UnknownMethodError,
+    FileNotFoundError,
+    PermissionError,
+)
