@@ -400,10 +400,65 @@ def score(ctx: Context, station: str, input_path: str | None, output: str | None
     summary = result.as_dict()
     ctx.emit(
         summary,
-        f"{station}: {summary['sticks_scored']} sticks scored with model "
-        f"{summary['model_id']}, {summary['sticks_flagged']} locked out (threshold "
-        f"{summary['threshold']:.3f}), {summary['flags_written']} new flags",
+        f"{station}: decided {summary['sticks_decided']} sticks with model {summary['model_id']}"
+        f" (threshold {summary['threshold']:.3f}): {summary['locked_out']} locked out, "
+        f"{summary['passed']} passed, {summary['unscorable']} unscorable; "
+        f"{summary['flags_written']} flags written",
     )
+
+
+# ----------------------------------------------------------------------------- services
+@main.group()
+def serve() -> None:
+    """Run a service of the line (until SIGTERM)."""
+
+
+@serve.command("scorer")
+@click.option("--station", required=True, help="The station this scorer flags sticks at.")
+@click.option(
+    "--sink",
+    type=click.Path(dir_okay=False),
+    help="Append every flag once to this JSON-lines file (for the PLC/MES gateway).",
+)
+@click.option("--port", type=int, help="HTTP port of /healthz and /metrics (default: config).")
+@click.option("--interval", type=float, help="Seconds between polls (default: config).")
+@pass_ctx
+def serve_scorer(ctx: Context, station: str, sink, port, interval) -> None:
+    """Flag sticks as they complete STATION, exactly once; /healthz and /metrics on 127.0.0.1."""
+    import logging
+
+    from qcllp.service.scorer import run_scorer
+
+    _station(ctx, station)
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    for noisy in ("apscheduler", "alembic"):  # their INFO lines are not the service's story
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    if sink is None and ctx.config.scorer.sink_dir:
+        sink = os.path.join(ctx.config.scorer.sink_dir, f"flags-{station}.jsonl")
+    with ctx.store() as store:
+        code = run_scorer(store, ctx.config, station, sink=sink, port=port, interval_s=interval)
+    sys.exit(code)
+
+
+@main.command()
+@pass_ctx
+def status(ctx: Context) -> None:
+    """Scorers, ingestion and alarms at a glance."""
+    from qcllp.pipeline.status import plant_status
+
+    with ctx.store() as store:
+        result = plant_status(store, ctx.config)
+    lines = [f"database {result['database']}; newest batch {result['newest_batch']}"]
+    for s in result["stations"]:
+        flags = ", ".join(f"{k} {v}" for k, v in sorted(s["flags"].items())) or "none"
+        lines.append(
+            f"{s['station']:<14} model {s['active_model']} (scorer uses {s['scorer_model']}), "
+            f"{s['batches_behind']} batches behind, {s['pending_sticks']} pending; flags: {flags}"
+        )
+    lines += [
+        f"ALARM {a['at']} {a['station']} {a['kind']}: {a['message']}" for a in result["alarms"]
+    ]
+    ctx.emit(result, "\n".join(lines))
 
 
 # ----------------------------------------------------------------------------- report / demo

@@ -117,15 +117,19 @@ def run_demo(
 def _station_figures(
     config: PlantConfig, station: str, scores: pd.DataFrame, threshold: float, failing: pd.Series
 ) -> dict:
-    """ROC AUC, lock-out precision/recall and the realised saving against the hidden truth."""
+    """ROC AUC, lock-out precision/recall and the realised saving against the hidden truth
+    (of the sticks the model could score; unscorable ones are counted apart)."""
+    unscorable = int((scores["decision"] == "unscorable").sum())
+    scores = scores[scores["decision"] != "unscorable"]
     truth = failing.reindex(pd.MultiIndex.from_frame(scores[["charge_id", "stick_id"]]))
     t = truth.to_numpy(dtype=bool)
-    flagged = scores["flagged"].to_numpy(dtype=bool)
+    flagged = (scores["decision"] == "lock_out").to_numpy()
     station_cfg = config.station(station)
     costs = LockoutCosts(station_cfg.fail_cost, station_cfg.good_cost)
     return {
         "station": station,
         "sticks": len(scores),
+        "unscorable": unscorable,
         "defective_share": float(t.mean()),
         "roc_auc": float(roc_auc_score(t, scores["probability"]))
         if 0 < t.sum() < len(t)
@@ -134,7 +138,7 @@ def _station_figures(
         "precision": float((flagged & t).sum() / max(flagged.sum(), 1)),
         "recall": float((flagged & t).sum() / max(t.sum(), 1)),
         "saving_per_1000": (
-            realized_saving_per_1000(scores["probability"], t, threshold, costs)
+            realized_saving_per_1000(scores["probability"].to_numpy(float), t, threshold, costs)
             if len(scores)
             else 0.0
         ),

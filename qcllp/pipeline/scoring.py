@@ -1,52 +1,659 @@
-"""Scoring sticks at a station with its active model and writing lock-out flags, once each.
+"""Scoring sticks as they complete a station: one flag per stick, exactly once.
 
-A stick is scored at a station when its readings there are in the database; its flag row
-(station, charge, stick) is unique, and flags are inserted with "on conflict do nothing", so
-two scorers racing, a rerun after a crash or a repeated poll never flag a stick twice. The
-features are built exactly as at training time: same stations, same imputation values (recorded
-in the artifact), same column order.
+This is the one scoring path: ``qcllp score`` runs :func:`score_station` (steps until nothing
+is left), the station service (:mod:`qcllp.service.scorer`) runs :func:`score_step` on its
+schedule. A step is one transaction under the station's lock:
+
+1. **take in** the ingestion batches committed since the checkpoint (``commit_seq``, at most
+   :data:`MAX_BATCHES_PER_STEP`): the sticks they brought to this station enter
+   ``scorer_pending`` (arrival time = the batch's commit), sticks they brought to a later
+   station are marked ``later_seen``. Only ``batch_sticks`` rows of those batches are read,
+   so a step costs in proportion to new work, never to the history. Sticks of charges that
+   final QC has already reported have left the line and are not taken in.
+2. **decide** the pending sticks that have completed the station (the plant config's rule,
+   :class:`qcllp.plant.config.Station`), oldest first, at most ``max_sticks``: their readings
+   of the stations up to this one are read, the features built exactly as at training time
+   (same columns, same imputation values, from the model), and the model decides ``lock_out``
+   or ``pass``. A stick that lacks a sensor of this station is ``unscorable`` with the sensor
+   named -- never imputed into a decision -- once the rule says it has completed.
+3. **write** the flags (``INSERT ... ON CONFLICT DO NOTHING`` on the unique (station, charge,
+   stick)), append the flags actually inserted to the sink file for the line's gateway,
+   delete the decided sticks from ``scorer_pending`` and move the checkpoint (batch
+   ``commit_seq`` and the sink's byte offset) -- all committed together.
+
+Exactly once across crashes: nothing of a step is visible before its commit. The sink file is
+written and fsynced before the commit; a step that dies after writing but before committing
+left bytes beyond the committed offset, and the next step, under the lock, cuts the file back
+to that offset before it appends. Two scorers for one station (started by mistake): on SQLite
+a step runs in ``BEGIN IMMEDIATE``, the database's single writer lock, so steps serialize; on
+PostgreSQL a step first takes ``pg_try_advisory_xact_lock`` on the station's key and, if
+another scorer holds it, does nothing (the caller reports "standby"). An advisory lock rather
+than ``SELECT ... FOR UPDATE SKIP LOCKED``: it also covers the very first step, when no
+checkpoint row exists yet to be locked, and it never blocks the standby's thread or the
+ingesters.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import UTC, datetime
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import func, select
+from sqlalchemy import Connection, delete, func, select, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from qcllp.features import build_station_features, station_features
+from qcllp.features import build_station_features
 from qcllp.ingest.measurements import read_readings
-from qcllp.plant.config import PlantConfig
-from qcllp.store import Flag, Store
+from qcllp.plant.config import PlantConfig, Station
+from qcllp.store import (
+    IN_CHUNK,
+    Alarm,
+    BatchStick,
+    Charge,
+    Flag,
+    IngestionBatch,
+    Reading,
+    ScorerCheckpoint,
+    ScorerPending,
+    Series,
+    Store,
+    rows_frame,
+    us_to_utc,
+)
 
 from .registry import LoadedModel, load_model
 
-__all__ = ["ScoreResult", "flags_frame", "score_file", "score_readings", "score_station"]
+__all__ = [
+    "DECISIONS",
+    "MAX_BATCHES_PER_STEP",
+    "FlagSink",
+    "ScoreResult",
+    "StepResult",
+    "flags_frame",
+    "record_alarm",
+    "score_file",
+    "score_readings",
+    "score_station",
+    "score_step",
+    "station_lock",
+]
+
+DECISIONS = ("lock_out", "pass", "unscorable")
+MAX_BATCHES_PER_STEP = 50
+SCORE_COLUMNS = ["charge_id", "stick_id", "probability", "decision", "reason", "arrived_at"]
 
 
+# ----------------------------------------------------------------------------- results
 @dataclass(frozen=True)
 class ScoreResult:
-    """Scored sticks (``charge_id, stick_id, probability, flagged``) and what was written."""
+    """What a scoring run decided (``scores``: one row per stick) and what it wrote."""
 
     station: str
-    model_id: int
-    threshold: float
+    model_id: int | None
+    threshold: float | None
     scores: pd.DataFrame
     flags_written: int
 
+    @property
+    def counts(self) -> dict[str, int]:
+        """Sticks per decision in ``scores``."""
+        decided = self.scores["decision"] if "decision" in self.scores else pd.Series()
+        return {d: int((decided == d).sum()) for d in DECISIONS}
+
     def as_dict(self) -> dict:
+        counts = self.counts
         return {
             "station": self.station,
             "model_id": self.model_id,
             "threshold": self.threshold,
-            "sticks_scored": int(len(self.scores)),
-            "sticks_flagged": int(self.scores["flagged"].sum()) if len(self.scores) else 0,
+            "sticks_decided": int(len(self.scores)),
+            "locked_out": counts["lock_out"],
+            "passed": counts["pass"],
+            "unscorable": counts["unscorable"],
             "flags_written": self.flags_written,
         }
+
+
+@dataclass(frozen=True)
+class StepResult(ScoreResult):
+    """One step of the station scorer (:func:`score_step`)."""
+
+    standby: bool = False
+    batches_taken: int = 0
+    pending: int = 0
+    lag_s: float = 0.0
+    latencies_s: np.ndarray = field(default_factory=lambda: np.empty(0))
+    more: bool = False  # more work is due right now (the step hit a bound)
+
+
+# ----------------------------------------------------------------------------- the sink
+class FlagSink:
+    """An append-only JSON-lines file of flags for the line's PLC/MES gateway.
+
+    Holds committed flags only: :meth:`prepare` (under the station lock, before appending)
+    cuts off whatever a step that died before its commit had written; the offset after
+    :meth:`append` is committed with the flags. One line per flag: ``station, charge_id,
+    stick_id, decision, probability, threshold, model_id, reason, arrived_at, scored_at``.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def prepare(self, committed: int) -> tuple[int, str | None]:
+        """Cut the file back to ``committed`` bytes; returns (offset, problem or None).
+
+        A file shorter than the committed offset was rotated or truncated by someone else:
+        appending goes on at its end and the problem is returned for an alarm.
+        """
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "ab") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            if size > committed:
+                fh.truncate(committed)
+                os.fsync(fh.fileno())
+                return committed, None
+        if size < committed:
+            return size, (
+                f"sink {self.path} holds {size} bytes, fewer than the {committed} committed; "
+                "it was rotated or truncated outside qcllp: appending at its end"
+            )
+        return committed, None
+
+    def append(self, lines: list[str]) -> int:
+        """Append lines, flush them to disk; returns the new size (the offset to commit)."""
+        with open(self.path, "ab") as fh:
+            if lines:
+                fh.write(("\n".join(lines) + "\n").encode())
+                fh.flush()
+                os.fsync(fh.fileno())
+            return fh.tell()
+
+
+# ----------------------------------------------------------------------------- locking
+def _lock_key(station: str) -> int:
+    digest = hashlib.sha256(f"qcllp-scorer:{station}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+@contextmanager
+def station_lock(store: Store, station: str) -> Iterator[Connection | None]:
+    """One transaction holding the station's scorer lock; yields ``None`` when another
+    scorer holds it (PostgreSQL; SQLite waits for its writer lock instead)."""
+    if store.dialect == "sqlite":
+        with store.write() as conn:
+            yield conn
+        return
+    with store.engine.connect() as conn, conn.begin():
+        got = conn.execute(select(func.pg_try_advisory_xact_lock(_lock_key(station)))).scalar()
+        yield conn if got else None
+
+
+def record_alarm(store: Store, source: str, station: str | None, kind: str, message: str) -> None:
+    """Store an alarm for operators (``qcllp status`` lists them)."""
+    with store.engine.begin() as conn:
+        conn.execute(
+            Alarm.__table__.insert().values(
+                source=source,
+                station=station,
+                kind=kind,
+                message=message,
+                created_at=datetime.now(UTC),
+            )
+        )
+
+
+# ----------------------------------------------------------------------------- one step
+def score_step(
+    store: Store,
+    config: PlantConfig,
+    station: str,
+    model: LoadedModel | None,
+    *,
+    now: datetime | None = None,
+    assume_complete: bool = False,
+    sink: FlagSink | None = None,
+    max_sticks: int | None = None,
+) -> StepResult:
+    """Take in new batches and decide the sticks that completed ``station`` (module docstring).
+
+    ``model`` ``None``: sticks are taken in but none is decided (no model is active yet).
+    ``assume_complete``: every pending stick counts as complete (``qcllp score``: what has
+    been ingested is all there will be); the service leaves it ``False``.
+    """
+    st = config.station(station)
+    now = now or datetime.now(UTC)
+    limit = max_sticks or config.scorer.max_batch_sticks
+    with station_lock(store, station) as conn:
+        if conn is None:
+            return _empty_step(station, model, standby=True)
+        checkpoint = _checkpoint(conn, station)
+        offset, sink_problem = (
+            sink.prepare(checkpoint["sink_offset"]) if sink else (checkpoint["sink_offset"], None)
+        )
+        seq, taken = _take_in(conn, config, st, checkpoint["commit_seq"], now)
+        due = _due_sticks(conn, station, now, limit, assume_complete)
+        scores = pd.DataFrame(columns=SCORE_COLUMNS)
+        written: list[dict] = []
+        if model is not None and len(due):
+            scores = _decide(conn, config, st, model, due, now, assume_complete)
+            written = _write_flags(conn, station, model, scores, now)
+            _forget_pending(conn, station, scores)
+        if sink is not None:
+            offset = sink.append([_sink_line(row) for row in written])
+        _save_checkpoint(conn, station, seq, sink, offset, model)
+        pending, lag = _backlog(conn, station, seq, now)
+    if sink_problem:
+        record_alarm(store, "scorer", station, "sink_truncated", sink_problem)
+    arrived = pd.to_datetime(scores["arrived_at"], utc=True) if len(scores) else None
+    latencies = (
+        (pd.Timestamp(now) - arrived).dt.total_seconds().to_numpy()
+        if arrived is not None
+        else np.empty(0)
+    )
+    return StepResult(
+        station=station,
+        model_id=None if model is None else model.id,
+        threshold=None if model is None else model.model.threshold,
+        scores=scores.reset_index(drop=True),
+        flags_written=len(written),
+        batches_taken=taken,
+        pending=pending,
+        lag_s=lag,
+        latencies_s=latencies,
+        more=taken >= MAX_BATCHES_PER_STEP or (model is not None and len(due) >= limit),
+    )
+
+
+def _empty_step(station: str, model: LoadedModel | None, *, standby: bool) -> StepResult:
+    return StepResult(
+        station=station,
+        model_id=None if model is None else model.id,
+        threshold=None if model is None else model.model.threshold,
+        scores=pd.DataFrame(columns=SCORE_COLUMNS),
+        flags_written=0,
+        standby=standby,
+    )
+
+
+def _checkpoint(conn: Connection, station: str) -> dict:
+    t = ScorerCheckpoint.__table__
+    row = conn.execute(
+        select(t.c.commit_seq, t.c.sink_offset).where(t.c.station == station)
+    ).first()
+    if row is None:
+        return {"commit_seq": 0, "sink_offset": 0}
+    return {"commit_seq": int(row.commit_seq), "sink_offset": int(row.sink_offset)}
+
+
+def _save_checkpoint(
+    conn: Connection,
+    station: str,
+    seq: int,
+    sink: FlagSink | None,
+    offset: int,
+    model: LoadedModel | None,
+) -> None:
+    values = {
+        "station": station,
+        "commit_seq": seq,
+        "sink_path": None if sink is None else str(sink.path),
+        "sink_offset": offset,
+        "model_id": None if model is None else model.id,
+        "updated_at": datetime.now(UTC),
+    }
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    stmt = dialect.insert(ScorerCheckpoint.__table__).values(**values)
+    conn.execute(
+        stmt.on_conflict_do_update(
+            index_elements=["station"], set_={k: v for k, v in values.items() if k != "station"}
+        )
+    )
+
+
+def _take_in(
+    conn: Connection, config: PlantConfig, st: Station, since_seq: int, now: datetime
+) -> tuple[int, int]:
+    """Batches committed after ``since_seq`` into ``scorer_pending``; returns (new checkpoint
+    seq, batches taken)."""
+    b = IngestionBatch.__table__
+    batches = conn.execute(
+        select(b.c.id, b.c.commit_seq, b.c.finished_at, b.c.kind)
+        .where(b.c.commit_seq > since_seq)
+        .order_by(b.c.commit_seq)
+        .limit(MAX_BATCHES_PER_STEP)
+    ).all()
+    if not batches:
+        return since_seq, 0
+    new_seq = int(batches[-1].commit_seq)
+    arrival = {r.id: r.finished_at for r in batches if r.kind == "measurements"}
+    if not arrival:
+        return new_seq, len(batches)
+    later = list(config.station_names[config.station_index(st.name) + 1 :])
+    bs = BatchStick.__table__
+    visits = rows_frame(
+        conn.execute(
+            select(bs.c.batch_id, bs.c.station, bs.c.charge_id, bs.c.stick_id).where(
+                bs.c.batch_id.in_(list(arrival)), bs.c.station.in_([st.name, *later])
+            )
+        ).all(),
+        ["batch_id", "station", "charge_id", "stick_id"],
+    )
+    if visits.empty:
+        return new_seq, len(batches)
+    visits["arrived_at"] = pd.to_datetime(visits["batch_id"].map(arrival), utc=True)
+    visits = _still_on_line(conn, visits)
+    here = visits[visits["station"] == st.name]
+    arrived = here.groupby(["charge_id", "stick_id"])["arrived_at"].agg(["min", "max"])
+    later_keys = set(
+        map(tuple, visits.loc[visits["station"] != st.name, ["charge_id", "stick_id"]].values)
+    )
+    _upsert_pending(conn, st, arrived, later_keys)
+    return new_seq, len(batches)
+
+
+def _still_on_line(conn: Connection, visits: pd.DataFrame) -> pd.DataFrame:
+    """Drop sticks of charges final QC has reported (they have left the line)."""
+    charges = visits["charge_id"].unique().tolist()
+    gone = set()
+    c = Charge.__table__
+    for start in range(0, len(charges), IN_CHUNK):
+        part = charges[start : start + IN_CHUNK]
+        gone |= set(
+            conn.execute(
+                select(c.c.charge_id).where(c.c.charge_id.in_(part), c.c.n_sticks.is_not(None))
+            ).scalars()
+        )
+    return visits[~visits["charge_id"].isin(gone)] if gone else visits
+
+
+def _upsert_pending(
+    conn: Connection, st: Station, arrived: pd.DataFrame, later_keys: set[tuple]
+) -> None:
+    """New arrivals at the station into ``scorer_pending``; later-station sightings mark the
+    pending sticks they belong to (a stick not pending here needs nothing)."""
+    p = ScorerPending.__table__
+    settle = timedelta(seconds=st.settle_s)
+    rows = [
+        {
+            "station": st.name,
+            "charge_id": charge,
+            "stick_id": stick,
+            "first_arrived_at": first.to_pydatetime(),
+            "arrived_at": last.to_pydatetime(),
+            "due_at": last.to_pydatetime() + settle,
+            "later_seen": (charge, stick) in later_keys,
+        }
+        for (charge, stick), first, last in zip(
+            arrived.index, arrived["min"], arrived["max"], strict=True
+        )
+    ]
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    if rows:
+        stmt = dialect.insert(p)
+        conn.execute(
+            stmt.on_conflict_do_update(
+                index_elements=["station", "charge_id", "stick_id"],
+                set_={
+                    "arrived_at": stmt.excluded.arrived_at,
+                    "due_at": stmt.excluded.due_at,
+                    "later_seen": p.c.later_seen | stmt.excluded.later_seen,
+                },
+            ),
+            rows,
+        )
+    seen_later = [key for key in later_keys if key not in arrived.index]
+    for start in range(0, len(seen_later), IN_CHUNK):
+        part = seen_later[start : start + IN_CHUNK]
+        conn.execute(
+            update(p)
+            .where(p.c.station == st.name, tuple_(p.c.charge_id, p.c.stick_id).in_(part))
+            .values(later_seen=True)
+        )
+
+
+def _due_sticks(
+    conn: Connection, station: str, now: datetime, limit: int, assume_complete: bool
+) -> pd.DataFrame:
+    p = ScorerPending.__table__
+    query = select(
+        p.c.charge_id, p.c.stick_id, p.c.first_arrived_at, p.c.arrived_at, p.c.later_seen
+    ).where(p.c.station == station)
+    if not assume_complete:
+        query = query.where(p.c.later_seen | (p.c.due_at <= now))
+    rows = conn.execute(query.order_by(p.c.due_at).limit(limit)).all()
+    return rows_frame(
+        rows, ["charge_id", "stick_id", "first_arrived_at", "arrived_at", "later_seen"]
+    )
+
+
+def _read_stick_readings(
+    conn: Connection, sticks: list[tuple[str, str]], stations: list[str]
+) -> pd.DataFrame:
+    """Long readings (as ``Store.read_readings``) of the given sticks at the given stations."""
+    s, r = Series.__table__, Reading.__table__
+    series_parts, reading_parts = [], []
+    for start in range(0, len(sticks), IN_CHUNK // 2):
+        part = sticks[start : start + IN_CHUNK // 2]
+        found = conn.execute(
+            select(s.c.id, s.c.charge_id, s.c.stick_id, s.c.station, s.c.sensor).where(
+                s.c.station.in_(stations), tuple_(s.c.charge_id, s.c.stick_id).in_(part)
+            )
+        ).all()
+        series_parts += found
+        ids = [row.id for row in found]
+        for at in range(0, len(ids), IN_CHUNK):
+            reading_parts += conn.execute(
+                select(r.c.series_id, r.c.ts_us, r.c.value).where(
+                    r.c.series_id.in_(ids[at : at + IN_CHUNK])
+                )
+            ).all()
+    series = rows_frame(series_parts, ["id", "charge_id", "stick_id", "station", "sensor"])
+    values = rows_frame(reading_parts, ["series_id", "ts_us", "value"])
+    if values.empty:
+        return pd.DataFrame(
+            columns=["charge_id", "stick_id", "station", "timestamp", "sensor", "value"]
+        )
+    position = pd.Index(series["id"]).get_indexer(values["series_id"])
+    frame = series.drop(columns="id").take(position).reset_index(drop=True).astype(str)
+    frame.insert(3, "timestamp", us_to_utc(values["ts_us"].to_numpy(dtype="int64")))
+    frame["value"] = values["value"].to_numpy(dtype="float64")
+    return frame
+
+
+def _decide(
+    conn: Connection,
+    config: PlantConfig,
+    st: Station,
+    loaded: LoadedModel,
+    due: pd.DataFrame,
+    now: datetime,
+    assume_complete: bool,
+) -> pd.DataFrame:
+    """Decisions for the due sticks that have completed; sticks still waiting for a missing
+    sensor (before the timeout) get a later ``due_at`` and no decision."""
+    keys = list(zip(due["charge_id"].astype(str), due["stick_id"].astype(str), strict=True))
+    stations = [s.name for s in config.stations_up_to(st.name)]
+    readings = _read_stick_readings(conn, keys, stations)
+    here = readings[readings["station"] == st.name]
+    reported = here.groupby(["charge_id", "stick_id"])["sensor"].agg(frozenset)
+    wanted = frozenset(st.sensor_names)
+    index = pd.MultiIndex.from_frame(due[["charge_id", "stick_id"]].astype(str))
+    reported = reported.reindex(index)
+    missing = [
+        sorted(wanted - (have if isinstance(have, frozenset) else frozenset())) for have in reported
+    ]
+    first = pd.to_datetime(due["first_arrived_at"], utc=True)
+    timed_out = (pd.Timestamp(now) - first).dt.total_seconds().to_numpy() >= st.timeout_s
+    complete = due["later_seen"].to_numpy(bool) | timed_out | assume_complete
+    has_all = np.array([not m for m in missing])
+    waiting = ~has_all & ~complete
+    if waiting.any():
+        _postpone(conn, st, due.loc[waiting], first[waiting])
+    decided = due.loc[~waiting].reset_index(drop=True)
+    out = pd.DataFrame(
+        {
+            "charge_id": decided["charge_id"].astype(str),
+            "stick_id": decided["stick_id"].astype(str),
+            "probability": np.nan,
+            "decision": "unscorable",
+            "reason": [
+                f"no reading from sensor(s) {', '.join(m)} at {st.name}"
+                for m, w in zip(missing, waiting, strict=True)
+                if not w
+            ],
+            "arrived_at": pd.to_datetime(decided["arrived_at"], utc=True),
+        }
+    )
+    scorable = has_all[~waiting]
+    if scorable.any():
+        model = loaded.model
+        features = build_station_features(readings, config, st.name, imputation=model.imputation)
+        keys_ok = pd.MultiIndex.from_frame(out.loc[scorable, ["charge_id", "stick_id"]])
+        decisions = model.decide(features.X.reindex(keys_ok))
+        p = decisions["probability"].to_numpy(dtype=float)
+        finite = np.isfinite(p)
+        out.loc[scorable, "probability"] = p
+        out.loc[scorable, "decision"] = np.where(
+            ~finite, "unscorable", np.where(decisions["flagged"].to_numpy(bool), "lock_out", "pass")
+        )
+        out.loc[scorable, "reason"] = np.where(finite, None, "the model gave no probability")
+    return out
+
+
+def _postpone(conn: Connection, st: Station, waiting: pd.DataFrame, first: pd.Series) -> None:
+    p = ScorerPending.__table__
+    until = (first + pd.Timedelta(seconds=st.timeout_s)).dt.to_pydatetime()
+    for (charge, stick), due in zip(
+        waiting[["charge_id", "stick_id"]].itertuples(index=False), until, strict=True
+    ):  # rare: sticks missing a sensor, waiting for it or for the timeout
+        conn.execute(
+            update(p)
+            .where(p.c.station == st.name, p.c.charge_id == charge, p.c.stick_id == stick)
+            .values(due_at=due)
+        )
+
+
+def _write_flags(
+    conn: Connection, station: str, loaded: LoadedModel, scores: pd.DataFrame, now: datetime
+) -> list[dict]:
+    """Insert the flags; returns those actually inserted (not already flagged)."""
+    if scores.empty:
+        return []
+    probability = scores["probability"].to_numpy(dtype=float)
+    rows = [
+        {
+            "station": station,
+            "charge_id": c,
+            "stick_id": s,
+            "model_id": loaded.id,
+            "probability": None if np.isnan(p) else float(p),
+            "flagged": d == "lock_out",
+            "decision": d,
+            "reason": r if isinstance(r, str) else None,
+            "threshold": float(loaded.model.threshold),
+            "arrived_at": a.to_pydatetime(),
+            "scored_at": now,
+        }
+        for c, s, p, d, r, a in zip(
+            scores["charge_id"],
+            scores["stick_id"],
+            probability,
+            scores["decision"],
+            scores["reason"],
+            scores["arrived_at"],
+            strict=True,
+        )
+    ]
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    statement = dialect.insert(Flag.__table__).on_conflict_do_nothing(
+        index_elements=["station", "charge_id", "stick_id"]
+    )
+    f = Flag.__table__
+    inserted = set()
+    for start in range(0, len(rows), IN_CHUNK):
+        part = rows[start : start + IN_CHUNK]
+        result = conn.execute(statement.returning(f.c.charge_id, f.c.stick_id), part)
+        inserted |= {(r.charge_id, r.stick_id) for r in result}
+    return [row for row in rows if (row["charge_id"], row["stick_id"]) in inserted]
+
+
+def _forget_pending(conn: Connection, station: str, scores: pd.DataFrame) -> None:
+    p = ScorerPending.__table__
+    keys = list(zip(scores["charge_id"], scores["stick_id"], strict=True))
+    for start in range(0, len(keys), IN_CHUNK):
+        conn.execute(
+            delete(p).where(
+                p.c.station == station,
+                tuple_(p.c.charge_id, p.c.stick_id).in_(keys[start : start + IN_CHUNK]),
+            )
+        )
+
+
+def _backlog(conn: Connection, station: str, seq: int, now: datetime) -> tuple[int, float]:
+    """(pending sticks, lag in seconds): the lag is the age of the oldest batch not yet taken
+    in or of the oldest pending stick that is due, 0 when none is waiting."""
+    b, p = IngestionBatch.__table__, ScorerPending.__table__
+    oldest_batch = conn.execute(
+        select(func.min(b.c.finished_at)).where(b.c.commit_seq > seq)
+    ).scalar()
+    pending, oldest_due = conn.execute(
+        select(func.count(), func.min(p.c.due_at)).where(p.c.station == station)
+    ).one()
+    ages = [(now - _utc(t)).total_seconds() for t in (oldest_batch, oldest_due) if t is not None]
+    return int(pending), max([0.0, *ages])
+
+
+def _utc(value: datetime) -> datetime:
+    """SQLite returns stored UTC times without their zone."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+def _sink_line(row: dict) -> str:
+    return json.dumps(
+        {
+            "station": row["station"],
+            "charge_id": row["charge_id"],
+            "stick_id": row["stick_id"],
+            "decision": row["decision"],
+            "probability": row["probability"],
+            "threshold": row["threshold"],
+            "model_id": row["model_id"],
+            "reason": row["reason"],
+            "arrived_at": row["arrived_at"].isoformat(),
+            "scored_at": row["scored_at"].isoformat(),
+        },
+        separators=(",", ":"),
+    )
+
+
+# ----------------------------------------------------------------------------- batch runs
+def score_station(
+    store: Store,
+    config: PlantConfig,
+    station: str,
+    *,
+    now: datetime | None = None,
+    sink: FlagSink | None = None,
+) -> ScoreResult:
+    """``qcllp score``: decide every stick ingested at ``station`` and not flagged yet, as the
+    service would once the station has completed (steps until nothing is due)."""
+    loaded = load_model(store, station=station)
+    parts, written = [], 0
+    while True:
+        step = score_step(store, config, station, loaded, now=now, assume_complete=True, sink=sink)
+        parts.append(step.scores)
+        written += step.flags_written
+        if step.standby or not (step.more or step.batches_taken):
+            break
+    scores = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=SCORE_COLUMNS)
+    return ScoreResult(station, loaded.id, loaded.model.threshold, scores, written)
 
 
 def score_readings(
@@ -56,7 +663,9 @@ def score_readings(
     loaded = load_model(store, station=station)
     model = loaded.model
     features = build_station_features(readings, config, station, imputation=model.imputation)
-    return ScoreResult(station, loaded.id, model.threshold, model.decide(features.X), 0)
+    decided = model.decide(features.X)
+    decided["decision"] = np.where(decided.pop("flagged"), "lock_out", "pass")
+    return ScoreResult(station, loaded.id, model.threshold, decided, 0)
 
 
 def score_file(store: Store, config: PlantConfig, station: str, path: str | Path) -> ScoreResult:
@@ -64,103 +673,10 @@ def score_file(store: Store, config: PlantConfig, station: str, path: str | Path
     return score_readings(store, config, station, read_readings(config, path))
 
 
-def score_station(
-    store: Store, config: PlantConfig, station: str, *, now: datetime | None = None
-) -> ScoreResult:
-    """Score the sticks at ``station`` that are still on the line and not yet flagged there;
-    write their flags."""
-    loaded = load_model(store, station=station)
-    model = loaded.model
-    pending = _unscored_sticks(store, station)
-    if pending.empty:
-        empty = pd.DataFrame(columns=["charge_id", "stick_id", "probability", "flagged"])
-        return ScoreResult(station, loaded.id, model.threshold, empty, 0)
-    features = station_features(
-        store,
-        config,
-        station,
-        charge_ids=sorted(pending["charge_id"].unique()),
-        imputation=model.imputation,
-    )
-    wanted = pd.MultiIndex.from_frame(pending[["charge_id", "stick_id"]])
-    scores = model.decide(features.X.loc[features.X.index.isin(wanted)])
-    written = _write_flags(store, station, loaded, scores, now or datetime.now(UTC))
-    return ScoreResult(station, loaded.id, model.threshold, scores, written)
-
-
-def _unscored_sticks(store: Store, station: str) -> pd.DataFrame:
-    """Sticks with readings at ``station``, no flag there yet, and still on the line.
-
-    A charge with final-QC counts has left the line: there is nothing left to lock out.
-    """
-    finished = set(store.read_defect_counts().index)
-    on_line = sorted(set(store.read_sticks()["charge_id"]) - finished)
-    if not on_line:
-        return pd.DataFrame(columns=["charge_id", "stick_id"])
-    readings = store.read_readings(stations=[station], charge_ids=on_line)
-    sticks = readings[["charge_id", "stick_id"]].drop_duplicates()
-    with store.session() as session:
-        done = session.execute(
-            select(Flag.charge_id, Flag.stick_id).where(Flag.station == station)
-        ).all()
-    if not done:
-        return sticks.reset_index(drop=True)
-    flagged = pd.MultiIndex.from_tuples(done, names=["charge_id", "stick_id"])
-    keep = ~pd.MultiIndex.from_frame(sticks).isin(flagged)
-    return sticks.loc[keep].reset_index(drop=True)
-
-
-def _write_flags(
-    store: Store, station: str, loaded: LoadedModel, scores: pd.DataFrame, now: datetime
-) -> int:
-    rows = [
-        {
-            "station": station,
-            "charge_id": str(c),
-            "stick_id": str(s),
-            "model_id": loaded.id,
-            "probability": float(p),
-            "flagged": bool(f),
-            "threshold": float(loaded.model.threshold),
-            "scored_at": now,
-        }
-        for c, s, p, f in zip(
-            scores["charge_id"],
-            scores["stick_id"],
-            scores["probability"],
-            scores["flagged"],
-            strict=True,
-        )
-    ]
-    if not rows:
-        return 0
-    dialect = postgresql if store.dialect == "postgresql" else sqlite
-    statement = dialect.insert(Flag).on_conflict_do_nothing(
-        index_elements=["station", "charge_id", "stick_id"]
-    )
-    count = select(func.count()).select_from(Flag).where(Flag.station == station)
-    with store.session() as session:
-        before = session.scalar(count)
-        session.execute(statement, rows)
-        return int(session.scalar(count) - before)
-
-
 def flags_frame(store: Store, station: str | None = None) -> pd.DataFrame:
-    """Stored flags (for reports): station, charge, stick, probability, flagged, scored_at."""
-    query = select(
-        Flag.station,
-        Flag.charge_id,
-        Flag.stick_id,
-        Flag.model_id,
-        Flag.probability,
-        Flag.flagged,
-        Flag.threshold,
-        Flag.scored_at,
-    )
-    if station is not None:
-        query = query.where(Flag.station == station)
-    with store.session() as session:
-        rows = session.execute(query).all()
+    """Stored flags (for reports): station, charge, stick, model, probability, flagged,
+    decision, reason, threshold, arrived_at, scored_at."""
+    f = Flag.__table__
     columns = [
         "station",
         "charge_id",
@@ -168,9 +684,16 @@ def flags_frame(store: Store, station: str | None = None) -> pd.DataFrame:
         "model_id",
         "probability",
         "flagged",
+        "decision",
+        "reason",
         "threshold",
+        "arrived_at",
         "scored_at",
     ]
-    frame = pd.DataFrame(rows, columns=columns)
+    query = select(*(f.c[c] for c in columns))
+    if station is not None:
+        query = query.where(f.c.station == station)
+    with store.engine.connect() as conn:
+        frame = rows_frame(conn.execute(query).all(), columns)
     frame["flagged"] = frame["flagged"].astype(bool)
     return frame.astype({"probability": np.float64})

@@ -104,9 +104,9 @@ def test_scoring_flags_each_new_stick_once_and_the_report_embeds_its_plots(plant
         run("--json", "score", "--station", "cooling", "--output", out, db=db).stdout
     )
     again = json.loads(run("--json", "score", "--station", "cooling", db=db).stdout)
-    assert first["flags_written"] == first["sticks_scored"] > 0
-    assert again["sticks_scored"] == 0 and again["flags_written"] == 0
-    assert out.read_text().startswith("charge_id,stick_id,probability,flagged")
+    assert first["flags_written"] == first["sticks_decided"] > 0
+    assert again["sticks_decided"] == 0 and again["flags_written"] == 0
+    assert out.read_text().startswith("charge_id,stick_id,probability,decision")
     report = plant["folder"] / "report.html"
     run("report", "--output", report, db=db)
     html = report.read_text()
@@ -129,7 +129,7 @@ def test_scoring_a_file_checks_every_record_as_ingest_does(plant, tmp_path):
     )
     scores = pd.read_csv(out, dtype={"charge_id": str, "stick_id": str})
     n_sticks = len(readings.drop_duplicates(["charge_id", "stick_id"]))
-    assert result["sticks_scored"] == len(scores) == n_sticks and result["flags_written"] == 0
+    assert result["sticks_decided"] == len(scores) == n_sticks and result["flags_written"] == 0
     assert scores["probability"].between(0, 1).all()
 
     readings.loc[2, "value"] = "n/a"

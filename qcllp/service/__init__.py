@@ -1,0 +1,2 @@
+"""The services the line runs unattended: the station scorer (and, later, the retraining
+daemon). They schedule and observe; the work itself is the pipeline's."""

@@ -1,0 +1,314 @@
+"""The station scoring service: ``qcllp serve scorer --station S``.
+
+An APScheduler 3.x interval job (the station's ``scoring_interval_s``, ``max_instances=1``,
+``coalesce=True``) runs :func:`qcllp.pipeline.scoring.score_step` -- the same code as ``qcllp
+score`` -- and repeats it at once while a backlog is due, in bounded steps, so memory stays
+flat when the service was down for hours. The job store is APScheduler's memory store on
+purpose: the scorer's state is its checkpoint in the plant database, committed with every
+step, so there is nothing for a persistent job store to keep.
+
+Around each step:
+
+* **hot model reload**: the station's active model row is read every step; a new id is loaded
+  and verified completely (checksum, station, target, the feature list the station builds
+  today) before it replaces the current one, so no step is scored by a half-loaded model. A
+  model that cannot be loaded is refused: the service keeps the last good one, records an
+  alarm (table ``alarms``, log line, ``qcllp_scorer_alarms_total``) once per refused id.
+* **faults**: a database that is away fails the step; it is logged, counted, shown in
+  ``/healthz`` (503) and retried on the next tick -- nothing is lost, as the checkpoint only
+  moves with a committed step.
+* **observability**: :mod:`qcllp.service.http` serves ``/healthz`` and ``/metrics`` on
+  127.0.0.1; one JSON log line per step that did something.
+* **SIGTERM / SIGINT**: the current step finishes, the scheduler shuts down, exit code 0.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from sqlalchemy.exc import SQLAlchemyError
+
+from qcllp.features import feature_names
+from qcllp.pipeline.artifacts import ArtifactError
+from qcllp.pipeline.registry import LoadedModel, RegistryError, active_model, load_model
+from qcllp.pipeline.scoring import FlagSink, StepResult, record_alarm, score_step
+from qcllp.plant.config import PlantConfig
+from qcllp.store import Store
+
+from .http import HealthServer
+
+__all__ = ["ScorerMetrics", "ScorerService", "ScorerState", "run_scorer"]
+
+log = logging.getLogger("qcllp.scorer")
+
+
+class ScorerMetrics:
+    """The service's Prometheus metrics, in a registry of its own (prometheus_client: the
+    text format, histograms and thread safety are the library's, not ours)."""
+
+    def __init__(self, station: str):
+        self.registry = CollectorRegistry()
+        labels = {"station": station}
+        self.decisions = Counter(
+            "qcllp_scorer_sticks",
+            "Sticks decided, by decision (lock_out, pass, unscorable).",
+            ["station", "decision"],
+            registry=self.registry,
+        )
+        self.batch_seconds = Histogram(
+            "qcllp_scorer_step_seconds",
+            "Duration of one scoring step (one transaction).",
+            ["station"],
+            registry=self.registry,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+        ).labels(**labels)
+        self.arrival_to_flag = Histogram(
+            "qcllp_scorer_arrival_to_flag_seconds",
+            "From the commit of the reading that completed a stick to its flag.",
+            ["station"],
+            registry=self.registry,
+            buckets=(0.1, 0.25, 0.5, 1, 1.5, 2, 3, 5, 10, 30, 60, 300),
+        ).labels(**labels)
+        self.model_id = Gauge(
+            "qcllp_scorer_active_model_id",
+            "Id of the model the scorer uses (0: none loaded).",
+            ["station"],
+            registry=self.registry,
+        ).labels(**labels)
+        self.lag = Gauge(
+            "qcllp_scorer_lag_seconds",
+            "Age of the oldest work waiting: a batch not taken in or a due stick.",
+            ["station"],
+            registry=self.registry,
+        ).labels(**labels)
+        self.pending = Gauge(
+            "qcllp_scorer_pending_sticks",
+            "Sticks seen at the station and not flagged yet.",
+            ["station"],
+            registry=self.registry,
+        ).labels(**labels)
+        self.errors = Counter(
+            "qcllp_scorer_step_errors",
+            "Steps that failed (database away, ...); retried on the next tick.",
+            ["station"],
+            registry=self.registry,
+        ).labels(**labels)
+        self.alarms = Counter(
+            "qcllp_scorer_alarms",
+            "Alarms raised (model refused, sink truncated, ...).",
+            ["station", "kind"],
+            registry=self.registry,
+        )
+        self.station = station
+
+
+@dataclass
+class ScorerState:
+    """What ``/healthz`` reports; written by the job thread, read by the HTTP thread."""
+
+    station: str
+    max_lag_s: float
+    model_id: int | None = None
+    lag_s: float = 0.0
+    pending: int = 0
+    last_step_at: datetime | None = None
+    last_error: str | None = None
+    standby: bool = False
+    alarms: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def health(self) -> tuple[int, dict[str, Any]]:
+        """HTTP status and body: 503 without a model, after a failed step, or when lagging."""
+        with self.lock:
+            problems = []
+            if self.model_id is None:
+                problems.append("no model loaded")
+            if self.last_error:
+                problems.append(f"last step failed: {self.last_error}")
+            if self.lag_s > self.max_lag_s:
+                problems.append(f"lag {self.lag_s:.1f} s above {self.max_lag_s:g} s")
+            body = {
+                "station": self.station,
+                "status": "ok" if not problems else "unhealthy",
+                "problems": problems,
+                "model_id": self.model_id,
+                "lag_s": round(self.lag_s, 3),
+                "pending_sticks": self.pending,
+                "standby": self.standby,
+                "last_step_at": self.last_step_at.isoformat() if self.last_step_at else None,
+                "alarms": list(self.alarms[-5:]),
+            }
+        return (200 if not problems else 503), body
+
+
+class ScorerService:
+    """One station's scorer: model handling, steps, metrics and state (no scheduling)."""
+
+    def __init__(
+        self,
+        store: Store,
+        config: PlantConfig,
+        station: str,
+        *,
+        sink: str | Path | None = None,
+    ):
+        config.station(station)
+        self.store, self.config, self.station = store, config, station
+        self.sink = FlagSink(sink) if sink else None
+        self.metrics = ScorerMetrics(station)
+        self.state = ScorerState(station, config.scorer.max_lag_s)
+        self.model: LoadedModel | None = None
+        self._refused: set[int] = set()
+        self.metrics.model_id.set(0)
+
+    # -- model ---------------------------------------------------------------------------
+    def refresh_model(self) -> None:
+        """Load the station's active model if it changed; refuse (and keep the last good one)
+        if it cannot be loaded or does not build the station's features."""
+        record = active_model(self.store, self.station)
+        if record is None or (self.model is not None and record["id"] == self.model.id):
+            return
+        if record["id"] in self._refused:
+            return
+        try:
+            loaded = load_model(self.store, record["id"])
+            expected = feature_names(self.config, self.station)
+            if list(loaded.model.features) != expected:
+                raise ArtifactError(
+                    f"model {record['id']} uses {len(loaded.model.features)} features, the "
+                    f"station builds {len(expected)} from the plant config; retrain it"
+                )
+        except (ArtifactError, RegistryError) as exc:
+            self._refused.add(record["id"])
+            self.alarm("model_refused", f"model {record['id']} refused: {exc}")
+            return
+        previous = None if self.model is None else self.model.id
+        self.model = loaded
+        self.metrics.model_id.set(loaded.id)
+        with self.state.lock:
+            self.state.model_id = loaded.id
+        _log("model_loaded", station=self.station, model_id=loaded.id, previous=previous)
+
+    def alarm(self, kind: str, message: str) -> None:
+        self.metrics.alarms.labels(station=self.station, kind=kind).inc()
+        with self.state.lock:
+            self.state.alarms.append(f"{kind}: {message}")
+        _log("alarm", level=logging.ERROR, station=self.station, kind=kind, message=message)
+        try:
+            record_alarm(self.store, "scorer", self.station, kind, message)
+        except SQLAlchemyError:  # the database is away: the log line and the metric remain
+            log.exception("could not record the alarm in the database")
+
+    # -- one tick ------------------------------------------------------------------------
+    def tick(self, *, max_steps: int = 1000) -> int:
+        """Steps until nothing more is due right now (bounded); returns sticks decided."""
+        decided = 0
+        try:
+            self.refresh_model()
+            for _ in range(max_steps):
+                step = self.step()
+                decided += len(step.scores)
+                if step.standby or not step.more:
+                    break
+            with self.state.lock:
+                self.state.last_error = None
+        except SQLAlchemyError as exc:
+            self.metrics.errors.inc()
+            message = str(exc).strip().splitlines()[0][:300]
+            with self.state.lock:
+                self.state.last_error = message
+            _log("step_failed", level=logging.ERROR, station=self.station, error=message)
+        return decided
+
+    def step(self) -> StepResult:
+        started = time.perf_counter()
+        result = score_step(self.store, self.config, self.station, self.model, sink=self.sink)
+        seconds = time.perf_counter() - started
+        self.metrics.batch_seconds.observe(seconds)
+        counts = result.counts
+        for decision, n in counts.items():
+            if n:
+                self.metrics.decisions.labels(station=self.station, decision=decision).inc(n)
+        for latency in result.latencies_s:
+            self.metrics.arrival_to_flag.observe(max(float(latency), 0.0))
+        self.metrics.lag.set(result.lag_s)
+        self.metrics.pending.set(result.pending)
+        with self.state.lock:
+            self.state.lag_s, self.state.pending = result.lag_s, result.pending
+            self.state.standby = result.standby
+            self.state.last_step_at = datetime.now(UTC)
+        if len(result.scores) or result.batches_taken:
+            _log(
+                "step",
+                station=self.station,
+                model_id=result.model_id,
+                batches=result.batches_taken,
+                decided=len(result.scores),
+                **counts,
+                flags_written=result.flags_written,
+                pending=result.pending,
+                lag_s=round(result.lag_s, 3),
+                seconds=round(seconds, 4),
+            )
+        return result
+
+
+def run_scorer(
+    store: Store,
+    config: PlantConfig,
+    station: str,
+    *,
+    sink: str | Path | None = None,
+    port: int | None = None,
+    interval_s: float | None = None,
+) -> int:
+    """Run the service until SIGTERM/SIGINT; returns the exit code (0)."""
+    service = ScorerService(store, config, station, sink=sink)
+    interval = interval_s or config.station(station).scoring_interval_s
+    port = config.scorer.base_port + config.station_index(station) if port is None else port
+    http = HealthServer(config.scorer.host, port, service.state, service.metrics.registry)
+    http.start()
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    scheduler = BackgroundScheduler(timezone="UTC")
+    scheduler.add_job(
+        service.tick,
+        "interval",
+        seconds=interval,
+        max_instances=1,
+        coalesce=True,
+        next_run_time=datetime.now(UTC),
+        id=f"score-{station}",
+    )
+    scheduler.start()
+    _log(
+        "started",
+        station=station,
+        interval_s=interval,
+        http=f"http://{config.scorer.host}:{http.port}",
+        database=store.display_url,
+        sink=str(sink) if sink else None,
+    )
+    stop.wait()
+    _log("stopping", station=station)
+    scheduler.shutdown(wait=True)  # the running step finishes and commits
+    http.stop()
+    _log("stopped", station=station)
+    return 0
+
+
+def _log(event: str, *, level: int = logging.INFO, **fields: Any) -> None:
+    """One structured (JSON) log line."""
+    line = {"ts": datetime.now(UTC).isoformat(), "event": event, **fields}
+    log.log(level, json.dumps(line, default=str))
