@@ -4,15 +4,18 @@ per stick on SQLite and PostgreSQL alike, with the features built as at training
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from qcllp.features import station_features
 from qcllp.ingest import ingest_defect_counts, ingest_measurements
 from qcllp.pipeline.registry import load_model, promote
-from qcllp.pipeline.scoring import flags_frame, score_file, score_station
+from qcllp.pipeline.scoring import FlagSink, flags_frame, score_file, score_station, score_step
 from qcllp.pipeline.train import train_station
+from qcllp.store import Store
 
 from .conftest import FRESH_CHARGES
 
@@ -63,3 +66,80 @@ def test_a_file_is_scored_with_the_same_model_and_writes_no_flags(scored_plant, 
     result = score_file(store, config, "cooling", files[0])
     assert len(result.scores) > 0 and result.flags_written == 0
     assert flags_frame(store, "cooling").empty
+
+
+@pytest.fixture
+def straightening(history_plant, tmp_path):
+    """A private copy of the plant with an active straightening model (the last station: only
+    the settle time completes a stick there) and the fresh charges' arrival time."""
+    url = history_plant.copy_to(tmp_path)
+    store = Store.open(url)
+    promote(store, train_station(store, history_plant.config, "straightening").model_id)
+    [(arrived,)] = store.execute_sql(
+        "SELECT max(finished_at) FROM ingestion_batches WHERE kind = 'measurements'"
+    )
+    yield store, history_plant.config, pd.Timestamp(arrived, tz="UTC").to_pydatetime()
+    store.close()
+
+
+def test_a_stick_is_decided_only_once_the_station_has_settled(straightening):
+    store, config, arrived = straightening
+    loaded = load_model(store, station="straightening")
+    settle = config.station("straightening").settle_s
+    early = score_step(
+        store, config, "straightening", loaded, now=arrived + timedelta(seconds=settle / 2)
+    )
+    assert early.scores.empty and early.pending > 0
+    settled = score_step(
+        store, config, "straightening", loaded, now=arrived + timedelta(seconds=settle + 1)
+    )
+    assert len(settled.scores) == early.pending and settled.pending == 0
+    assert set(settled.scores["decision"]) <= {"lock_out", "pass"}
+
+
+def test_a_stick_missing_a_sensor_waits_for_the_timeout_and_is_unscorable_naming_it(
+    straightening,
+):
+    store, config, arrived = straightening
+    [(charge, stick)] = store.execute_sql(
+        "SELECT charge_id, stick_id FROM series WHERE station = 'straightening' "
+        "AND charge_id NOT IN (SELECT charge_id FROM charges WHERE n_sticks IS NOT NULL) "
+        "ORDER BY charge_id, stick_id LIMIT 1"
+    )
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql(
+            "DELETE FROM readings WHERE series_id IN (SELECT id FROM series WHERE "
+            f"station = 'straightening' AND charge_id = '{charge}' AND stick_id = '{stick}' "
+            "AND sensor = 'deflection')"
+        )
+    loaded = load_model(store, station="straightening")
+    st = config.station("straightening")
+    settled = score_step(
+        store, config, "straightening", loaded, now=arrived + timedelta(seconds=st.settle_s + 1)
+    )
+    decided = set(zip(settled.scores["charge_id"], settled.scores["stick_id"], strict=True))
+    assert (charge, stick) not in decided
+    assert settled.pending == 1  # waits for its deflection reading
+    late = score_step(
+        store, config, "straightening", loaded, now=arrived + timedelta(seconds=st.timeout_s + 1)
+    )
+    [row] = late.scores.itertuples()
+    assert (row.charge_id, row.stick_id, row.decision) == (charge, stick, "unscorable")
+    assert "deflection" in row.reason and np.isnan(row.probability)
+    flag = (
+        flags_frame(store, "straightening")
+        .set_index(["charge_id", "stick_id"])
+        .loc[(charge, stick)]
+    )
+    assert flag["decision"] == "unscorable" and "deflection" in flag["reason"]
+
+
+def test_the_sink_drops_what_an_uncommitted_step_wrote_and_reports_a_shortened_file(tmp_path):
+    sink = FlagSink(tmp_path / "flags.jsonl")
+    assert sink.prepare(0) == (0, None)
+    committed = sink.append(['{"a":1}', '{"b":2}'])
+    sink.append(['{"uncommitted":3}'])  # a step that died before its commit
+    assert sink.prepare(committed) == (committed, None)
+    assert sink.path.read_text().splitlines() == ['{"a":1}', '{"b":2}']
+    offset, problem = sink.prepare(committed + 100)
+    assert offset == committed and "rotated or truncated" in problem

@@ -35,8 +35,19 @@ def test_example_loads_with_four_stations_twelve_sensors_three_defect_types():
     assert config.path == EXAMPLE
     assert config.timezone == "Europe/Berlin"
     assert config.schedules.retrain_cron == "30 2 * * *"
-    assert config.schedules.scoring_interval_s["furnace"] == 30.0
-    assert config.station("rolling").scoring_interval_s == 10.0
+    assert config.schedules.scoring_interval_s["furnace"] == 1.0
+    assert config.station("rolling").scoring_interval_s == 1.0
+    furnace, rolling = config.station("furnace"), config.station("rolling")
+    assert (furnace.settle_s, furnace.timeout_s) == (5.0, 600.0)  # the example's own rule
+    assert (rolling.settle_s, rolling.timeout_s) == (2.0, 300.0)  # the defaults
+    assert config.scorer.base_port == 9470 and config.scorer.max_batch_sticks == 5000
+
+
+def test_a_completion_rule_that_gives_up_before_it_settles_is_refused(example_mapping):
+    mapping = copy.deepcopy(example_mapping)
+    mapping["stations"][0]["completion"] = {"settle_s": 10, "timeout_s": 5}
+    with pytest.raises(ConfigError, match=r"completion.timeout_s: must be >= settle_s \(10\)"):
+        parse_plant_config(mapping)
 
 
 def test_relative_paths_resolve_against_the_config_folder_not_the_cwd(
