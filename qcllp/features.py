@@ -12,7 +12,7 @@ two distinct timestamps), plus per station ``<station>.dwell_s`` (last minus fir
 at the station, any sensor) and ``<station>.missing`` (1.0 when at least one configured sensor
 of the station has no reading for the stick, else 0.0).
 
-Choices the issue leaves open:
+Choices made (and why):
 
 * **No leakage** is enforced here, not by the caller: readings of later stations, unknown
   stations and unconfigured sensors are dropped before anything is computed, so the table for

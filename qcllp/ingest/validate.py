@@ -5,7 +5,7 @@ rows at once with array operations; Python-level work happens only for the rejec
 detail messages. Each rejected row gets exactly one reason, the first that applies in the order
 of :data:`MEASUREMENT_CHECKS` (a row with an unknown station is not also checked for its value).
 
-Choices where the issue is silent:
+Choices made (and why):
 
 * Ids and names are stripped of surrounding whitespace (exports pad them); ids are compared
   as strings, so ``"007"`` and ``"7"`` are different sticks.

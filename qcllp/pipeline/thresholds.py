@@ -19,7 +19,7 @@ cannot yield more than ``min(d, n_locked)`` correctly locked sticks, nor fewer t
 ``n_locked - g``. So the expected defective count among the locked sticks is ``clip(sum p',
 max(0, n_locked - g), min(d, n_locked))``; the rest are good sticks lost. Locking out nothing
 (saving 0) is always a candidate, so the choice never expects a loss. (The shift is a choice:
-the issue only says "from the calibrated probabilities and the charges' counts"; without it
+the requirement was only "from the calibrated probabilities and the charges' counts"; without it
 the estimate rewards over-confident models, see ``tests/pipeline/test_thresholds.py``.)
 
 Vectorized over thresholds and charges at once: each stick falls into the histogram bin of the

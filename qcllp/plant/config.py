@@ -40,7 +40,7 @@ Schema (see ``plant_config/example.yaml`` for a full example)::
       cv: int >= 2
       random_state: int
 
-Choices the issue leaves open:
+Choices made where a plant could reasonably expect otherwise:
 
 * Names of stations, sensors and defect types must be identifiers (letters, digits, ``_``,
   not starting with a digit): feature columns are named ``"<station>.<sensor>.<stat>"`` and

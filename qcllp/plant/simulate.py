@@ -13,7 +13,7 @@ readings; the only Python loops run over stations, sensors and defect types of t
    (``BATCH_SHIFT * loading . a_c``, loadings ~ N(0, 0.5^2)) and the defect logit directly
    (``BATCH_RATE * a_c[0]``, visible in no sensor). Each charge also runs with its own set
    points, an independent shift ``N(0, SETPOINT_SD^2)`` per sensor (the recipe). So charge
-   membership, features and defect rates are correlated, as the issue asks.
+   membership, features and defect rates are correlated, as in a real plant.
 2. **Sticks** have a latent standardized level ``z = batch + set point + N(0, STICK_SD^2)`` per
    station and sensor, and a dwell time per station (``nominal * exp(0.2 N + 0.1 a_c[1])``; the
    first station -- the reheating furnace -- has a nominal dwell of 30 min, the others 2 min).

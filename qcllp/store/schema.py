@@ -212,7 +212,7 @@ class Watermark(Base):
 
 
 class Model(Base):
-    """A trained station model in the registry (used from the next issue on)."""
+    """A trained station model in the registry."""
 
     __tablename__ = "models"
 
