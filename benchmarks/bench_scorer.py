@@ -1,0 +1,770 @@
+"""Station scorer throughput, latency and poll cost on SQLite (the example plant, station cooling).
+
+Three parts, chosen by the first argument; each prints a markdown table with the machine
+(nproc, Python, SQLite). All figures compare within one run; times are medians of repeats.
+Databases are built once and cached under ``--cache`` (default ``/tmp/bench_scorer``), keyed by
+size and seed; building them is never part of a measure. The model is InvCal with one grid
+point and 2 folds (as ``tests/pipeline/conftest.py`` ``fast_config``), trained once on 16
+labeled charges in a separate small database and promoted into each measured database (its
+artifact stays in the cache). The measured charges have no defect counts (charges with
+final-QC counts have left the line and are skipped by the scorer).
+
+backlog -- sticks flagged per second when the scorer drains a backlog::
+
+    .venv/bin/python benchmarks/bench_scorer.py backlog [--sticks 50000] \\
+        [--max-sticks 2000,5000,20000] [--repeats 3] [--batch-charges 50] [--profile]
+    .venv/bin/python benchmarks/bench_scorer.py backlog --sticks 200000 --repeats 1  # full size
+
+  ``--sticks`` sticks (~50 per charge, all four stations) are ingested in batches of
+  ``--batch-charges`` charges; then ``ScorerService(...).tick()`` (the model loaded before the
+  clock starts) decides all of them at station cooling, for each ``scorer.max_batch_sticks``
+  value, with a sink file under the cache. Between repeats the scorer state (flags, pending,
+  checkpoint) is deleted. Prints sticks/s, steps, the slowest and the first step (which takes
+  in up to 50 batches). Target: >= 20,000 sticks/s. The default 50,000 sticks is the quick
+  mode (9 drains in ~4 min on 2 cores); 200,000 sticks build in ~1 min, but a drain took
+  ~2.5 min there (the series lookup of a step grows with the history), hence one repeat.
+
+feed -- arrival-to-flag latency with a live feeder and the real service::
+
+    .venv/bin/python benchmarks/bench_scorer.py feed [--seconds 60] [--rate 500] [--period 0.5]
+
+  ``.venv/bin/qcllp serve scorer --station cooling --interval 1`` runs as a subprocess with a
+  temporary plant YAML where cooling has ``completion: {settle_s: 0, timeout_s: 60}``. This
+  process is the feeder: every ``--period`` s it ingests one pre-written CSV file (long
+  layout) with all readings of ``rate * period`` sticks at furnace, rolling and cooling. After
+  the last file it waits until every fed stick is flagged (at most 60 s), stops the service
+  with SIGTERM and reads the latency ``flags.scored_at - flags.arrived_at`` from the database
+  (``arrived_at``: commit of the batch that brought the stick; ``scored_at``: start of the
+  step). The service's JSON step log adds the step duration, giving the latency to the
+  commit of the flag. Also checks one flag per fed stick and one sink line per flag.
+  Target: p99 <= 2 s.
+
+poll -- the cost of a poll against the stored history::
+
+    .venv/bin/python benchmarks/bench_scorer.py poll [--readings 100000,1000000] [--polls 20]
+    .venv/bin/python benchmarks/bench_scorer.py poll --readings 1000000,10000000   # full size
+
+  For each history size (readings stored, all four stations, everything already flagged --
+  the drain is setup, cached), ``--polls`` times: ingest one new charge of 50 sticks (not
+  timed), time ``tick()`` (takes the batch in and flags the 50 sticks), then time ``tick()``
+  again with nothing new. Medians; the ratio to the smallest size shows whether a poll grows
+  with history (it should stay ~1x). The default sizes are the quick mode (0.1M vs 1M); the
+  full comparison 1M vs 10M takes a few minutes to build once.
+
+``--profile`` (backlog, poll) prints a pyinstrument profile of one drain / of the polls at the
+largest size (``pip install pyinstrument``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import platform
+import shutil
+import signal
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from qcllp.ingest import ingest_defect_counts, ingest_measurements  # noqa: E402
+from qcllp.ingest.batches import run_batch  # noqa: E402
+from qcllp.ingest.measurements import ingest_reading_frames  # noqa: E402
+from qcllp.ingest.sources import Chunk  # noqa: E402
+from qcllp.pipeline.registry import active_model, get_model, promote, register_model  # noqa: E402
+from qcllp.pipeline.train import train_station  # noqa: E402
+from qcllp.plant.config import PlantConfig, Training, load_plant_config  # noqa: E402
+from qcllp.plant.simulate import simulate_plant, write_simulation  # noqa: E402
+from qcllp.service.scorer import ScorerService  # noqa: E402
+from qcllp.store import Store  # noqa: E402
+
+EXAMPLE = ROOT / "plant_config" / "example.yaml"
+STATION = "cooling"
+STICKS_PER_CHARGE = 50  # mean of the simulator's 20..80
+READINGS_PER_STICK = 66  # 4 stations x 3 sensors x 5.5 readings
+SIM_PIECE_CHARGES = 500  # simulate big histories in pieces (bounded memory)
+TRAIN_CHARGES = 16
+TRAIN_FIRST_CHARGE = 900_001  # ids apart from every measured charge
+SCORER_TABLES = ("flags", "scorer_pending", "scorer_checkpoints", "alarms")
+
+
+# ----------------------------------------------------------------------------- helpers
+def machine() -> str:
+    return (
+        f"nproc {os.cpu_count()}, Python {platform.python_version()}, "
+        f"SQLite {sqlite3.sqlite_version}, {platform.machine()} {platform.system()}"
+    )
+
+
+def fast_config(path: Path = EXAMPLE) -> PlantConfig:
+    """The plant config with the fast training setup of the pipeline tests."""
+    config = load_plant_config(path)
+    training = Training(default_method="invcal", methods={"invcal": {"C_p": [1.0]}}, cv=2)
+    return replace(config, training=training)
+
+
+def with_max_sticks(config: PlantConfig, max_sticks: int) -> PlantConfig:
+    return replace(config, scorer=replace(config.scorer, max_batch_sticks=max_sticks))
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def sqlite_url(path: Path) -> str:
+    return f"sqlite:///{path}"
+
+
+def remove_db(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+def checkpoint_wal(path: Path) -> None:
+    with contextlib.closing(sqlite3.connect(path)) as con:
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def scalar(store: Store, sql: str, **params) -> int:
+    return int(store.execute_sql(sql, **params)[0][0])
+
+
+@contextlib.contextmanager
+def profiled(enabled: bool, title: str) -> Iterator[None]:
+    """A pyinstrument profile of the block, printed to stdout (when ``enabled``)."""
+    if not enabled:
+        yield
+        return
+    from pyinstrument import Profiler
+
+    profiler = Profiler(interval=0.001)
+    profiler.start()
+    try:
+        yield
+    finally:
+        profiler.stop()
+        print(f"\n<details><summary>profile: {title}</summary>\n\n```")
+        print(profiler.output_text(unicode=False, color=False, show_all=False))
+        print("```\n</details>\n")
+
+
+# ----------------------------------------------------------------------------- data
+def simulated_pieces(
+    config: PlantConfig,
+    n_charges: int,
+    seed: int,
+    *,
+    first_charge: int = 1,
+    start: pd.Timestamp | None = None,
+    sticks_per_charge: tuple[int, int] = (20, 80),
+) -> Iterator[pd.DataFrame]:
+    """Readings of ``n_charges`` consecutive simulated charges, in pieces of at most
+    :data:`SIM_PIECE_CHARGES` charges (each piece its own seed, times continue)."""
+    done = 0
+    start = pd.Timestamp("2026-01-05T06:00:00", tz="UTC") if start is None else start
+    while done < n_charges:
+        n = min(SIM_PIECE_CHARGES, n_charges - done)
+        sim = simulate_plant(
+            config,
+            n,
+            random_state=seed * 100_003 + first_charge + done,
+            start=start,
+            first_charge=first_charge + done,
+            sticks_per_charge=sticks_per_charge,
+        )
+        yield sim.readings
+        start = sim.readings["timestamp"].max() + pd.Timedelta(minutes=10)
+        done += n
+
+
+def ingest_frame(store: Store, config: PlantConfig, readings: pd.DataFrame, source: str) -> int:
+    """One ingestion batch from an in-memory long frame (the public batch + frame API that the
+    file and SQL connectors share; no CSV round trip). Returns readings stored."""
+
+    def body(conn, batch_id, report) -> None:  # noqa: ANN001
+        chunk = Chunk(readings.reset_index(drop=True), 1)
+        ingest_reading_frames(conn, batch_id, report, config, source, [chunk])
+
+    report = run_batch(store, "measurements", source, None, body)
+    return 0 if report is None else report.stored
+
+
+def ingest_history(
+    store: Store, config: PlantConfig, n_charges: int, seed: int, batch_charges: int
+) -> tuple[int, int, pd.Timestamp]:
+    """Simulate and ingest ``n_charges`` charges in batches of ``batch_charges`` charges;
+    returns (sticks, readings, last timestamp)."""
+    sticks = readings = batches = 0
+    last = None
+    started = time.perf_counter()
+    for piece in simulated_pieces(config, n_charges, seed):
+        codes = piece["charge_id"].cat.codes.to_numpy()
+        for lo in range(0, int(codes.max()) + 1, batch_charges):
+            part = piece[(codes >= lo) & (codes < lo + batch_charges)]
+            readings += ingest_frame(store, config, part, f"bench:history:{batches}")
+            sticks += part["stick_id"].nunique()
+            batches += 1
+        last = piece["timestamp"].max()
+        rate = readings / (time.perf_counter() - started)
+        say(f"  ingested {sticks:,} sticks, {readings:,} readings ({rate:,.0f} readings/s)")
+    return sticks, readings, last
+
+
+def trained_model(cache: Path, config: PlantConfig) -> dict:
+    """The registry row of a cooling model trained in a small separate database (cached)."""
+    folder = cache / "train"
+    db = folder / "train.sqlite"
+    if db.exists():
+        with Store.open(sqlite_url(db), create=False) as store:
+            record = active_model(store, STATION)
+        if record is not None and Path(record["artifact_path"]).exists():
+            return record
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    say(f"training the {STATION} model on {TRAIN_CHARGES} labeled charges ...")
+    sim = simulate_plant(config, TRAIN_CHARGES, random_state=3, first_charge=TRAIN_FIRST_CHARGE)
+    files = write_simulation(sim, folder / "files")
+    with Store.open(sqlite_url(db)) as store:
+        ingest_measurements(store, config, folder / "files" / "measurements")
+        ingest_defect_counts(store, config, files["defects"])
+        model_id = train_station(store, config, STATION).model_id
+        promote(store, model_id)
+        return get_model(store, model_id)
+
+
+def install_model(store: Store, record: dict) -> int:
+    """Register the trained model's artifact in ``store`` and make it active there."""
+    current = active_model(store, STATION)
+    if current is not None and current["sha256"] == record["sha256"]:
+        return int(current["id"])
+    fields = {k: v for k, v in record.items() if k not in ("id", "status", "promoted_at")}
+    model_id = register_model(store, **fields)
+    promote(store, model_id)
+    return model_id
+
+
+def reset_scorer(store: Store) -> None:
+    """Forget everything the scorers did (flags, pending sticks, checkpoints, alarms)."""
+    with store.engine.begin() as conn:
+        for table in SCORER_TABLES:
+            conn.exec_driver_sql(f"DELETE FROM {table}")
+
+
+class TimedService:
+    """A ScorerService whose steps are timed one by one."""
+
+    def __init__(self, store: Store, config: PlantConfig, sink: Path | None):
+        self.service = ScorerService(store, config, STATION, sink=sink)
+        self.service.refresh_model()  # loaded and verified before any clock starts
+        self.steps: list[float] = []
+        plain_step = self.service.step
+
+        def step():  # noqa: ANN202
+            started = time.perf_counter()
+            result = plain_step()
+            self.steps.append(time.perf_counter() - started)
+            return result
+
+        self.service.step = step
+
+    def tick(self) -> tuple[int, float]:
+        """(sticks decided, seconds) of one tick."""
+        started = time.perf_counter()
+        decided = self.service.tick(max_steps=1_000_000)
+        return decided, time.perf_counter() - started
+
+
+# ----------------------------------------------------------------------------- backlog
+def backlog_db(cache: Path, config: PlantConfig, args, record: dict) -> tuple[Path, dict]:
+    n_charges = max(1, math.ceil(args.sticks / STICKS_PER_CHARGE))
+    db = cache / f"backlog-{n_charges}ch-s{args.seed}-b{args.batch_charges}.sqlite"
+    meta_path = db.with_suffix(".json")
+    if db.exists() and meta_path.exists():
+        return db, json.loads(meta_path.read_text())
+    building = db.with_name(db.name + ".building")
+    remove_db(building)
+    say(f"building the backlog database: {n_charges} charges -> {db}")
+    started = time.perf_counter()
+    with Store.open(sqlite_url(building)) as store:
+        sticks, readings, _ = ingest_history(
+            store, config, n_charges, args.seed, args.batch_charges
+        )
+        install_model(store, record)
+        batches = scalar(store, "SELECT count(*) FROM ingestion_batches WHERE status = 'done'")
+    checkpoint_wal(building)
+    meta = {
+        "charges": n_charges,
+        "sticks": sticks,
+        "readings": readings,
+        "batches": batches,
+        "build_s": round(time.perf_counter() - started, 1),
+    }
+    os.replace(building, db)
+    meta_path.write_text(json.dumps(meta))
+    return db, meta
+
+
+def run_backlog(args) -> None:
+    cache = Path(args.cache)
+    cache.mkdir(parents=True, exist_ok=True)
+    config = fast_config()
+    record = trained_model(cache, config)
+    db, meta = backlog_db(cache, config, args, record)
+    sink = cache / "backlog-sink.jsonl"
+    say(
+        f"backlog: {meta['sticks']:,} sticks, {meta['readings']:,} readings in "
+        f"{meta['batches']} batches (built in {meta['build_s']} s)"
+    )
+    rows = []
+    with Store.open(sqlite_url(db), create=False) as store:
+        for max_sticks in args.max_sticks:
+            cfg = with_max_sticks(config, max_sticks)
+            runs = []
+            for repeat in range(args.repeats):
+                reset_scorer(store)
+                checkpoint_wal(db)
+                sink.unlink(missing_ok=True)
+                service = TimedService(store, cfg, sink)
+                profile = args.profile and repeat == 0 and max_sticks == args.max_sticks[0]
+                with profiled(profile, f"backlog drain, max_batch_sticks={max_sticks}"):
+                    decided, seconds = service.tick()
+                flags = scalar(store, "SELECT count(*) FROM flags WHERE station = :s", s=STATION)
+                with open(sink, "rb") as fh:
+                    sink_lines = sum(1 for _ in fh)
+                locked = scalar(store, "SELECT count(*) FROM flags WHERE decision = 'lock_out'")
+                runs.append(
+                    {
+                        "seconds": seconds,
+                        "decided": decided,
+                        "flags": flags,
+                        "sink": sink_lines,
+                        "steps": len(service.steps),
+                        "first": service.steps[0] if service.steps else float("nan"),
+                        "slowest": max(service.steps, default=float("nan")),
+                        "locked": locked,
+                    }
+                )
+                say(
+                    f"  max_batch_sticks={max_sticks} repeat {repeat + 1}: {decided:,} sticks in "
+                    f"{seconds:.2f} s ({decided / seconds:,.0f}/s), {len(service.steps)} steps"
+                )
+            rows.append((max_sticks, runs))
+
+    print(f"## backlog: draining {meta['sticks']:,} sticks at `{STATION}` (SQLite)\n")
+    print(f"Machine: {machine()}.  ")
+    print(
+        f"History: {meta['charges']:,} charges, {meta['sticks']:,} sticks, "
+        f"{meta['readings']:,} readings, {meta['batches']} ingestion batches of "
+        f"{args.batch_charges} charges; database {db.stat().st_size / 1e6:,.0f} MB.  "
+    )
+    print(
+        f"Median of {args.repeats} drains per row (`ScorerService.tick()`, sink file on, "
+        "model loaded before the clock). Target >= 20,000 sticks/s.\n"
+    )
+    print(
+        "| max_batch_sticks | sticks flagged | drain s | sticks/s | vs target | steps "
+        "| first step s | slowest step s | flags = sink = sticks |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|:---:|")
+    for max_sticks, runs in rows:
+        seconds = median([r["seconds"] for r in runs])
+        decided = runs[0]["decided"]
+        rate = decided / seconds
+        ok = all(r["flags"] == r["sink"] == r["decided"] == meta["sticks"] for r in runs)
+        print(
+            f"| {max_sticks:,} | {decided:,} | {seconds:.2f} | {rate:,.0f} "
+            f"| {rate / 20_000:.2f}x | {runs[0]['steps']} "
+            f"| {median([r['first'] for r in runs]):.2f} "
+            f"| {median([r['slowest'] for r in runs]):.2f} | {'yes' if ok else 'NO'} |"
+        )
+    locked = rows[0][1][0]["locked"]
+    print(f"\nLocked out by the model: {locked:,} of {meta['sticks']:,} sticks.")
+
+
+# ----------------------------------------------------------------------------- feed
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def feed_yaml(folder: Path) -> Path:
+    """The example plant with cooling completing at once (settle 0 s, timeout 60 s)."""
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    for station in raw["stations"]:
+        if station["name"] == STATION:
+            station["completion"] = {"settle_s": 0.0, "timeout_s": 60}
+    raw.pop("connectors", None)
+    path = folder / "plant.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+def feed_files(cache: Path, config: PlantConfig, args) -> tuple[list[Path], set[tuple[str, str]]]:
+    """Pre-written CSV files (long layout), each with all readings of ``rate * period`` sticks
+    at the stations up to cooling; and the fed (charge, stick) keys."""
+    n_files = max(1, round(args.seconds / args.period))
+    per_file = max(1, round(args.rate * args.period))
+    folder = cache / f"feed-{n_files}x{per_file}-s{args.seed}"
+    keys_path = folder / "sticks.csv"
+    if keys_path.exists():
+        files = sorted(folder.glob("batch-*.csv"))
+        keys = pd.read_csv(keys_path, dtype=str)
+        if len(files) == n_files:
+            return files, set(zip(keys["charge_id"], keys["stick_id"], strict=True))
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    total = n_files * per_file
+    n_charges = math.ceil(total / STICKS_PER_CHARGE * 1.1) + 1
+    say(f"writing {n_files} feed files of {per_file} sticks ({n_charges} charges simulated)")
+    sim = simulate_plant(config, n_charges, random_state=args.seed, first_charge=500_001)
+    stations = [s.name for s in config.stations_up_to(STATION)]
+    readings = sim.readings[sim.readings["station"].isin(stations)]
+    order = sim.truth[["charge_id", "stick_id"]].astype(str).iloc[:total]
+    file_of = pd.Series(np.arange(len(order)) // per_file, index=order["stick_id"].to_numpy())
+    which = file_of.reindex(readings["stick_id"].astype(str).to_numpy()).to_numpy()
+    files = []
+    for i in range(n_files):
+        part = readings[which == i].sort_values(["station", "timestamp"], kind="stable")
+        path = folder / f"batch-{i:05d}.csv"
+        part.to_csv(path, index=False, date_format="%Y-%m-%dT%H:%M:%S.%f%z")
+        files.append(path)
+    order.to_csv(keys_path, index=False)
+    return files, set(zip(order["charge_id"], order["stick_id"], strict=True))
+
+
+def healthz(port: int) -> dict | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as exc:  # 503 carries the same body
+        return json.loads(exc.read())
+    except OSError:
+        return None
+
+
+def run_feed(args) -> None:
+    cache = Path(args.cache)
+    cache.mkdir(parents=True, exist_ok=True)
+    record = trained_model(cache, fast_config())
+    files, fed = feed_files(cache, fast_config(), args)
+    run = cache / "feed-run"
+    shutil.rmtree(run, ignore_errors=True)
+    run.mkdir(parents=True)
+    config_path = feed_yaml(run)
+    config = load_plant_config(config_path)
+    db = run / "plant.sqlite"
+    url = sqlite_url(db)
+    with Store.open(url) as store:
+        install_model(store, record)
+    sink, log_path, port = run / "flags-cooling.jsonl", run / "scorer.log", free_port()
+    command = [
+        str(ROOT / ".venv" / "bin" / "qcllp"),
+        "--config",
+        str(config_path),
+        "--db",
+        url,
+        "serve",
+        "scorer",
+        "--station",
+        STATION,
+        "--interval",
+        str(args.interval),
+        "--port",
+        str(port),
+        "--sink",
+        str(sink),
+    ]
+    say("starting: " + " ".join(command))
+    with open(log_path, "wb") as log_file:
+        service = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while (health := healthz(port)) is None or health.get("model_id") is None:
+            if service.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the scorer did not come up; see {log_path}")
+            time.sleep(0.1)
+        say(f"scorer up (model {health['model_id']}); feeding {len(files)} files")
+        ingest_s = []
+        behind = 0.0
+        with Store.open(url, create=False) as store:
+            started = time.monotonic()
+            for i, path in enumerate(files):
+                due = started + i * args.period
+                wait = due - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)
+                else:
+                    behind = max(behind, -wait)
+                t = time.perf_counter()
+                ingest_measurements(store, config, path)
+                ingest_s.append(time.perf_counter() - t)
+            fed_s = time.monotonic() - started
+            deadline = time.monotonic() + 60
+            while scalar(store, "SELECT count(*) FROM flags") < len(fed):
+                if time.monotonic() > deadline or service.poll() is not None:
+                    break
+                time.sleep(0.2)
+            time.sleep(2 * args.interval)  # one more poll: nothing must be flagged twice
+            stored = scalar(store, "SELECT coalesce(sum(rows_stored), 0) FROM ingestion_batches")
+            flags = pd.DataFrame(
+                store.execute_sql(
+                    "SELECT charge_id, stick_id, decision, arrived_at, scored_at FROM flags "
+                    "WHERE station = :s",
+                    s=STATION,
+                ),
+                columns=["charge_id", "stick_id", "decision", "arrived_at", "scored_at"],
+            )
+    finally:
+        service.send_signal(signal.SIGTERM)
+        try:
+            code = service.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            service.kill()
+            code = service.wait()
+
+    arrived = pd.to_datetime(flags["arrived_at"], utc=True, format="ISO8601")
+    scored = pd.to_datetime(flags["scored_at"], utc=True, format="ISO8601")
+    latency = (scored - arrived).dt.total_seconds().to_numpy()
+    steps = step_log(log_path)
+    commit = committed_latency(scored, arrived, steps)
+    keys = list(zip(flags["charge_id"], flags["stick_id"], strict=True))
+    once = len(keys) == len(set(keys)) == len(fed) and set(keys) == fed
+    sink_keys = [
+        (line["charge_id"], line["stick_id"])
+        for line in map(json.loads, sink.read_text().splitlines())
+    ]
+    sink_once = len(sink_keys) == len(set(sink_keys)) and set(sink_keys) == set(keys)
+
+    def pct(values: np.ndarray, q: float) -> str:
+        return f"{np.percentile(values, q):.3f}" if len(values) else "n/a"
+
+    print(f"## feed: arrival-to-flag latency at `{STATION}` with a live feeder (SQLite)\n")
+    print(f"Machine: {machine()}.  ")
+    print(
+        f"Feeder (this process): {len(files)} CSV files, one per {args.period:g} s, "
+        f"{len(fed) / len(files):.0f} sticks each ({args.rate:g} sticks/s, "
+        f"{stored / len(files):,.0f} readings per file) for {args.seconds:g} s; fed in "
+        f"{fed_s:.1f} s, median ingest {median(ingest_s):.3f} s per file (max "
+        f"{max(ingest_s):.3f} s), at most {behind:.2f} s behind schedule.  "
+    )
+    print(
+        f"Service: `qcllp serve scorer --station {STATION} --interval {args.interval:g}` "
+        f"(subprocess, exit code {code}); cooling `completion: {{settle_s: 0, timeout_s: 60}}`; "
+        f"{len(steps)} steps that did work, median {median([s for _, s in steps]):.3f} s, "
+        f"max {max([s for _, s in steps], default=float('nan')):.3f} s. Target p99 <= 2 s.\n"
+    )
+    print("| latency | n | p50 s | p99 s | max s |")
+    print("|---|---:|---:|---:|---:|")
+    print(
+        f"| `scored_at - arrived_at` (to the step's start) | {len(latency):,} "
+        f"| {pct(latency, 50)} | {pct(latency, 99)} | {pct(latency, 100)} |"
+    )
+    print(
+        f"| + step duration (to the flag's commit, from the step log) | {len(commit):,} "
+        f"| {pct(commit, 50)} | {pct(commit, 99)} | {pct(commit, 100)} |"
+    )
+    print()
+    print("| check | result |")
+    print("|---|---|")
+    print(f"| sticks fed | {len(fed):,} |")
+    print(f"| sticks flagged | {len(set(keys)):,} ({flags['decision'].value_counts().to_dict()}) |")
+    print(f"| every fed stick exactly one flag | {'yes' if once else 'NO'} |")
+    print(f"| sink: one line per flag | {'yes' if sink_once else 'NO'} ({len(sink_keys):,}) |")
+
+
+def step_log(path: Path) -> list[tuple[pd.Timestamp, float]]:
+    """(end time, seconds) of the service's logged steps that did work."""
+    steps = []
+    for line in path.read_text(errors="replace").splitlines():
+        with contextlib.suppress(ValueError):
+            event = json.loads(line)
+            if isinstance(event, dict) and event.get("event") == "step":
+                steps.append((pd.Timestamp(event["ts"]), float(event["seconds"])))
+    return steps
+
+
+def committed_latency(
+    scored: pd.Series, arrived: pd.Series, steps: list[tuple[pd.Timestamp, float]]
+) -> np.ndarray:
+    """Latency to the end of the step that wrote each flag: the flag's ``scored_at`` is its
+    step's start, the log line's time is (just after) its end."""
+    if not steps or not len(scored):
+        return np.empty(0)
+    ends = pd.DatetimeIndex([t for t, _ in steps]).tz_convert("UTC").sort_values()
+    position = ends.searchsorted(pd.DatetimeIndex(scored))
+    known = position < len(ends)
+    end = pd.Series(pd.NaT, index=scored.index, dtype="datetime64[ns, UTC]")
+    end[known] = ends[position[known]]
+    return (end - arrived).dt.total_seconds().dropna().to_numpy()
+
+
+# ----------------------------------------------------------------------------- poll
+def poll_db(cache: Path, config: PlantConfig, readings: int, args, record: dict) -> tuple:
+    """A cached history of about ``readings`` readings, everything flagged already."""
+    n_charges = max(1, round(readings / (STICKS_PER_CHARGE * READINGS_PER_STICK)))
+    db = cache / f"poll-{n_charges}ch-s{args.seed}-b{args.batch_charges}.sqlite"
+    meta_path = db.with_suffix(".json")
+    if db.exists() and meta_path.exists():
+        return db, json.loads(meta_path.read_text())
+    building = db.with_name(db.name + ".building")
+    remove_db(building)
+    say(f"building the poll history: {n_charges} charges (~{readings:,} readings) -> {db}")
+    started = time.perf_counter()
+    with Store.open(sqlite_url(building)) as store:
+        sticks, stored, last = ingest_history(
+            store, config, n_charges, args.seed, args.batch_charges
+        )
+        install_model(store, record)
+        drain = TimedService(store, config, None)
+        decided, drain_s = drain.tick()
+        say(f"  history flagged: {decided:,} sticks in {drain_s:.1f} s (setup, not measured)")
+    checkpoint_wal(building)
+    meta = {
+        "charges": n_charges,
+        "sticks": sticks,
+        "readings": stored,
+        "last": last.isoformat(),
+        "drain_s": round(drain_s, 1),
+        "build_s": round(time.perf_counter() - started, 1),
+    }
+    os.replace(building, db)
+    meta_path.write_text(json.dumps(meta))
+    return db, meta
+
+
+def run_poll(args) -> None:
+    cache = Path(args.cache)
+    cache.mkdir(parents=True, exist_ok=True)
+    config = fast_config()
+    record = trained_model(cache, config)
+    results = []
+    for size in args.readings:
+        db, meta = poll_db(cache, config, size, args, record)
+        work = cache / "poll-work.sqlite"
+        remove_db(work)
+        shutil.copyfile(db, work)
+        new = list(
+            simulated_pieces(
+                config,
+                args.polls + 1,
+                args.seed + 7,
+                first_charge=800_001,
+                start=pd.Timestamp(meta["last"]) + pd.Timedelta(hours=1),
+                sticks_per_charge=(50, 50),
+            )
+        )[0]
+        codes = new["charge_id"].cat.codes.to_numpy()
+        busy, idle = [], []
+        with Store.open(sqlite_url(work), create=False) as store:
+            service = TimedService(store, config, cache / "poll-sink.jsonl")
+            service.tick()  # nothing new: warm caches
+            profile = args.profile and size == max(args.readings)
+            with profiled(profile, f"{args.polls} polls with {meta['readings']:,} readings stored"):
+                for i in range(args.polls + 1):
+                    ingest_frame(store, config, new[codes == i], f"bench:poll:{i}")
+                    decided, seconds = service.tick()
+                    if decided != 50:
+                        raise RuntimeError(f"poll {i} decided {decided} sticks, expected 50")
+                    _, idle_s = service.tick()
+                    if i:  # the first poll after opening is a warm-up
+                        busy.append(seconds)
+                        idle.append(idle_s)
+            flags = scalar(store, "SELECT count(*) FROM flags")
+        remove_db(work)
+        results.append((meta, flags, busy, idle, db.stat().st_size))
+        say(
+            f"  {meta['readings']:,} readings: poll with 50 new sticks {median(busy) * 1e3:.1f} ms,"
+            f" empty poll {median(idle) * 1e3:.1f} ms"
+        )
+
+    base_busy, base_idle = median(results[0][2]), median(results[0][3])
+    print("## poll: one poll against the stored history (SQLite)\n")
+    print(f"Machine: {machine()}.  ")
+    sizes = " vs ".join(f"{r / 1e6:g}M" for r in args.readings)
+    mode = "quick mode (default)" if args.readings == DEFAULT_POLL_READINGS else "custom sizes"
+    print(
+        f"History sizes requested: {sizes} readings ({mode}); every stored stick already flagged."
+        f"  \nPer poll: one new ingestion batch (1 charge, 50 sticks, all stations; ingest not "
+        f"timed), then `tick()` (takes it in, flags 50), then `tick()` with nothing new. "
+        f"Median of {args.polls} polls after one warm-up.\n"
+    )
+    print(
+        "| readings stored | sticks stored | flags stored | DB MB | poll, 50 new sticks ms "
+        "| vs smallest | empty poll ms | vs smallest |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for meta, flags, busy, idle, size in results:
+        print(
+            f"| {meta['readings']:,} | {meta['sticks']:,} | {flags:,} | {size / 1e6:,.0f} "
+            f"| {median(busy) * 1e3:.1f} | {median(busy) / base_busy:.2f}x "
+            f"| {median(idle) * 1e3:.1f} | {median(idle) / base_idle:.2f}x |"
+        )
+
+
+# ----------------------------------------------------------------------------- main
+DEFAULT_POLL_READINGS = [100_000, 1_000_000]
+
+
+def int_list(text: str) -> list[int]:
+    return [int(float(x)) for x in text.split(",") if x.strip()]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--cache", default="/tmp/bench_scorer", help="databases and files")
+    parser.add_argument("--seed", type=int, default=0)
+    parts = parser.add_subparsers(dest="part", required=True)
+
+    backlog = parts.add_parser("backlog", help="sticks flagged per second draining a backlog")
+    backlog.add_argument("--sticks", type=int, default=50_000)
+    backlog.add_argument("--max-sticks", type=int_list, default=[2000, 5000, 20000])
+    backlog.add_argument("--repeats", type=int, default=3)
+    backlog.add_argument("--batch-charges", type=int, default=50)
+    backlog.add_argument("--profile", action="store_true")
+
+    feed = parts.add_parser("feed", help="arrival-to-flag latency with a live feeder")
+    feed.add_argument("--seconds", type=float, default=60.0)
+    feed.add_argument("--rate", type=float, default=500.0, help="sticks per second fed")
+    feed.add_argument("--period", type=float, default=0.5, help="seconds between files")
+    feed.add_argument("--interval", type=float, default=1.0, help="scorer poll interval")
+
+    poll = parts.add_parser("poll", help="cost of a poll with growing stored history")
+    poll.add_argument("--readings", type=int_list, default=DEFAULT_POLL_READINGS)
+    poll.add_argument("--polls", type=int, default=20)
+    poll.add_argument("--batch-charges", type=int, default=50)
+    poll.add_argument("--profile", action="store_true")
+
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    runner: Callable = {"backlog": run_backlog, "feed": run_feed, "poll": run_poll}[args.part]
+    runner(args)
+    took = time.perf_counter() - started
+    print(f"\n_{args.part}: {took:.0f} s wall clock, finished {datetime.now(UTC):%H:%M} UTC._")
+
+
+if __name__ == "__main__":
+    main()
