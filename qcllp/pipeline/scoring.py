@@ -41,12 +41,12 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import Connection, delete, func, select, tuple_, update
+from sqlalchemy import Connection, bindparam, delete, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from qcllp.features import build_station_features
@@ -237,7 +237,7 @@ def score_step(
         offset, sink_problem = (
             sink.prepare(checkpoint["sink_offset"]) if sink else (checkpoint["sink_offset"], None)
         )
-        seq, taken = _take_in(conn, config, st, checkpoint["commit_seq"], now)
+        seq, taken, remaining = _take_in(conn, config, st, checkpoint["commit_seq"], 4 * limit)
         due = _due_sticks(conn, station, now, limit, assume_complete)
         scores = pd.DataFrame(columns=SCORE_COLUMNS)
         written: list[dict] = []
@@ -267,7 +267,7 @@ def score_step(
         pending=pending,
         lag_s=lag,
         latencies_s=latencies,
-        more=taken >= MAX_BATCHES_PER_STEP or (model is not None and len(due) >= limit),
+        more=remaining or (model is not None and len(due) >= limit),
     )
 
 
@@ -318,11 +318,16 @@ def _save_checkpoint(
 
 
 def _take_in(
-    conn: Connection, config: PlantConfig, st: Station, since_seq: int, now: datetime
-) -> tuple[int, int]:
-    """Batches committed after ``since_seq`` into ``scorer_pending``; returns (new checkpoint
-    seq, batches taken)."""
-    b = IngestionBatch.__table__
+    conn: Connection,
+    config: PlantConfig,
+    st: Station,
+    since_seq: int,
+    max_rows: int,
+) -> tuple[int, int, bool]:
+    """Batches committed after ``since_seq`` into ``scorer_pending``, at most
+    :data:`MAX_BATCHES_PER_STEP` and about ``max_rows`` (station, stick) rows; returns (new
+    checkpoint seq, batches taken, whether more are waiting)."""
+    b, bs = IngestionBatch.__table__, BatchStick.__table__
     batches = conn.execute(
         select(b.c.id, b.c.commit_seq, b.c.finished_at, b.c.kind)
         .where(b.c.commit_seq > since_seq)
@@ -330,13 +335,28 @@ def _take_in(
         .limit(MAX_BATCHES_PER_STEP)
     ).all()
     if not batches:
-        return since_seq, 0
+        return since_seq, 0, False
+    remaining = len(batches) == MAX_BATCHES_PER_STEP
+    sizes = dict(
+        conn.execute(
+            select(bs.c.batch_id, func.count())
+            .where(bs.c.batch_id.in_([r.id for r in batches]))
+            .group_by(bs.c.batch_id)
+        ).all()
+    )
+    taken, rows = [], 0
+    for batch in batches:  # bound a step's intake; a batch is never split
+        if taken and rows + sizes.get(batch.id, 0) > max_rows:
+            remaining = True
+            break
+        taken.append(batch)
+        rows += sizes.get(batch.id, 0)
+    batches = taken
     new_seq = int(batches[-1].commit_seq)
     arrival = {r.id: r.finished_at for r in batches if r.kind == "measurements"}
     if not arrival:
-        return new_seq, len(batches)
+        return new_seq, len(batches), remaining
     later = list(config.station_names[config.station_index(st.name) + 1 :])
-    bs = BatchStick.__table__
     visits = rows_frame(
         conn.execute(
             select(bs.c.batch_id, bs.c.station, bs.c.charge_id, bs.c.stick_id).where(
@@ -346,16 +366,14 @@ def _take_in(
         ["batch_id", "station", "charge_id", "stick_id"],
     )
     if visits.empty:
-        return new_seq, len(batches)
+        return new_seq, len(batches), remaining
     visits["arrived_at"] = pd.to_datetime(visits["batch_id"].map(arrival), utc=True)
     visits = _still_on_line(conn, visits)
     here = visits[visits["station"] == st.name]
     arrived = here.groupby(["charge_id", "stick_id"])["arrived_at"].agg(["min", "max"])
-    later_keys = set(
-        map(tuple, visits.loc[visits["station"] != st.name, ["charge_id", "stick_id"]].values)
-    )
-    _upsert_pending(conn, st, arrived, later_keys)
-    return new_seq, len(batches)
+    later = visits.loc[visits["station"] != st.name, ["charge_id", "stick_id"]]
+    _upsert_pending(conn, st, arrived, pd.MultiIndex.from_frame(later).unique())
+    return new_seq, len(batches), remaining
 
 
 def _still_on_line(conn: Connection, visits: pd.DataFrame) -> pd.DataFrame:
@@ -374,24 +392,27 @@ def _still_on_line(conn: Connection, visits: pd.DataFrame) -> pd.DataFrame:
 
 
 def _upsert_pending(
-    conn: Connection, st: Station, arrived: pd.DataFrame, later_keys: set[tuple]
+    conn: Connection, st: Station, arrived: pd.DataFrame, later: pd.MultiIndex
 ) -> None:
     """New arrivals at the station into ``scorer_pending``; later-station sightings mark the
     pending sticks they belong to (a stick not pending here needs nothing)."""
     p = ScorerPending.__table__
-    settle = timedelta(seconds=st.settle_s)
+    first = arrived["min"].dt.to_pydatetime()
+    last = arrived["max"].dt.to_pydatetime()
+    due = (arrived["max"] + pd.Timedelta(seconds=st.settle_s)).dt.to_pydatetime()
+    later_seen = arrived.index.isin(later)
     rows = [
         {
             "station": st.name,
             "charge_id": charge,
             "stick_id": stick,
-            "first_arrived_at": first.to_pydatetime(),
-            "arrived_at": last.to_pydatetime(),
-            "due_at": last.to_pydatetime() + settle,
-            "later_seen": (charge, stick) in later_keys,
+            "first_arrived_at": f,
+            "arrived_at": a,
+            "due_at": d,
+            "later_seen": bool(ls),
         }
-        for (charge, stick), first, last in zip(
-            arrived.index, arrived["min"], arrived["max"], strict=True
+        for (charge, stick), f, a, d, ls in zip(
+            arrived.index, first, last, due, later_seen, strict=True
         )
     ]
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
@@ -408,13 +429,17 @@ def _upsert_pending(
             ),
             rows,
         )
-    seen_later = [key for key in later_keys if key not in arrived.index]
-    for start in range(0, len(seen_later), IN_CHUNK):
-        part = seen_later[start : start + IN_CHUNK]
+    seen_later = later[~later.isin(arrived.index)]
+    if len(seen_later):
         conn.execute(
             update(p)
-            .where(p.c.station == st.name, tuple_(p.c.charge_id, p.c.stick_id).in_(part))
-            .values(later_seen=True)
+            .where(
+                p.c.station == st.name,
+                p.c.charge_id == bindparam("c"),
+                p.c.stick_id == bindparam("s"),
+            )
+            .values(later_seen=True),
+            [{"c": c, "s": k} for c, k in seen_later],
         )
 
 
@@ -434,36 +459,54 @@ def _due_sticks(
 
 
 def _read_stick_readings(
-    conn: Connection, sticks: list[tuple[str, str]], stations: list[str]
+    conn: Connection, sticks: pd.DataFrame, stations: list[str]
 ) -> pd.DataFrame:
-    """Long readings (as ``Store.read_readings``) of the given sticks at the given stations."""
+    """Long readings (as ``Store.read_readings``) of the given sticks at the given stations.
+
+    Series are looked up by ``station`` and ``charge_id`` -- the unique index's prefix, so the
+    lookup costs in proportion to the charges asked for, not to the stored history -- and
+    narrowed to the sticks in pandas; their readings are fetched with the driver's cursor as
+    plain tuples (SQLAlchemy's row objects cost more than the database here).
+    """
     s, r = Series.__table__, Reading.__table__
-    series_parts, reading_parts = [], []
-    for start in range(0, len(sticks), IN_CHUNK // 2):
-        part = sticks[start : start + IN_CHUNK // 2]
-        found = conn.execute(
+    wanted = pd.MultiIndex.from_frame(sticks[["charge_id", "stick_id"]].astype(str))
+    charges = sorted(set(wanted.get_level_values(0)))
+    found = []
+    for start in range(0, len(charges), IN_CHUNK):
+        found += conn.execute(
             select(s.c.id, s.c.charge_id, s.c.stick_id, s.c.station, s.c.sensor).where(
-                s.c.station.in_(stations), tuple_(s.c.charge_id, s.c.stick_id).in_(part)
+                s.c.station.in_(stations), s.c.charge_id.in_(charges[start : start + IN_CHUNK])
             )
         ).all()
-        series_parts += found
-        ids = [row.id for row in found]
-        for at in range(0, len(ids), IN_CHUNK):
-            reading_parts += conn.execute(
-                select(r.c.series_id, r.c.ts_us, r.c.value).where(
-                    r.c.series_id.in_(ids[at : at + IN_CHUNK])
-                )
-            ).all()
-    series = rows_frame(series_parts, ["id", "charge_id", "stick_id", "station", "sensor"])
-    values = rows_frame(reading_parts, ["series_id", "ts_us", "value"])
-    if values.empty:
-        return pd.DataFrame(
-            columns=["charge_id", "stick_id", "station", "timestamp", "sensor", "value"]
-        )
-    position = pd.Index(series["id"]).get_indexer(values["series_id"])
-    frame = series.drop(columns="id").take(position).reset_index(drop=True).astype(str)
-    frame.insert(3, "timestamp", us_to_utc(values["ts_us"].to_numpy(dtype="int64")))
-    frame["value"] = values["value"].to_numpy(dtype="float64")
+    series = rows_frame(found, ["id", "charge_id", "stick_id", "station", "sensor"])
+    if len(series):
+        series = series.astype({"charge_id": str, "stick_id": str, "station": str, "sensor": str})
+        keep = pd.MultiIndex.from_frame(series[["charge_id", "stick_id"]]).isin(wanted)
+        series = series.loc[keep].reset_index(drop=True)
+    columns = ["charge_id", "stick_id", "station", "timestamp", "sensor", "value"]
+    if series.empty:
+        return pd.DataFrame(columns=columns)
+    ids = series["id"].astype("int64").tolist()
+    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    cursor = conn.connection.dbapi_connection.cursor()
+    parts = []
+    try:
+        for start in range(0, len(ids), IN_CHUNK):
+            chunk = ids[start : start + IN_CHUNK]
+            cursor.execute(
+                f"SELECT {r.c.series_id.name}, {r.c.ts_us.name}, {r.c.value.name} FROM "
+                f"{r.name} WHERE series_id IN ({', '.join([mark] * len(chunk))})",
+                chunk,
+            )
+            rows = cursor.fetchall()
+            parts.append(np.array(rows, dtype=np.float64).reshape(-1, 3))
+    finally:
+        cursor.close()
+    values = np.concatenate(parts)  # ids and epoch microseconds (< 2**53) are exact here
+    position = pd.Index(series["id"].astype("int64")).get_indexer(values[:, 0].astype(np.int64))
+    frame = series.drop(columns="id").take(position).reset_index(drop=True)
+    frame.insert(3, "timestamp", us_to_utc(values[:, 1].astype(np.int64)))
+    frame["value"] = values[:, 2]
     return frame
 
 
@@ -478,21 +521,13 @@ def _decide(
 ) -> pd.DataFrame:
     """Decisions for the due sticks that have completed; sticks still waiting for a missing
     sensor (before the timeout) get a later ``due_at`` and no decision."""
-    keys = list(zip(due["charge_id"].astype(str), due["stick_id"].astype(str), strict=True))
     stations = [s.name for s in config.stations_up_to(st.name)]
-    readings = _read_stick_readings(conn, keys, stations)
-    here = readings[readings["station"] == st.name]
-    reported = here.groupby(["charge_id", "stick_id"])["sensor"].agg(frozenset)
-    wanted = frozenset(st.sensor_names)
-    index = pd.MultiIndex.from_frame(due[["charge_id", "stick_id"]].astype(str))
-    reported = reported.reindex(index)
-    missing = [
-        sorted(wanted - (have if isinstance(have, frozenset) else frozenset())) for have in reported
-    ]
+    readings = _read_stick_readings(conn, due, stations)
+    missing = _missing_sensors(readings, st, due)
     first = pd.to_datetime(due["first_arrived_at"], utc=True)
     timed_out = (pd.Timestamp(now) - first).dt.total_seconds().to_numpy() >= st.timeout_s
     complete = due["later_seen"].to_numpy(bool) | timed_out | assume_complete
-    has_all = np.array([not m for m in missing])
+    has_all = np.array([not m for m in missing], dtype=bool)
     waiting = ~has_all & ~complete
     if waiting.any():
         _postpone(conn, st, due.loc[waiting], first[waiting])
@@ -525,6 +560,23 @@ def _decide(
         )
         out.loc[scorable, "reason"] = np.where(finite, None, "the model gave no probability")
     return out
+
+
+def _missing_sensors(readings: pd.DataFrame, st: Station, due: pd.DataFrame) -> list[list[str]]:
+    """Per due stick (in order), the sensors of station ``st`` without any reading."""
+    index = pd.MultiIndex.from_frame(due[["charge_id", "stick_id"]].astype(str))
+    here = readings[readings["station"] == st.name]
+    names = list(st.sensor_names)
+    stick = index.get_indexer(pd.MultiIndex.from_frame(here[["charge_id", "stick_id"]]))
+    sensor = pd.Index(names).get_indexer(here["sensor"])
+    ok = (stick >= 0) & (sensor >= 0)
+    seen = np.zeros((len(index), len(names)), dtype=bool)
+    seen[stick[ok], sensor[ok]] = True
+    complete = seen.all(axis=1)
+    return [
+        [] if done else [n for n, has in zip(names, row, strict=True) if not has]
+        for done, row in zip(complete, seen, strict=True)
+    ]
 
 
 def _postpone(conn: Connection, st: Station, waiting: pd.DataFrame, first: pd.Series) -> None:
@@ -586,14 +638,14 @@ def _write_flags(
 
 def _forget_pending(conn: Connection, station: str, scores: pd.DataFrame) -> None:
     p = ScorerPending.__table__
-    keys = list(zip(scores["charge_id"], scores["stick_id"], strict=True))
-    for start in range(0, len(keys), IN_CHUNK):
-        conn.execute(
-            delete(p).where(
-                p.c.station == station,
-                tuple_(p.c.charge_id, p.c.stick_id).in_(keys[start : start + IN_CHUNK]),
-            )
-        )
+    conn.execute(
+        delete(p).where(
+            p.c.station == station,
+            p.c.charge_id == bindparam("c"),
+            p.c.stick_id == bindparam("s"),
+        ),
+        [{"c": c, "s": k} for c, k in zip(scores["charge_id"], scores["stick_id"], strict=True)],
+    )
 
 
 def _backlog(conn: Connection, station: str, seq: int, now: datetime) -> tuple[int, float]:

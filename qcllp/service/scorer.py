@@ -276,11 +276,11 @@ def run_scorer(
     service = ScorerService(store, config, station, sink=sink)
     interval = interval_s or config.station(station).scoring_interval_s
     port = config.scorer.base_port + config.station_index(station) if port is None else port
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):  # before anything else starts
+        signal.signal(signum, lambda *_: stop.set())
     http = HealthServer(config.scorer.host, port, service.state, service.metrics.registry)
     http.start()
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
     scheduler = BackgroundScheduler(timezone="UTC")
     scheduler.add_job(
         service.tick,
