@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import Connection, Engine, create_engine, event, func, select, text
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session
 
 from qcllp.store import migrate
@@ -129,17 +130,35 @@ class Store:
         ``create=False`` refuses an empty database (no qcllp schema yet) instead of creating the
         tables: for tools that must not start a new plant database by a typo in the URL.
         """
-        parsed = make_url(url)
+        try:
+            parsed = make_url(url)
+        except ArgumentError as exc:
+            raise StoreError(f"not a database URL: {exc}") from exc
+        shown = parsed.render_as_string(hide_password=True)
         if parsed.get_backend_name() == "sqlite":
             if not create and parsed.database and not _sqlite_file_exists(parsed.database):
                 raise StoreError(f"no plant database at {parsed.database}")
             engine = _sqlite_engine(url)
         else:
-            engine = create_engine(url, pool_pre_ping=True)
-        current = migrate.current_revision(engine)
+            try:
+                engine = create_engine(url, pool_pre_ping=True)
+            except (ImportError, NoSuchModuleError) as exc:
+                raise StoreError(
+                    f"{shown}: no database driver for it ({exc}); qcllp works with "
+                    "sqlite:///<file> and postgresql+psycopg://<user>@<host>/<database>"
+                ) from exc
+        try:
+            current = migrate.current_revision(engine)
+        except OperationalError as exc:
+            engine.dispose()
+            reason = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
+            raise StoreError(
+                f"cannot open the plant database {shown}: {reason}; check that the server "
+                "runs and that the URL, user and database name are right"
+            ) from exc
         if current is None and not create:
             engine.dispose()
-            raise StoreError(f"{parsed.render_as_string(hide_password=True)} has no qcllp schema")
+            raise StoreError(f"{shown} has no qcllp schema")
         known = migrate.known_revisions()
         if current is not None and current not in known:
             engine.dispose()

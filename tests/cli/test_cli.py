@@ -229,3 +229,27 @@ def test_demo_runs_end_to_end_as_a_real_process(tmp_path):
     stations = {row["station"]: row for row in result["stations"]}
     assert set(stations) == {"furnace", "rolling", "cooling", "straightening"}
     assert all(row["sticks"] > 0 for row in stations.values())
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        (
+            "postgresql+psycopg://user:S3cret@127.0.0.1:1/plant",
+            "cannot open the plant database postgresql+psycopg://user:***@127.0.0.1:1/plant",
+        ),
+        ("mysql://user:S3cret@host/plant", "mysql://user:***@host/plant: no database driver"),
+        ("not a url", "not a database URL"),
+    ],
+)
+def test_a_database_that_cannot_be_opened_is_one_line_without_the_password(url, message):
+    result = run("--json", "init", db=url, expect=1)
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert "S3cret" not in result.stderr + result.stdout
+
+
+def test_a_missing_database_on_a_running_server_is_named(pg_server):
+    url = pg_server.url("no_such_plant").replace("postgres@", "postgres:S3cret@")
+    result = run("init", db=url, expect=1)
+    assert 'database "no_such_plant" does not exist' in result.stderr
+    assert "S3cret" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
