@@ -24,7 +24,10 @@ schedule. A step is one transaction under the station's lock:
 Exactly once across crashes: nothing of a step is visible before its commit. The sink file is
 written and fsynced before the commit; a step that dies after writing but before committing
 left bytes beyond the committed offset, and the next step, under the lock, cuts the file back
-to that offset before it appends. Two scorers for one station (started by mistake): on SQLite
+to that offset before it appends. A scorer pointed at another sink file than its checkpoint
+names starts appending at that file's end: bytes it did not write are never cut.
+
+Two scorers for one station (started by mistake): on SQLite
 a step runs in ``BEGIN IMMEDIATE``, the database's single writer lock, so steps serialize; on
 PostgreSQL a step first takes ``pg_try_advisory_xact_lock`` on the station's key and, if
 another scorer holds it, does nothing (the caller reports "standby"). An advisory lock rather
@@ -234,9 +237,12 @@ def score_step(
         if conn is None:
             return _empty_step(station, model, standby=True)
         checkpoint = _checkpoint(conn, station)
-        offset, sink_problem = (
-            sink.prepare(checkpoint["sink_offset"]) if sink else (checkpoint["sink_offset"], None)
-        )
+        offset, sink_problem = checkpoint["sink_offset"], None
+        if sink is not None:
+            committed = checkpoint["sink_offset"]
+            if checkpoint["sink_path"] != str(sink.path):  # a new sink: its bytes are not ours
+                committed = sink.path.stat().st_size if sink.path.exists() else 0
+            offset, sink_problem = sink.prepare(committed)
         seq, taken, remaining = _take_in(conn, config, st, checkpoint["commit_seq"], 4 * limit)
         due = _due_sticks(conn, station, now, limit, assume_complete)
         scores = pd.DataFrame(columns=SCORE_COLUMNS)
@@ -285,11 +291,15 @@ def _empty_step(station: str, model: LoadedModel | None, *, standby: bool) -> St
 def _checkpoint(conn: Connection, station: str) -> dict:
     t = ScorerCheckpoint.__table__
     row = conn.execute(
-        select(t.c.commit_seq, t.c.sink_offset).where(t.c.station == station)
+        select(t.c.commit_seq, t.c.sink_path, t.c.sink_offset).where(t.c.station == station)
     ).first()
     if row is None:
-        return {"commit_seq": 0, "sink_offset": 0}
-    return {"commit_seq": int(row.commit_seq), "sink_offset": int(row.sink_offset)}
+        return {"commit_seq": 0, "sink_path": None, "sink_offset": 0}
+    return {
+        "commit_seq": int(row.commit_seq),
+        "sink_path": row.sink_path,
+        "sink_offset": int(row.sink_offset),
+    }
 
 
 def _save_checkpoint(

@@ -143,3 +143,22 @@ def test_the_sink_drops_what_an_uncommitted_step_wrote_and_reports_a_shortened_f
     assert sink.path.read_text().splitlines() == ['{"a":1}', '{"b":2}']
     offset, problem = sink.prepare(committed + 100)
     assert offset == committed and "rotated or truncated" in problem
+
+
+def test_a_new_sink_file_is_appended_to_and_never_cut(straightening, tmp_path):
+    store, config, arrived = straightening
+    loaded = load_model(store, station="straightening")
+    first = FlagSink(tmp_path / "first.jsonl")
+    score_step(store, config, "straightening", loaded, now=arrived, sink=first)  # nothing due
+    second = tmp_path / "second.jsonl"
+    second.write_text('{"written by":"the gateway"}\n')
+    done = score_step(
+        store,
+        config,
+        "straightening",
+        loaded,
+        now=arrived + timedelta(hours=1),
+        sink=FlagSink(second),
+    )
+    lines = second.read_text().splitlines()
+    assert lines[0] == '{"written by":"the gateway"}' and len(lines) == 1 + done.flags_written > 1
