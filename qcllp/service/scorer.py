@@ -14,9 +14,9 @@ Around each step:
   today) before it replaces the current one, so no step is scored by a half-loaded model. A
   model that cannot be loaded is refused: the service keeps the last good one, records an
   alarm (table ``alarms``, log line, ``qcllp_scorer_alarms_total``) once per refused id.
-* **faults**: a database that is away fails the step; it is logged, counted, shown in
-  ``/healthz`` (503) and retried on the next tick -- nothing is lost, as the checkpoint only
-  moves with a committed step.
+* **faults**: a database that is away (or any other error) fails the step; it is logged,
+  counted, shown in ``/healthz`` (503) and retried on the next tick -- nothing is lost, as the
+  checkpoint only moves with a committed step.
 * **observability**: :mod:`qcllp.service.http` serves ``/healthz`` and ``/metrics`` on
   127.0.0.1; one JSON log line per step that did something.
 * **SIGTERM / SIGINT**: the current step finishes, the scheduler shuts down, exit code 0.
@@ -222,12 +222,15 @@ class ScorerService:
                     break
             with self.state.lock:
                 self.state.last_error = None
-        except SQLAlchemyError as exc:
+        except Exception as exc:  # noqa: BLE001 - a service keeps polling; the state says why
             self.metrics.errors.inc()
-            message = str(exc).strip().splitlines()[0][:300]
+            message = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+            message = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
             with self.state.lock:
                 self.state.last_error = message
             _log("step_failed", level=logging.ERROR, station=self.station, error=message)
+            if not isinstance(exc, SQLAlchemyError):  # not the database being away: a bug
+                log.exception("unexpected error in a scoring step")
         return decided
 
     def step(self) -> StepResult:
