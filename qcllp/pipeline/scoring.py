@@ -475,46 +475,49 @@ def _read_stick_readings(
 
     Series are looked up by ``station`` and ``charge_id`` -- the unique index's prefix, so the
     lookup costs in proportion to the charges asked for, not to the stored history -- and
-    narrowed to the sticks in pandas; their readings are fetched with the driver's cursor as
-    plain tuples (SQLAlchemy's row objects cost more than the database here).
+    narrowed to the sticks in pandas. Both queries run on the driver's cursor of the step's
+    transaction and return plain tuples: SQLAlchemy's row objects cost more than the database
+    here (``benchmarks/bench_scorer.py``).
     """
-    s, r = Series.__table__, Reading.__table__
     wanted = pd.MultiIndex.from_frame(sticks[["charge_id", "stick_id"]].astype(str))
     charges = sorted(set(wanted.get_level_values(0)))
-    found = []
-    for start in range(0, len(charges), IN_CHUNK):
-        found += conn.execute(
-            select(s.c.id, s.c.charge_id, s.c.stick_id, s.c.station, s.c.sensor).where(
-                s.c.station.in_(stations), s.c.charge_id.in_(charges[start : start + IN_CHUNK])
-            )
-        ).all()
-    series = rows_frame(found, ["id", "charge_id", "stick_id", "station", "sensor"])
-    if len(series):
-        series = series.astype({"charge_id": str, "stick_id": str, "station": str, "sensor": str})
-        keep = pd.MultiIndex.from_frame(series[["charge_id", "stick_id"]]).isin(wanted)
-        series = series.loc[keep].reset_index(drop=True)
-    columns = ["charge_id", "stick_id", "station", "timestamp", "sensor", "value"]
-    if series.empty:
-        return pd.DataFrame(columns=columns)
-    ids = series["id"].astype("int64").tolist()
+    names = ["id", "charge_id", "stick_id", "station", "sensor"]
     mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    in_stations = ", ".join([mark] * len(stations))
     cursor = conn.connection.dbapi_connection.cursor()
-    parts = []
     try:
+        found = []
+        for start in range(0, len(charges), IN_CHUNK):
+            part = charges[start : start + IN_CHUNK]
+            in_charges = ", ".join([mark] * len(part))
+            cursor.execute(
+                f"SELECT {', '.join(names)} FROM {Series.__tablename__} "
+                f"WHERE station IN ({in_stations}) AND charge_id IN ({in_charges})",
+                [*stations, *part],
+            )
+            found += cursor.fetchall()
+        series = pd.DataFrame.from_records(found, columns=names)
+        keep = pd.MultiIndex.from_frame(series[["charge_id", "stick_id"]].astype(str)).isin(wanted)
+        series = series.loc[keep].reset_index(drop=True)
+        if series.empty:
+            return pd.DataFrame(
+                columns=["charge_id", "stick_id", "station", "timestamp", "sensor", "value"]
+            )
+        ids = series["id"].astype("int64").tolist()
+        parts = []
         for start in range(0, len(ids), IN_CHUNK):
             chunk = ids[start : start + IN_CHUNK]
             cursor.execute(
-                f"SELECT {r.c.series_id.name}, {r.c.ts_us.name}, {r.c.value.name} FROM "
-                f"{r.name} WHERE series_id IN ({', '.join([mark] * len(chunk))})",
+                f"SELECT series_id, ts_us, value FROM {Reading.__tablename__} "
+                f"WHERE series_id IN ({', '.join([mark] * len(chunk))})",
                 chunk,
             )
-            rows = cursor.fetchall()
-            parts.append(np.array(rows, dtype=np.float64).reshape(-1, 3))
+            parts.append(np.array(cursor.fetchall(), dtype=np.float64).reshape(-1, 3))
     finally:
         cursor.close()
     values = np.concatenate(parts)  # ids and epoch microseconds (< 2**53) are exact here
     position = pd.Index(series["id"].astype("int64")).get_indexer(values[:, 0].astype(np.int64))
-    frame = series.drop(columns="id").take(position).reset_index(drop=True)
+    frame = series.drop(columns="id").take(position).reset_index(drop=True).astype(str)
     frame.insert(3, "timestamp", us_to_utc(values[:, 1].astype(np.int64)))
     frame["value"] = values[:, 2]
     return frame
