@@ -39,8 +39,6 @@ ingesters.
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -49,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import Connection, bindparam, delete, func, select, update
+from sqlalchemy import Connection, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from qcllp.features import build_station_features
@@ -58,20 +56,25 @@ from qcllp.plant.config import PlantConfig, Station
 from qcllp.store import (
     IN_CHUNK,
     Alarm,
-    BatchStick,
-    Charge,
     Flag,
-    IngestionBatch,
     Reading,
     ScorerCheckpoint,
-    ScorerPending,
     Series,
     Store,
     rows_frame,
     us_to_utc,
 )
 
+from .flag_sink import FlagSink, flag_line
 from .registry import LoadedModel, load_model
+from .station_pending import (
+    MAX_BATCHES_PER_STEP,
+    backlog,
+    due_sticks,
+    forget_pending,
+    postpone,
+    take_in,
+)
 
 __all__ = [
     "DECISIONS",
@@ -89,7 +92,6 @@ __all__ = [
 ]
 
 DECISIONS = ("lock_out", "pass", "unscorable")
-MAX_BATCHES_PER_STEP = 50
 SCORE_COLUMNS = ["charge_id", "stick_id", "probability", "decision", "reason", "arrived_at"]
 
 
@@ -134,49 +136,6 @@ class StepResult(ScoreResult):
     lag_s: float = 0.0
     latencies_s: np.ndarray = field(default_factory=lambda: np.empty(0))
     more: bool = False  # more work is due right now (the step hit a bound)
-
-
-# ----------------------------------------------------------------------------- the sink
-class FlagSink:
-    """An append-only JSON-lines file of flags for the line's PLC/MES gateway.
-
-    Holds committed flags only: :meth:`prepare` (under the station lock, before appending)
-    cuts off whatever a step that died before its commit had written; the offset after
-    :meth:`append` is committed with the flags. One line per flag: ``station, charge_id,
-    stick_id, decision, probability, threshold, model_id, reason, arrived_at, scored_at``.
-    """
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-
-    def prepare(self, committed: int) -> tuple[int, str | None]:
-        """Cut the file back to ``committed`` bytes; returns (offset, problem or None).
-
-        A file shorter than the committed offset was rotated or truncated by someone else:
-        appending goes on at its end and the problem is returned for an alarm.
-        """
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "ab") as fh:
-            size = fh.seek(0, os.SEEK_END)
-            if size > committed:
-                fh.truncate(committed)
-                os.fsync(fh.fileno())
-                return committed, None
-        if size < committed:
-            return size, (
-                f"sink {self.path} holds {size} bytes, fewer than the {committed} committed; "
-                "it was rotated or truncated outside qcllp: appending at its end"
-            )
-        return committed, None
-
-    def append(self, lines: list[str]) -> int:
-        """Append lines, flush them to disk; returns the new size (the offset to commit)."""
-        with open(self.path, "ab") as fh:
-            if lines:
-                fh.write(("\n".join(lines) + "\n").encode())
-                fh.flush()
-                os.fsync(fh.fileno())
-            return fh.tell()
 
 
 # ----------------------------------------------------------------------------- locking
@@ -243,18 +202,18 @@ def score_step(
             if checkpoint["sink_path"] != str(sink.path):  # a new sink: its bytes are not ours
                 committed = sink.path.stat().st_size if sink.path.exists() else 0
             offset, sink_problem = sink.prepare(committed)
-        seq, taken, remaining = _take_in(conn, config, st, checkpoint["commit_seq"], 4 * limit)
-        due = _due_sticks(conn, station, now, limit, assume_complete)
+        seq, taken, remaining = take_in(conn, config, st, checkpoint["commit_seq"], 4 * limit)
+        due = due_sticks(conn, station, now, limit, assume_complete)
         scores = pd.DataFrame(columns=SCORE_COLUMNS)
         written: list[dict] = []
         if model is not None and len(due):
             scores = _decide(conn, config, st, model, due, now, assume_complete)
             written = _write_flags(conn, station, model, scores, now)
-            _forget_pending(conn, station, scores)
+            forget_pending(conn, station, scores)
         if sink is not None:
-            offset = sink.append([_sink_line(row) for row in written])
+            offset = sink.append([flag_line(row) for row in written])
         _save_checkpoint(conn, station, seq, sink, offset, model)
-        pending, lag = _backlog(conn, station, seq, now)
+        pending, lag = backlog(conn, station, seq, now)
     if sink_problem:
         record_alarm(store, "scorer", station, "sink_truncated", sink_problem)
     arrived = pd.to_datetime(scores["arrived_at"], utc=True) if len(scores) else None
@@ -324,147 +283,6 @@ def _save_checkpoint(
         stmt.on_conflict_do_update(
             index_elements=["station"], set_={k: v for k, v in values.items() if k != "station"}
         )
-    )
-
-
-def _take_in(
-    conn: Connection,
-    config: PlantConfig,
-    st: Station,
-    since_seq: int,
-    max_rows: int,
-) -> tuple[int, int, bool]:
-    """Batches committed after ``since_seq`` into ``scorer_pending``, at most
-    :data:`MAX_BATCHES_PER_STEP` and about ``max_rows`` (station, stick) rows; returns (new
-    checkpoint seq, batches taken, whether more are waiting)."""
-    b, bs = IngestionBatch.__table__, BatchStick.__table__
-    batches = conn.execute(
-        select(b.c.id, b.c.commit_seq, b.c.finished_at, b.c.kind)
-        .where(b.c.commit_seq > since_seq)
-        .order_by(b.c.commit_seq)
-        .limit(MAX_BATCHES_PER_STEP)
-    ).all()
-    if not batches:
-        return since_seq, 0, False
-    remaining = len(batches) == MAX_BATCHES_PER_STEP
-    sizes = dict(
-        conn.execute(
-            select(bs.c.batch_id, func.count())
-            .where(bs.c.batch_id.in_([r.id for r in batches]))
-            .group_by(bs.c.batch_id)
-        ).all()
-    )
-    taken, rows = [], 0
-    for batch in batches:  # bound a step's intake; a batch is never split
-        if taken and rows + sizes.get(batch.id, 0) > max_rows:
-            remaining = True
-            break
-        taken.append(batch)
-        rows += sizes.get(batch.id, 0)
-    batches = taken
-    new_seq = int(batches[-1].commit_seq)
-    arrival = {r.id: r.finished_at for r in batches if r.kind == "measurements"}
-    if not arrival:
-        return new_seq, len(batches), remaining
-    later = list(config.station_names[config.station_index(st.name) + 1 :])
-    visits = rows_frame(
-        conn.execute(
-            select(bs.c.batch_id, bs.c.station, bs.c.charge_id, bs.c.stick_id).where(
-                bs.c.batch_id.in_(list(arrival)), bs.c.station.in_([st.name, *later])
-            )
-        ).all(),
-        ["batch_id", "station", "charge_id", "stick_id"],
-    )
-    if visits.empty:
-        return new_seq, len(batches), remaining
-    visits["arrived_at"] = pd.to_datetime(visits["batch_id"].map(arrival), utc=True)
-    visits = _still_on_line(conn, visits)
-    here = visits[visits["station"] == st.name]
-    arrived = here.groupby(["charge_id", "stick_id"])["arrived_at"].agg(["min", "max"])
-    later = visits.loc[visits["station"] != st.name, ["charge_id", "stick_id"]]
-    _upsert_pending(conn, st, arrived, pd.MultiIndex.from_frame(later).unique())
-    return new_seq, len(batches), remaining
-
-
-def _still_on_line(conn: Connection, visits: pd.DataFrame) -> pd.DataFrame:
-    """Drop sticks of charges final QC has reported (they have left the line)."""
-    charges = visits["charge_id"].unique().tolist()
-    gone = set()
-    c = Charge.__table__
-    for start in range(0, len(charges), IN_CHUNK):
-        part = charges[start : start + IN_CHUNK]
-        gone |= set(
-            conn.execute(
-                select(c.c.charge_id).where(c.c.charge_id.in_(part), c.c.n_sticks.is_not(None))
-            ).scalars()
-        )
-    return visits[~visits["charge_id"].isin(gone)] if gone else visits
-
-
-def _upsert_pending(
-    conn: Connection, st: Station, arrived: pd.DataFrame, later: pd.MultiIndex
-) -> None:
-    """New arrivals at the station into ``scorer_pending``; later-station sightings mark the
-    pending sticks they belong to (a stick not pending here needs nothing)."""
-    p = ScorerPending.__table__
-    first = arrived["min"].dt.to_pydatetime()
-    last = arrived["max"].dt.to_pydatetime()
-    due = (arrived["max"] + pd.Timedelta(seconds=st.settle_s)).dt.to_pydatetime()
-    later_seen = arrived.index.isin(later)
-    rows = [
-        {
-            "station": st.name,
-            "charge_id": charge,
-            "stick_id": stick,
-            "first_arrived_at": f,
-            "arrived_at": a,
-            "due_at": d,
-            "later_seen": bool(ls),
-        }
-        for (charge, stick), f, a, d, ls in zip(
-            arrived.index, first, last, due, later_seen, strict=True
-        )
-    ]
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    if rows:
-        stmt = dialect.insert(p)
-        conn.execute(
-            stmt.on_conflict_do_update(
-                index_elements=["station", "charge_id", "stick_id"],
-                set_={
-                    "arrived_at": stmt.excluded.arrived_at,
-                    "due_at": stmt.excluded.due_at,
-                    "later_seen": p.c.later_seen | stmt.excluded.later_seen,
-                },
-            ),
-            rows,
-        )
-    seen_later = later[~later.isin(arrived.index)]
-    if len(seen_later):
-        conn.execute(
-            update(p)
-            .where(
-                p.c.station == st.name,
-                p.c.charge_id == bindparam("c"),
-                p.c.stick_id == bindparam("s"),
-            )
-            .values(later_seen=True),
-            [{"c": c, "s": k} for c, k in seen_later],
-        )
-
-
-def _due_sticks(
-    conn: Connection, station: str, now: datetime, limit: int, assume_complete: bool
-) -> pd.DataFrame:
-    p = ScorerPending.__table__
-    query = select(
-        p.c.charge_id, p.c.stick_id, p.c.first_arrived_at, p.c.arrived_at, p.c.later_seen
-    ).where(p.c.station == station)
-    if not assume_complete:
-        query = query.where(p.c.later_seen | (p.c.due_at <= now))
-    rows = conn.execute(query.order_by(p.c.due_at).limit(limit)).all()
-    return rows_frame(
-        rows, ["charge_id", "stick_id", "first_arrived_at", "arrived_at", "later_seen"]
     )
 
 
@@ -543,7 +361,7 @@ def _decide(
     has_all = np.array([not m for m in missing], dtype=bool)
     waiting = ~has_all & ~complete
     if waiting.any():
-        _postpone(conn, st, due.loc[waiting], first[waiting])
+        postpone(conn, st, due.loc[waiting], first[waiting])
     decided = due.loc[~waiting].reset_index(drop=True)
     out = pd.DataFrame(
         {
@@ -592,19 +410,6 @@ def _missing_sensors(readings: pd.DataFrame, st: Station, due: pd.DataFrame) -> 
     ]
 
 
-def _postpone(conn: Connection, st: Station, waiting: pd.DataFrame, first: pd.Series) -> None:
-    p = ScorerPending.__table__
-    until = (first + pd.Timedelta(seconds=st.timeout_s)).dt.to_pydatetime()
-    for (charge, stick), due in zip(
-        waiting[["charge_id", "stick_id"]].itertuples(index=False), until, strict=True
-    ):  # rare: sticks missing a sensor, waiting for it or for the timeout
-        conn.execute(
-            update(p)
-            .where(p.c.station == st.name, p.c.charge_id == charge, p.c.stick_id == stick)
-            .values(due_at=due)
-        )
-
-
 def _write_flags(
     conn: Connection, station: str, loaded: LoadedModel, scores: pd.DataFrame, now: datetime
 ) -> list[dict]:
@@ -647,55 +452,6 @@ def _write_flags(
         result = conn.execute(statement.returning(f.c.charge_id, f.c.stick_id), part)
         inserted |= {(r.charge_id, r.stick_id) for r in result}
     return [row for row in rows if (row["charge_id"], row["stick_id"]) in inserted]
-
-
-def _forget_pending(conn: Connection, station: str, scores: pd.DataFrame) -> None:
-    p = ScorerPending.__table__
-    conn.execute(
-        delete(p).where(
-            p.c.station == station,
-            p.c.charge_id == bindparam("c"),
-            p.c.stick_id == bindparam("s"),
-        ),
-        [{"c": c, "s": k} for c, k in zip(scores["charge_id"], scores["stick_id"], strict=True)],
-    )
-
-
-def _backlog(conn: Connection, station: str, seq: int, now: datetime) -> tuple[int, float]:
-    """(pending sticks, lag in seconds): the lag is the age of the oldest batch not yet taken
-    in or of the oldest pending stick that is due, 0 when none is waiting."""
-    b, p = IngestionBatch.__table__, ScorerPending.__table__
-    oldest_batch = conn.execute(
-        select(func.min(b.c.finished_at)).where(b.c.commit_seq > seq)
-    ).scalar()
-    pending, oldest_due = conn.execute(
-        select(func.count(), func.min(p.c.due_at)).where(p.c.station == station)
-    ).one()
-    ages = [(now - _utc(t)).total_seconds() for t in (oldest_batch, oldest_due) if t is not None]
-    return int(pending), max([0.0, *ages])
-
-
-def _utc(value: datetime) -> datetime:
-    """SQLite returns stored UTC times without their zone."""
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
-
-
-def _sink_line(row: dict) -> str:
-    return json.dumps(
-        {
-            "station": row["station"],
-            "charge_id": row["charge_id"],
-            "stick_id": row["stick_id"],
-            "decision": row["decision"],
-            "probability": row["probability"],
-            "threshold": row["threshold"],
-            "model_id": row["model_id"],
-            "reason": row["reason"],
-            "arrived_at": row["arrived_at"].isoformat(),
-            "scored_at": row["scored_at"].isoformat(),
-        },
-        separators=(",", ":"),
-    )
 
 
 # ----------------------------------------------------------------------------- batch runs

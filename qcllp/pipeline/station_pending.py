@@ -1,0 +1,209 @@
+"""Which sticks wait at a station, and which have completed it: the scorer's intake.
+
+A step takes in the ingestion batches committed since its checkpoint (``commit_seq``, read
+through ``batch_sticks`` only, so the cost follows the new work, not the history); the sticks
+they brought to the station wait in ``scorer_pending`` until the plant config's completion rule
+(:class:`qcllp.plant.config.Station`) says they are done: a reading at a later station, or
+``settle_s`` without news, or -- still missing a sensor -- ``timeout_s`` after their first
+reading there. Everything here runs inside the step's transaction (:mod:`.scoring`).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pandas as pd
+from sqlalchemy import Connection, bindparam, delete, func, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from qcllp.plant.config import PlantConfig, Station
+from qcllp.store import IN_CHUNK, BatchStick, Charge, IngestionBatch, ScorerPending, rows_frame
+
+__all__ = ["MAX_BATCHES_PER_STEP", "backlog", "due_sticks", "forget_pending", "postpone", "take_in"]
+
+MAX_BATCHES_PER_STEP = 50
+
+
+def take_in(
+    conn: Connection,
+    config: PlantConfig,
+    st: Station,
+    since_seq: int,
+    max_rows: int,
+) -> tuple[int, int, bool]:
+    """Batches committed after ``since_seq`` into ``scorer_pending``, at most
+    :data:`MAX_BATCHES_PER_STEP` and about ``max_rows`` (station, stick) rows; returns (new
+    checkpoint seq, batches taken, whether more are waiting)."""
+    b, bs = IngestionBatch.__table__, BatchStick.__table__
+    batches = conn.execute(
+        select(b.c.id, b.c.commit_seq, b.c.finished_at, b.c.kind)
+        .where(b.c.commit_seq > since_seq)
+        .order_by(b.c.commit_seq)
+        .limit(MAX_BATCHES_PER_STEP)
+    ).all()
+    if not batches:
+        return since_seq, 0, False
+    remaining = len(batches) == MAX_BATCHES_PER_STEP
+    sizes = dict(
+        conn.execute(
+            select(bs.c.batch_id, func.count())
+            .where(bs.c.batch_id.in_([r.id for r in batches]))
+            .group_by(bs.c.batch_id)
+        ).all()
+    )
+    taken, rows = [], 0
+    for batch in batches:  # bound a step's intake; a batch is never split
+        if taken and rows + sizes.get(batch.id, 0) > max_rows:
+            remaining = True
+            break
+        taken.append(batch)
+        rows += sizes.get(batch.id, 0)
+    batches = taken
+    new_seq = int(batches[-1].commit_seq)
+    arrival = {r.id: r.finished_at for r in batches if r.kind == "measurements"}
+    if not arrival:
+        return new_seq, len(batches), remaining
+    later = list(config.station_names[config.station_index(st.name) + 1 :])
+    visits = rows_frame(
+        conn.execute(
+            select(bs.c.batch_id, bs.c.station, bs.c.charge_id, bs.c.stick_id).where(
+                bs.c.batch_id.in_(list(arrival)), bs.c.station.in_([st.name, *later])
+            )
+        ).all(),
+        ["batch_id", "station", "charge_id", "stick_id"],
+    )
+    if visits.empty:
+        return new_seq, len(batches), remaining
+    visits["arrived_at"] = pd.to_datetime(visits["batch_id"].map(arrival), utc=True)
+    visits = _still_on_line(conn, visits)
+    here = visits[visits["station"] == st.name]
+    arrived = here.groupby(["charge_id", "stick_id"])["arrived_at"].agg(["min", "max"])
+    later = visits.loc[visits["station"] != st.name, ["charge_id", "stick_id"]]
+    _upsert_pending(conn, st, arrived, pd.MultiIndex.from_frame(later).unique())
+    return new_seq, len(batches), remaining
+
+
+def _still_on_line(conn: Connection, visits: pd.DataFrame) -> pd.DataFrame:
+    """Drop sticks of charges final QC has reported (they have left the line)."""
+    charges = visits["charge_id"].unique().tolist()
+    gone = set()
+    c = Charge.__table__
+    for start in range(0, len(charges), IN_CHUNK):
+        part = charges[start : start + IN_CHUNK]
+        gone |= set(
+            conn.execute(
+                select(c.c.charge_id).where(c.c.charge_id.in_(part), c.c.n_sticks.is_not(None))
+            ).scalars()
+        )
+    return visits[~visits["charge_id"].isin(gone)] if gone else visits
+
+
+def _upsert_pending(
+    conn: Connection, st: Station, arrived: pd.DataFrame, later: pd.MultiIndex
+) -> None:
+    """New arrivals at the station into ``scorer_pending``; later-station sightings mark the
+    pending sticks they belong to (a stick not pending here needs nothing)."""
+    p = ScorerPending.__table__
+    first = arrived["min"].dt.to_pydatetime()
+    last = arrived["max"].dt.to_pydatetime()
+    due = (arrived["max"] + pd.Timedelta(seconds=st.settle_s)).dt.to_pydatetime()
+    later_seen = arrived.index.isin(later)
+    rows = [
+        {
+            "station": st.name,
+            "charge_id": charge,
+            "stick_id": stick,
+            "first_arrived_at": f,
+            "arrived_at": a,
+            "due_at": d,
+            "later_seen": bool(ls),
+        }
+        for (charge, stick), f, a, d, ls in zip(
+            arrived.index, first, last, due, later_seen, strict=True
+        )
+    ]
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    if rows:
+        stmt = dialect.insert(p)
+        conn.execute(
+            stmt.on_conflict_do_update(
+                index_elements=["station", "charge_id", "stick_id"],
+                set_={
+                    "arrived_at": stmt.excluded.arrived_at,
+                    "due_at": stmt.excluded.due_at,
+                    "later_seen": p.c.later_seen | stmt.excluded.later_seen,
+                },
+            ),
+            rows,
+        )
+    seen_later = later[~later.isin(arrived.index)]
+    if len(seen_later):
+        conn.execute(
+            update(p)
+            .where(
+                p.c.station == st.name,
+                p.c.charge_id == bindparam("c"),
+                p.c.stick_id == bindparam("s"),
+            )
+            .values(later_seen=True),
+            [{"c": c, "s": k} for c, k in seen_later],
+        )
+
+
+def due_sticks(
+    conn: Connection, station: str, now: datetime, limit: int, assume_complete: bool
+) -> pd.DataFrame:
+    p = ScorerPending.__table__
+    query = select(
+        p.c.charge_id, p.c.stick_id, p.c.first_arrived_at, p.c.arrived_at, p.c.later_seen
+    ).where(p.c.station == station)
+    if not assume_complete:
+        query = query.where(p.c.later_seen | (p.c.due_at <= now))
+    rows = conn.execute(query.order_by(p.c.due_at).limit(limit)).all()
+    return rows_frame(
+        rows, ["charge_id", "stick_id", "first_arrived_at", "arrived_at", "later_seen"]
+    )
+
+
+def postpone(conn: Connection, st: Station, waiting: pd.DataFrame, first: pd.Series) -> None:
+    p = ScorerPending.__table__
+    until = (first + pd.Timedelta(seconds=st.timeout_s)).dt.to_pydatetime()
+    for (charge, stick), due in zip(
+        waiting[["charge_id", "stick_id"]].itertuples(index=False), until, strict=True
+    ):  # rare: sticks missing a sensor, waiting for it or for the timeout
+        conn.execute(
+            update(p)
+            .where(p.c.station == st.name, p.c.charge_id == charge, p.c.stick_id == stick)
+            .values(due_at=due)
+        )
+
+
+def forget_pending(conn: Connection, station: str, scores: pd.DataFrame) -> None:
+    p = ScorerPending.__table__
+    conn.execute(
+        delete(p).where(
+            p.c.station == station,
+            p.c.charge_id == bindparam("c"),
+            p.c.stick_id == bindparam("s"),
+        ),
+        [{"c": c, "s": k} for c, k in zip(scores["charge_id"], scores["stick_id"], strict=True)],
+    )
+
+
+def backlog(conn: Connection, station: str, seq: int, now: datetime) -> tuple[int, float]:
+    """(pending sticks, lag in seconds): the lag is the age of the oldest batch not yet taken
+    in or of the oldest pending stick that is due, 0 when none is waiting."""
+    b, p = IngestionBatch.__table__, ScorerPending.__table__
+    oldest_batch = conn.execute(
+        select(func.min(b.c.finished_at)).where(b.c.commit_seq > seq)
+    ).scalar()
+    pending, oldest_due = conn.execute(
+        select(func.count(), func.min(p.c.due_at)).where(p.c.station == station)
+    ).one()
+    ages = [(now - _utc(t)).total_seconds() for t in (oldest_batch, oldest_due) if t is not None]
+    return int(pending), max([0.0, *ages])
+
+
+def _utc(value: datetime) -> datetime:
+    """SQLite returns stored UTC times without their zone."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
