@@ -23,7 +23,6 @@ from datetime import UTC, date, datetime
 
 import pandas as pd
 from sqlalchemy import Connection, create_engine, text
-from sqlalchemy.dialects import postgresql, sqlite
 
 from qcllp.ingest.batches import run_batch
 from qcllp.ingest.defects import check_count_columns, ingest_count_frames
@@ -32,7 +31,7 @@ from qcllp.ingest.report import IngestError, IngestReport
 from qcllp.ingest.sources import Chunk
 from qcllp.ingest.validate import LONG_COLUMNS
 from qcllp.plant.config import PlantConfig, SqlSource
-from qcllp.store import Store, Watermark
+from qcllp.store import Store, Watermark, dialect_insert
 
 __all__ = ["ingest_sql", "ingest_sql_sources"]
 
@@ -178,8 +177,7 @@ def _store_watermark(conn: Connection, name: str, column: str, value, batch_id: 
         "batch_id": batch_id,
         "updated_at": datetime.now(UTC),
     }
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    stmt = dialect.insert(Watermark.__table__).values(**row)
+    stmt = dialect_insert(conn, Watermark.__table__).values(**row)
     stmt = stmt.on_conflict_do_update(
         index_elements=["source_name"],
         set_={k: stmt.excluded[k] for k in ("column", "value", "batch_id", "updated_at")},

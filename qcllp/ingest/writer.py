@@ -32,7 +32,7 @@ import pandas as pd
 from sqlalchemy import Connection, func, insert, select
 
 from qcllp.ingest.validate import SERIES_KEY
-from qcllp.store import IN_CHUNK, QuarantineRow, Reading, Series, rows_frame
+from qcllp.store import IN_CHUNK, QuarantineRow, Reading, Series, placeholders, rows_frame
 
 __all__ = ["ReadingWriter", "insert_quarantine", "raw_json"]
 
@@ -49,11 +49,6 @@ def insert_quarantine(conn: Connection, rows: list[dict]) -> None:
     """Insert quarantine rows (dicts with the quarantine columns)."""
     if rows:
         conn.execute(insert(QuarantineRow.__table__), rows)
-
-
-def _placeholders(conn: Connection, n: int) -> str:
-    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-    return ", ".join([mark] * n)
 
 
 class ReadingWriter:
@@ -145,7 +140,7 @@ class ReadingWriter:
             try:
                 cursor.executemany(
                     "INSERT INTO series (station, charge_id, stick_id, sensor) "
-                    f"VALUES ({_placeholders(self.conn, 4)}) ON CONFLICT DO NOTHING",
+                    f"VALUES ({placeholders(self.conn, 4)}) ON CONFLICT DO NOTHING",
                     _tuples(missing, SERIES_KEY),
                 )
             finally:
@@ -244,21 +239,21 @@ class ReadingWriter:
         try:
             cursor.executemany(
                 f"INSERT INTO charges (charge_id, first_seen_us) "
-                f"VALUES ({_placeholders(self.conn, 2)}) ON CONFLICT (charge_id) DO UPDATE SET "
+                f"VALUES ({placeholders(self.conn, 2)}) ON CONFLICT (charge_id) DO UPDATE SET "
                 f"first_seen_us = {least}(coalesce(charges.first_seen_us, "
                 "excluded.first_seen_us), excluded.first_seen_us)",
                 _tuples(charges, ["charge_id", "ts_us"]),
             )
             cursor.executemany(
                 f"INSERT INTO sticks (charge_id, stick_id, first_seen_us) "
-                f"VALUES ({_placeholders(self.conn, 3)}) "
+                f"VALUES ({placeholders(self.conn, 3)}) "
                 "ON CONFLICT (charge_id, stick_id) DO UPDATE SET "
                 f"first_seen_us = {least}(sticks.first_seen_us, excluded.first_seen_us)",
                 _tuples(sticks, ["charge_id", "stick_id", "ts_us"]),
             )
             cursor.executemany(
                 "INSERT INTO batch_sticks (batch_id, station, charge_id, stick_id) "
-                f"VALUES ({_placeholders(self.conn, 4)}) ON CONFLICT DO NOTHING",
+                f"VALUES ({placeholders(self.conn, 4)}) ON CONFLICT DO NOTHING",
                 [
                     (self.batch_id, *row)
                     for row in _tuples(visits, ["station", "charge_id", "stick_id"])

@@ -48,9 +48,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from sqlalchemy import Connection, func, select
-from sqlalchemy.dialects import postgresql, sqlite
 
-from qcllp.features import build_station_features
+from qcllp.features import READING_COLUMNS, build_station_features
 from qcllp.ingest.measurements import read_readings
 from qcllp.plant.config import PlantConfig, Station
 from qcllp.store import (
@@ -61,6 +60,8 @@ from qcllp.store import (
     ScorerCheckpoint,
     Series,
     Store,
+    dialect_insert,
+    placeholders,
     rows_frame,
     us_to_utc,
 )
@@ -109,7 +110,7 @@ class ScoreResult:
     @property
     def counts(self) -> dict[str, int]:
         """Sticks per decision in ``scores``."""
-        decided = self.scores["decision"] if "decision" in self.scores else pd.Series()
+        decided = self.scores["decision"]
         return {d: int((decided == d).sum()) for d in DECISIONS}
 
     def as_dict(self) -> dict:
@@ -277,8 +278,7 @@ def _save_checkpoint(
         "model_id": None if model is None else model.id,
         "updated_at": datetime.now(UTC),
     }
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    stmt = dialect.insert(ScorerCheckpoint.__table__).values(**values)
+    stmt = dialect_insert(conn, ScorerCheckpoint.__table__).values(**values)
     conn.execute(
         stmt.on_conflict_do_update(
             index_elements=["station"], set_={k: v for k, v in values.items() if k != "station"}
@@ -300,14 +300,13 @@ def _read_stick_readings(
     wanted = pd.MultiIndex.from_frame(sticks[["charge_id", "stick_id"]].astype(str))
     charges = sorted(set(wanted.get_level_values(0)))
     names = ["id", "charge_id", "stick_id", "station", "sensor"]
-    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-    in_stations = ", ".join([mark] * len(stations))
+    in_stations = placeholders(conn, len(stations))
     cursor = conn.connection.dbapi_connection.cursor()
     try:
         found = []
         for start in range(0, len(charges), IN_CHUNK):
             part = charges[start : start + IN_CHUNK]
-            in_charges = ", ".join([mark] * len(part))
+            in_charges = placeholders(conn, len(part))
             cursor.execute(
                 f"SELECT {', '.join(names)} FROM {Series.__tablename__} "
                 f"WHERE station IN ({in_stations}) AND charge_id IN ({in_charges})",
@@ -318,16 +317,14 @@ def _read_stick_readings(
         keep = pd.MultiIndex.from_frame(series[["charge_id", "stick_id"]].astype(str)).isin(wanted)
         series = series.loc[keep].reset_index(drop=True)
         if series.empty:
-            return pd.DataFrame(
-                columns=["charge_id", "stick_id", "station", "timestamp", "sensor", "value"]
-            )
+            return pd.DataFrame(columns=list(READING_COLUMNS))
         ids = series["id"].astype("int64").tolist()
         parts = []
         for start in range(0, len(ids), IN_CHUNK):
             chunk = ids[start : start + IN_CHUNK]
             cursor.execute(
                 f"SELECT series_id, ts_us, value FROM {Reading.__tablename__} "
-                f"WHERE series_id IN ({', '.join([mark] * len(chunk))})",
+                f"WHERE series_id IN ({placeholders(conn, len(chunk))})",
                 chunk,
             )
             parts.append(np.array(cursor.fetchall(), dtype=np.float64).reshape(-1, 3))
@@ -370,7 +367,7 @@ def _decide(
             "probability": np.nan,
             "decision": "unscorable",
             "reason": [
-                f"no reading from sensor(s) {', '.join(m)} at {st.name}"
+                f"no reading from sensor(s) {', '.join(m)} at {st.name}" if m else None
                 for m, w in zip(missing, waiting, strict=True)
                 if not w
             ],
@@ -441,8 +438,7 @@ def _write_flags(
             strict=True,
         )
     ]
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    statement = dialect.insert(Flag.__table__).on_conflict_do_nothing(
+    statement = dialect_insert(conn, Flag.__table__).on_conflict_do_nothing(
         index_elements=["station", "charge_id", "stick_id"]
     )
     f = Flag.__table__

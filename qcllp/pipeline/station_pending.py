@@ -14,14 +14,33 @@ from datetime import UTC, datetime
 
 import pandas as pd
 from sqlalchemy import Connection, bindparam, delete, func, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 from qcllp.plant.config import PlantConfig, Station
-from qcllp.store import IN_CHUNK, BatchStick, Charge, IngestionBatch, ScorerPending, rows_frame
+from qcllp.store import (
+    IN_CHUNK,
+    BatchStick,
+    Charge,
+    IngestionBatch,
+    ScorerPending,
+    dialect_insert,
+    rows_frame,
+)
 
 __all__ = ["MAX_BATCHES_PER_STEP", "backlog", "due_sticks", "forget_pending", "postpone", "take_in"]
 
 MAX_BATCHES_PER_STEP = 50
+
+_P = ScorerPending.__table__
+# the WHERE of a statement run once per pending stick (executemany over _stick_params)
+_EACH_STICK = (
+    _P.c.station == bindparam("b_station"),
+    _P.c.charge_id == bindparam("b_charge"),
+    _P.c.stick_id == bindparam("b_stick"),
+)
+
+
+def _stick_params(station: str, keys) -> list[dict]:  # noqa: ANN001 - (charge, stick) pairs
+    return [{"b_station": station, "b_charge": c, "b_stick": s} for c, s in keys]
 
 
 def take_in(
@@ -63,11 +82,11 @@ def take_in(
     arrival = {r.id: r.finished_at for r in batches if r.kind == "measurements"}
     if not arrival:
         return new_seq, len(batches), remaining
-    later = list(config.station_names[config.station_index(st.name) + 1 :])
+    later_stations = list(config.station_names[config.station_index(st.name) + 1 :])
     visits = rows_frame(
         conn.execute(
             select(bs.c.batch_id, bs.c.station, bs.c.charge_id, bs.c.stick_id).where(
-                bs.c.batch_id.in_(list(arrival)), bs.c.station.in_([st.name, *later])
+                bs.c.batch_id.in_(list(arrival)), bs.c.station.in_([st.name, *later_stations])
             )
         ).all(),
         ["batch_id", "station", "charge_id", "stick_id"],
@@ -78,8 +97,8 @@ def take_in(
     visits = _still_on_line(conn, visits)
     here = visits[visits["station"] == st.name]
     arrived = here.groupby(["charge_id", "stick_id"])["arrived_at"].agg(["min", "max"])
-    later = visits.loc[visits["station"] != st.name, ["charge_id", "stick_id"]]
-    _upsert_pending(conn, st, arrived, pd.MultiIndex.from_frame(later).unique())
+    seen_later = visits.loc[visits["station"] != st.name, ["charge_id", "stick_id"]]
+    _upsert_pending(conn, st, arrived, pd.MultiIndex.from_frame(seen_later).unique())
     return new_seq, len(batches), remaining
 
 
@@ -122,9 +141,8 @@ def _upsert_pending(
             arrived.index, first, last, due, later_seen, strict=True
         )
     ]
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
     if rows:
-        stmt = dialect.insert(p)
+        stmt = dialect_insert(conn, p)
         conn.execute(
             stmt.on_conflict_do_update(
                 index_elements=["station", "charge_id", "stick_id"],
@@ -136,23 +154,18 @@ def _upsert_pending(
             ),
             rows,
         )
-    seen_later = later[~later.isin(arrived.index)]
-    if len(seen_later):
+    elsewhere = later[~later.isin(arrived.index)]
+    if len(elsewhere):
         conn.execute(
-            update(p)
-            .where(
-                p.c.station == st.name,
-                p.c.charge_id == bindparam("c"),
-                p.c.stick_id == bindparam("s"),
-            )
-            .values(later_seen=True),
-            [{"c": c, "s": k} for c, k in seen_later],
+            update(p).where(*_EACH_STICK).values(later_seen=True),
+            _stick_params(st.name, elsewhere),
         )
 
 
 def due_sticks(
     conn: Connection, station: str, now: datetime, limit: int, assume_complete: bool
 ) -> pd.DataFrame:
+    """Pending sticks that may have completed (later-station reading or due), oldest first."""
     p = ScorerPending.__table__
     query = select(
         p.c.charge_id, p.c.stick_id, p.c.first_arrived_at, p.c.arrived_at, p.c.later_seen
@@ -166,28 +179,22 @@ def due_sticks(
 
 
 def postpone(conn: Connection, st: Station, waiting: pd.DataFrame, first: pd.Series) -> None:
-    p = ScorerPending.__table__
+    """Sticks still missing a sensor wait until ``timeout_s`` after their first reading."""
     until = (first + pd.Timedelta(seconds=st.timeout_s)).dt.to_pydatetime()
-    for (charge, stick), due in zip(
-        waiting[["charge_id", "stick_id"]].itertuples(index=False), until, strict=True
-    ):  # rare: sticks missing a sensor, waiting for it or for the timeout
-        conn.execute(
-            update(p)
-            .where(p.c.station == st.name, p.c.charge_id == charge, p.c.stick_id == stick)
-            .values(due_at=due)
-        )
+    keys = zip(waiting["charge_id"], waiting["stick_id"], strict=True)
+    params = _stick_params(st.name, keys)
+    for row, due in zip(params, until, strict=True):
+        row["due"] = due
+    conn.execute(
+        update(ScorerPending.__table__).where(*_EACH_STICK).values(due_at=bindparam("due")),
+        params,
+    )
 
 
 def forget_pending(conn: Connection, station: str, scores: pd.DataFrame) -> None:
-    p = ScorerPending.__table__
-    conn.execute(
-        delete(p).where(
-            p.c.station == station,
-            p.c.charge_id == bindparam("c"),
-            p.c.stick_id == bindparam("s"),
-        ),
-        [{"c": c, "s": k} for c, k in zip(scores["charge_id"], scores["stick_id"], strict=True)],
-    )
+    """Decided sticks leave ``scorer_pending``."""
+    keys = zip(scores["charge_id"], scores["stick_id"], strict=True)
+    conn.execute(delete(ScorerPending.__table__).where(*_EACH_STICK), _stick_params(station, keys))
 
 
 def backlog(conn: Connection, station: str, seq: int, now: datetime) -> tuple[int, float]:

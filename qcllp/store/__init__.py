@@ -4,7 +4,15 @@
 :mod:`qcllp.store.migrate` the versioned Alembic migrations that ``open`` applies.
 """
 
-from qcllp.store.core import IN_CHUNK, Store, StoreError, rows_frame, us_to_utc
+from qcllp.store.core import (
+    IN_CHUNK,
+    Store,
+    StoreError,
+    dialect_insert,
+    placeholders,
+    rows_frame,
+    us_to_utc,
+)
 from qcllp.store.schema import (
     Alarm,
     Base,
@@ -44,6 +52,8 @@ __all__ = [
     "Store",
     "StoreError",
     "Watermark",
+    "dialect_insert",
+    "placeholders",
     "rows_frame",
     "us_to_utc",
 ]

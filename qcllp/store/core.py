@@ -21,7 +21,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import Connection, Engine, create_engine, event, func, select, text
+from sqlalchemy import Connection, Engine, Table, create_engine, event, func, select, text
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session
@@ -38,7 +39,15 @@ from qcllp.store.schema import (
     Stick,
 )
 
-__all__ = ["IN_CHUNK", "Store", "StoreError", "rows_frame", "us_to_utc"]
+__all__ = [
+    "IN_CHUNK",
+    "Store",
+    "StoreError",
+    "dialect_insert",
+    "placeholders",
+    "rows_frame",
+    "us_to_utc",
+]
 
 _ADVISORY_LOCK_KEY = 0x51C11F  # PostgreSQL advisory lock held by a writing ingester
 IN_CHUNK = 2000  # ids per IN (...) list: far below SQLite's and psycopg's parameter limits
@@ -51,6 +60,19 @@ class StoreError(RuntimeError):
 def us_to_utc(values) -> pd.Series | pd.DatetimeIndex:
     """Epoch microseconds (int) -> ``datetime64[ns, UTC]``."""
     return pd.to_datetime(values, unit="us", utc=True).astype("datetime64[ns, UTC]")
+
+
+def dialect_insert(conn: Connection, table: Table) -> postgresql.Insert | sqlite.Insert:
+    """``INSERT`` into ``table`` in the connection's dialect (SQLite or PostgreSQL), which
+    offers ``on_conflict_do_nothing`` / ``on_conflict_do_update``."""
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    return dialect.insert(table)
+
+
+def placeholders(conn: Connection, n: int) -> str:
+    """``n`` positional parameter marks for the driver's own cursor (``?`` or ``%s``)."""
+    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    return ", ".join([mark] * n)
 
 
 def rows_frame(rows: Sequence, columns: list[str]) -> pd.DataFrame:
