@@ -93,7 +93,7 @@ from qcllp.pipeline.train import train_station  # noqa: E402
 from qcllp.plant.config import PlantConfig, Training, load_plant_config  # noqa: E402
 from qcllp.plant.simulate import simulate_plant, write_simulation  # noqa: E402
 from qcllp.service.scorer import ScorerService  # noqa: E402
-from qcllp.store import Store  # noqa: E402
+from qcllp.store import IN_CHUNK, Store  # noqa: E402
 
 EXAMPLE = ROOT / "plant_config" / "example.yaml"
 STATION = "cooling"
@@ -400,6 +400,99 @@ def run_backlog(args) -> None:
         )
     locked = rows[0][1][0]["locked"]
     print(f"\nLocked out by the model: {locked:,} of {meta['sticks']:,} sticks.")
+    if args.floor:
+        best = max(decided / median([r["seconds"] for r in runs]) for _, runs in rows)
+        print_floor(measure_floor(db, config, args.repeats), meta, best)
+
+
+def measure_floor(db: Path, config: PlantConfig, repeats: int) -> dict[str, float]:
+    """The database work a drain cannot avoid, timed on the plain ``sqlite3`` driver with no
+    pandas, SQLAlchemy or model around it (medians of ``repeats``):
+
+    * ``read``: per step of ~5,000 sticks (100 charges) the scorer's two queries -- the series
+      of those charges at the stations up to cooling, then their readings by ``series_id`` in
+      chunks of ``IN_CHUNK`` -- fetched as tuples;
+    * ``write``: per stick one ``scorer_pending`` row inserted, one ``flags`` row inserted and
+      the pending row deleted, as ``executemany`` with tuples built before the clock, inside
+      one transaction that is rolled back.
+    """
+    stations = [s.name for s in config.stations_up_to(STATION)]
+    reads, writes, rows_read = [], [], 0
+    with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as con:
+        cur = con.cursor()
+        charges = [r[0] for r in cur.execute("SELECT DISTINCT charge_id FROM batch_sticks")]
+        sticks = cur.execute(
+            "SELECT DISTINCT charge_id, stick_id FROM batch_sticks WHERE station = ?", (STATION,)
+        ).fetchall()
+        model_id = cur.execute("SELECT max(id) FROM models").fetchone()[0]
+        stamp = "2026-01-05 06:00:00.000000"
+        pending = [(STATION, c, s, stamp, stamp, stamp, 1) for c, s in sticks]
+        flags = [(STATION, c, s, model_id, 0.1, 0, "pass", 0.5, stamp, stamp) for c, s in sticks]
+        keys = [(STATION, c, s) for c, s in sticks]
+        for _ in range(repeats):
+            started, rows_read = time.perf_counter(), 0
+            for lo in range(0, len(charges), 100):
+                part = charges[lo : lo + 100]
+                marks = ",".join("?" * len(part))
+                series = cur.execute(
+                    "SELECT id, charge_id, stick_id, station, sensor FROM series "
+                    f"WHERE station IN ({','.join('?' * len(stations))}) "
+                    f"AND charge_id IN ({marks})",
+                    [*stations, *part],
+                ).fetchall()
+                ids = [r[0] for r in series]
+                for at in range(0, len(ids), IN_CHUNK):
+                    chunk = ids[at : at + IN_CHUNK]
+                    rows_read += len(
+                        cur.execute(
+                            "SELECT series_id, ts_us, value FROM readings "
+                            f"WHERE series_id IN ({','.join('?' * len(chunk))})",
+                            chunk,
+                        ).fetchall()
+                    )
+            reads.append(time.perf_counter() - started)
+            cur.execute("BEGIN IMMEDIATE")
+            started = time.perf_counter()
+            cur.executemany(
+                "INSERT INTO scorer_pending (station, charge_id, stick_id, first_arrived_at, "
+                "arrived_at, due_at, later_seen) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                pending,
+            )
+            cur.executemany(
+                "INSERT INTO flags (station, charge_id, stick_id, model_id, probability, "
+                "flagged, decision, threshold, arrived_at, scored_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                flags,
+            )
+            cur.executemany(
+                "DELETE FROM scorer_pending WHERE station = ? AND charge_id = ? AND stick_id = ?",
+                keys,
+            )
+            writes.append(time.perf_counter() - started)
+            cur.execute("ROLLBACK")
+    return {
+        "sticks": len(sticks),
+        "rows_read": rows_read,
+        "read_s": median(reads),
+        "write_s": median(writes),
+    }
+
+
+def print_floor(floor: dict[str, float], meta: dict, best: float) -> None:
+    n = floor["sticks"]
+    read, write = floor["read_s"], floor["write_s"]
+    print(f"\n### floor: the database work of draining {n:,} sticks, plain `sqlite3` driver\n")
+    print(
+        "What no scorer on this schema can avoid: fetching each stick's readings (tuples, no "
+        "pandas) and writing one pending row, one flag and one delete per stick (`executemany`, "
+        "rolled back). Median of the same repeats.\n"
+    )
+    print("| work | rows | s | sticks/s if only this |")
+    print("|---|---:|---:|---:|")
+    print(f"| read series + readings | {floor['rows_read']:,} | {read:.2f} | {n / read:,.0f} |")
+    print(f"| write pending + flag, delete pending | {3 * n:,} | {write:.2f} | {n / write:,.0f} |")
+    print(f"| both (the ceiling) | | {read + write:.2f} | {n / (read + write):,.0f} |")
+    print(f"| the scorer's drain (best row above) | | {n / best:.2f} | {best:,.0f} |")
 
 
 # ----------------------------------------------------------------------------- feed
@@ -745,6 +838,9 @@ def main(argv: list[str] | None = None) -> None:
     backlog.add_argument("--repeats", type=int, default=3)
     backlog.add_argument("--batch-charges", type=int, default=50)
     backlog.add_argument("--profile", action="store_true")
+    backlog.add_argument(
+        "--floor", action="store_true", help="also time the bare database work (the ceiling)"
+    )
 
     feed = parts.add_parser("feed", help="arrival-to-flag latency with a live feeder")
     feed.add_argument("--seconds", type=float, default=60.0)
