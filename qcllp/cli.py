@@ -2,7 +2,11 @@
 
 User errors (bad or missing config, unknown station or method, no labeled charges yet, an
 unreadable file, a corrupt model artifact) print one line and exit 1; ``--debug`` shows the
-traceback instead. ``--json`` prints machine-readable results.
+traceback instead. ``--json`` prints machine-readable results. The global options (``--config``,
+``--db``, ``--json``, ``--debug``) may come before or after the subcommand
+(``qcllp --json models list`` and ``qcllp models list --json`` are the same). ``ingest`` takes
+every good file of a folder, prints one ``error:`` line per file it could not ingest and then
+exits 1, so a scheduler notices.
 """
 
 from __future__ import annotations
@@ -23,7 +27,13 @@ DEFAULT_CONFIG = "plant_config/example.yaml"
 class Context:
     """What the global options decide: the plant config, the database, the output style."""
 
-    def __init__(self, config_path: str | None, db: str | None, as_json: bool, debug: bool):
+    def __init__(
+        self,
+        config_path: str | None = None,
+        db: str | None = None,
+        as_json: bool = False,
+        debug: bool = False,
+    ):
         self.config_path = config_path or os.environ.get("QCLLP_CONFIG") or DEFAULT_CONFIG
         self.db = db
         self.as_json = as_json
@@ -65,8 +75,57 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     return USER_ERRORS
 
 
+def _set_global(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+    """Callback of a global option: set it on the shared :class:`Context`, wherever it was
+    given (an option after the subcommand overrides the same one before it)."""
+    if value is None or value is False:
+        return  # not given at this level
+    obj = ctx.ensure_object(Context)
+    setattr(obj, param.name, value)
+    if param.name == "config_path":
+        obj._config = None
+
+
+def _global_options() -> list[click.Option]:
+    """``--config``, ``--db``, ``--json``, ``--debug``: accepted by every command and group."""
+    common = {"expose_value": False, "callback": _set_global}
+    return [
+        click.Option(
+            ["--config", "config_path"],
+            type=click.Path(dir_okay=False),
+            help=f"Plant YAML (default: $QCLLP_CONFIG or {DEFAULT_CONFIG}).",
+            **common,
+        ),
+        click.Option(
+            ["--db"],
+            help="Database URL overriding the config's (e.g. postgresql+psycopg://...).",
+            **common,
+        ),
+        click.Option(
+            ["--json", "as_json"], is_flag=True, help="Machine-readable output.", **common
+        ),
+        click.Option(["--debug"], is_flag=True, help="Show tracebacks.", **common),
+    ]
+
+
+class QcllpCommand(click.Command):
+    """A command that also takes the global options after its name."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.params += _global_options()
+
+
 class QcllpGroup(click.Group):
-    """Turns the known user errors into one line on stderr and exit code 1."""
+    """Takes the global options (at any level) and turns the known user errors into one line on
+    stderr and exit code 1."""
+
+    command_class = QcllpCommand
+    group_class = type  # subgroups are QcllpGroups too
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.params += _global_options()
 
     def invoke(self, ctx: click.Context):
         try:
@@ -81,20 +140,14 @@ class QcllpGroup(click.Group):
 
 
 @click.group(cls=QcllpGroup)
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False),
-    help=f"Plant YAML (default: $QCLLP_CONFIG or {DEFAULT_CONFIG}).",
-)
-@click.option("--db", help="Database URL overriding the config's (e.g. postgresql+psycopg://...).")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.option("--debug", is_flag=True, help="Show tracebacks.")
 @click.version_option(package_name="qcllp")
 @click.pass_context
-def main(ctx: click.Context, config_path, db, as_json, debug) -> None:
-    """qcllp: flag the sticks that will fail, learned from per-charge defect counts."""
-    ctx.obj = Context(config_path, db, as_json, debug)
+def main(ctx: click.Context) -> None:
+    """qcllp: flag the sticks that will fail, learned from per-charge defect counts.
+
+    The options --config, --db, --json and --debug may also follow the subcommand.
+    """
+    ctx.ensure_object(Context)
 
 
 pass_ctx = click.make_pass_decorator(Context)
@@ -108,7 +161,9 @@ def _station(ctx: Context, station: str) -> str:
 def _progress_bar(ctx: Context, desc: str, unit: str):
     from tqdm import tqdm
 
-    return tqdm(desc=desc, unit=unit, unit_scale=True, disable=ctx.as_json, file=sys.stderr)
+    # None: no bar when stderr is not a terminal (a scheduler's log, a pipe)
+    disable = True if ctx.as_json else None
+    return tqdm(desc=desc, unit=unit, unit_scale=True, disable=disable, file=sys.stderr)
 
 
 # ----------------------------------------------------------------------------- database
@@ -138,18 +193,21 @@ def _ingest_text(report) -> str:
         + (f" ({quarantined})" if quarantined else "")
     ]
     lines += [f"skipped (already ingested): {f}" for f in report.files_skipped]
-    lines += [f"FAILED {f}: {why}" for f, why in report.files_failed.items()]
     return "\n".join(lines)
 
 
 def _finish_ingest(ctx: Context, report) -> None:
+    """Print the report, then one ``error:`` line per file that failed; exit 1 if any did."""
     ctx.emit(report.as_dict(), _ingest_text(report))
+    for file, why in report.files_failed.items():
+        line = " ".join(why.split())  # one line, whatever the underlying error printed
+        click.echo(f"error: {line if line.startswith(file) else f'{file}: {line}'}", err=True)
     if report.files_failed:
         sys.exit(1)
 
 
 @ingest.command("measurements")
-@click.argument("path", type=click.Path(exists=True))
+@click.argument("path", type=click.Path())
 @click.option("--layout", type=click.Choice(["long", "wide"]), help="Default: from the columns.")
 @pass_ctx
 def ingest_measurements_cmd(ctx: Context, path: str, layout: str | None) -> None:
@@ -164,7 +222,7 @@ def ingest_measurements_cmd(ctx: Context, path: str, layout: str | None) -> None
 
 
 @ingest.command("defects")
-@click.argument("path", type=click.Path(exists=True))
+@click.argument("path", type=click.Path())
 @pass_ctx
 def ingest_defects_cmd(ctx: Context, path: str) -> None:
     """Ingest final-QC defect counts (a file or the new files of a folder)."""

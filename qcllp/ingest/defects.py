@@ -2,8 +2,9 @@
 
 The counts are the labels of LLP, so nothing about them is guessed:
 
-* a row with an empty charge id, a count that is not a whole number, ``n_sticks < 1``, a
-  negative count or counts adding up to more than ``n_sticks`` is quarantined;
+* a row with an empty or too long charge id, a count that is not a whole number,
+  ``n_sticks < 1``, a negative count or counts adding up to more than ``n_sticks`` is
+  quarantined;
 * the file must have exactly the configured defect-type columns: a missing one would make
   every ok count wrong, an unknown one may be a defect type the config does not know yet --
   both fail the whole file with a message instead of storing wrong labels;
@@ -27,8 +28,8 @@ from sqlalchemy import Connection, insert, select, text
 from qcllp.ingest.batches import ingest_files
 from qcllp.ingest.report import IngestError, IngestReport
 from qcllp.ingest.sources import Chunk, read_chunks, read_columns
-from qcllp.ingest.validate import as_text
-from qcllp.ingest.writer import insert_quarantine, malformed_rows, quarantine_rows, raw_json
+from qcllp.ingest.validate import as_text, id_length_detail, too_long
+from qcllp.ingest.writer import insert_quarantine, quarantine_rows, raw_json, read_rejects
 from qcllp.plant.config import PlantConfig
 from qcllp.store import IN_CHUNK, Charge, DefectCount, DefectCountConflict, Store
 
@@ -42,12 +43,15 @@ def ingest_defect_counts(
     *,
     fmt: str | None = None,
     pattern: str | None = None,
+    encoding: str | None = None,
 ) -> IngestReport:
-    """Ingest a defect-count file, or the new files of a folder (one batch per file)."""
+    """Ingest a defect-count file, or the new files of a folder (one batch per file); CSV
+    text in ``encoding`` (``None``: the plant config's)."""
+    encoding = encoding or config.encoding
 
     def make_body(file: Path, fformat: str, tick: Callable[[int], None]):  # noqa: ANN202
-        check_count_columns(str(file), read_columns(file, fformat), config)
-        chunks = read_chunks(file, fformat, 100_000)
+        check_count_columns(str(file), read_columns(file, fformat, encoding), config)
+        chunks = read_chunks(file, fformat, 100_000, encoding)
 
         def body(conn: Connection, batch_id: int, report: IngestReport) -> None:
             ingest_count_frames(conn, batch_id, report, config, str(file), chunks, tick)
@@ -87,10 +91,7 @@ def ingest_count_frames(
     """Validate and store chunks of defect-count rows within an open batch."""
     types = list(config.defect_types)
     for chunk in chunks:
-        quarantine = malformed_rows(batch_id, source, chunk.malformed)
-        report.records += len(chunk.malformed)
-        if chunk.malformed:
-            report.quarantined["malformed_row"] += len(chunk.malformed)
+        quarantine = read_rejects(batch_id, source, chunk, report)
         frame = chunk.frame
         if len(frame):
             charge, counts, reason, detail = _validate(frame, types)
@@ -104,7 +105,7 @@ def ingest_count_frames(
             quarantine += quarantine_rows(
                 batch_id,
                 source,
-                chunk.first_row + bad,
+                chunk.row_numbers(bad),
                 raw_json(frame, bad),
                 reason[bad],
                 detail[bad],
@@ -121,7 +122,8 @@ def ingest_count_frames(
 def _validate(frame: pd.DataFrame, types: list[str]):  # noqa: ANN202
     """(charge ids, int count matrix [n_sticks, *types], reason, detail) per row."""
     n = len(frame)
-    charge = as_text(frame["charge_id"]).to_numpy(dtype=object)
+    text_ids = as_text(frame["charge_id"])
+    charge = text_ids.to_numpy(dtype=object)
     columns = ["n_sticks", *types]
     numbers = np.column_stack(
         [
@@ -143,6 +145,7 @@ def _validate(frame: pd.DataFrame, types: list[str]):  # noqa: ANN202
 
     raw = {c: as_text(frame[c]).to_numpy(dtype=object) for c in columns}
     mark(charge == "", "missing_id", lambda i: "charge_id is empty")
+    mark(too_long(text_ids), "id_too_long", lambda i: id_length_detail("charge_id", charge[i]))
     not_whole = ~whole
     mark(
         not_whole.any(axis=1),

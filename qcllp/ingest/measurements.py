@@ -30,9 +30,9 @@ from qcllp.ingest.validate import KEY, LONG_COLUMNS, SensorTable, validate_readi
 from qcllp.ingest.writer import (
     ReadingWriter,
     insert_quarantine,
-    malformed_rows,
     quarantine_rows,
     raw_json,
+    read_rejects,
 )
 from qcllp.plant.config import PlantConfig
 from qcllp.store import Store, us_to_utc
@@ -54,19 +54,21 @@ def ingest_measurements(
     pattern: str | None = None,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     progress: Progress = None,
+    encoding: str | None = None,
 ) -> IngestReport:
     """Ingest a measurement file, or the new files of a folder.
 
     ``layout``: ``"long"``, ``"wide"`` or ``None`` (from the columns); ``fmt``: ``"csv"``,
-    ``"parquet"`` or ``None`` (from the suffix). ``progress(records_done)`` is called after each
-    chunk with the running total of this call. A file that cannot be ingested at all (unreadable,
-    missing columns) is listed in ``files_failed`` and the other files go on; nothing of it is
-    stored.
+    ``"parquet"`` or ``None`` (from the suffix); ``encoding`` of CSV text: ``None`` is the plant
+    config's. ``progress(records_done)`` is called after each chunk with the running total of
+    this call. A file that cannot be ingested at all (not CSV or Parquet, missing columns) is
+    listed in ``files_failed`` and the other files go on; nothing of it is stored.
     """
+    encoding = encoding or config.encoding
 
     def make_body(file: Path, fformat: str, tick: Callable[[int], None]):  # noqa: ANN202
-        wide = _is_wide(file, read_columns(file, fformat), layout)
-        chunks = read_chunks(file, fformat, chunk_rows)
+        wide = _is_wide(file, read_columns(file, fformat, encoding), layout)
+        chunks = read_chunks(file, fformat, chunk_rows, encoding)
 
         def body(conn: Connection, batch_id: int, report: IngestReport) -> None:
             ingest_reading_frames(
@@ -104,10 +106,7 @@ def ingest_reading_frames(
     table = SensorTable.from_config(config)
     writer = ReadingWriter(conn, batch_id)
     for chunk in chunks:
-        quarantine = malformed_rows(batch_id, source, chunk.malformed)
-        report.records += len(chunk.malformed)
-        if chunk.malformed:
-            report.quarantined["malformed_row"] += len(chunk.malformed)
+        quarantine = read_rejects(batch_id, source, chunk, report)
         frame = chunk.frame
         if len(frame):
             long, origin, empty_rows = _long_records(frame, wide)
@@ -117,7 +116,7 @@ def ingest_reading_frames(
             rows, reasons, details = _rejected(long, origin, empty_rows, rejects, wide)
             raw = raw_json(frame, rows)
             quarantine += quarantine_rows(
-                batch_id, source, chunk.first_row + rows, raw, reasons, details
+                batch_id, source, chunk.row_numbers(rows), raw, reasons, details
             )
             report.records += len(long) + len(empty_rows)
             report.stored += stored
@@ -153,24 +152,20 @@ def read_readings(
         fformat = file_format(file, fmt)
     except IngestError:  # the suffix names no format
         fformat = "csv"
-    try:
-        columns = read_columns(file, fformat)
-    except (OSError, UnicodeDecodeError, ValueError) as exc:  # pyarrow errors are ValueErrors
-        raise IngestError(f"{file}: cannot read {fformat}: {exc}") from exc
-    wide = _is_wide(file, columns, layout)
+    wide = _is_wide(file, read_columns(file, fformat, config.encoding), layout)
     table = SensorTable.from_config(config)
     parts, problems, n_records = [], [], 0
-    for chunk in read_chunks(file, fformat, chunk_rows):
-        problems += [(None, "malformed_row", detail) for _, detail in chunk.malformed]
-        n_records += len(chunk.malformed)
+    for chunk in read_chunks(file, fformat, chunk_rows, config.encoding):
+        problems += [(r.row_number, r.reason, r.detail) for r in chunk.rejected]
+        n_records += len(chunk.rejected)
         if not len(chunk.frame):
             continue
         long, origin, empty_rows = _long_records(chunk.frame, wide)
         valid, rejects = validate_readings(long, config, table)
         rows, reasons, details = _rejected(long, origin, empty_rows, rejects, wide)
-        problems += zip((chunk.first_row + rows).tolist(), reasons, details, strict=True)
+        problems += zip(chunk.row_numbers(rows).tolist(), reasons, details, strict=True)
         n_records += len(long) + len(empty_rows)
-        row = chunk.first_row + origin[valid["pos"].to_numpy(dtype=int)]
+        row = chunk.row_numbers(origin[valid["pos"].to_numpy(dtype=int)])
         parts.append(valid.assign(row=row))
     valid = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=KEY + ["value"])
     valid, conflicts = _same_key(valid)

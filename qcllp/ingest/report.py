@@ -6,7 +6,8 @@ duplicate of what is already stored, or quarantined with one reason::
     stored + duplicates + sum(quarantined.values()) == records
 
 A record is a row of a long-format or defect-count input, or one non-empty sensor cell of a
-wide-format row (a wide row whose sensor cells are all empty is one quarantined record).
+wide-format row (a wide row whose sensor cells are all empty, or with a field that is not
+text, is one quarantined record).
 """
 
 from __future__ import annotations
@@ -19,7 +20,12 @@ __all__ = ["REASONS", "IngestError", "IngestReport"]
 #: reason key -> what it means (the quarantine table stores the key plus a row-specific detail)
 REASONS: dict[str, str] = {
     "malformed_row": "the CSV line has the wrong number of fields",
+    "undecodable_text": (
+        "a field is not text in the files' encoding (the plant config's 'encoding', default "
+        "utf-8) or holds a NUL byte"
+    ),
     "missing_id": "charge_id or stick_id is empty",
+    "id_too_long": "charge_id or stick_id is longer than the store's id columns take",
     "missing_timestamp": "the timestamp is empty",
     "unparseable_timestamp": (
         "the timestamp is not ISO 8601 between 1970 and 2200, or a nonexistent/ambiguous local time"
@@ -39,7 +45,8 @@ REASONS: dict[str, str] = {
 
 
 class IngestError(ValueError):
-    """A whole input cannot be ingested (unreadable file, missing or unknown columns)."""
+    """A whole input cannot be ingested (not CSV or Parquet, binary, wrong delimiter, missing
+    or unknown columns); the message names the file and what is wrong, on one line."""
 
 
 @dataclass

@@ -8,7 +8,9 @@ of :data:`MEASUREMENT_CHECKS` (a row with an unknown station is not also checked
 Choices made (and why):
 
 * Ids and names are stripped of surrounding whitespace (exports pad them); ids are compared
-  as strings, so ``"007"`` and ``"7"`` are different sticks.
+  as strings, so ``"007"`` and ``"7"`` are different sticks. An id longer than the store's id
+  columns take (:data:`MAX_ID_LENGTH`, read from the schema) is quarantined here, so SQLite
+  (which would keep it) and PostgreSQL (which would refuse the whole batch) treat it alike.
 * Timestamps are ISO 8601. A timestamp with an offset (``Z``, ``+01:00``) is taken as is; one
   without is local time of the plant (``config.timezone``). A local time that does not exist
   or is ambiguous (the hour of a DST change) cannot be placed on the time line and is
@@ -29,13 +31,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from qcllp.plant.config import PlantConfig
+from qcllp.store import Charge, Series
 
 __all__ = [
     "KEY",
+    "MAX_ID_LENGTH",
     "SERIES_KEY",
     "MEASUREMENT_CHECKS",
     "SensorTable",
     "as_text",
+    "id_length_detail",
+    "too_long",
     "parse_timestamps_us",
     "validate_readings",
 ]
@@ -43,8 +49,13 @@ __all__ = [
 KEY = ["station", "charge_id", "stick_id", "sensor", "ts_us"]  # natural key of a reading
 SERIES_KEY = KEY[:4]  # one time series: a sensor of a stick at a station
 LONG_COLUMNS = ["charge_id", "stick_id", "station", "timestamp", "sensor", "value"]
+#: longest charge or stick id the store takes (its ``String(n)`` columns)
+MAX_ID_LENGTH: int = min(
+    column.type.length for column in (Series.charge_id, Series.stick_id, Charge.charge_id)
+)
 MEASUREMENT_CHECKS = (
     "missing_id",
+    "id_too_long",
     "missing_timestamp",
     "unknown_station",
     "unknown_sensor",
@@ -120,6 +131,16 @@ def as_text(column: pd.Series) -> pd.Series:
         if missing.any():
             column = column.where(~missing, "")
     return column.fillna("").str.strip()
+
+
+def too_long(ids: pd.Series) -> np.ndarray:
+    """Which ids (stripped text) are longer than :data:`MAX_ID_LENGTH` characters."""
+    return (ids.str.len() > MAX_ID_LENGTH).to_numpy(dtype=bool)
+
+
+def id_length_detail(name: str, value: str) -> str:
+    """The quarantine detail of an id that is too long (without the id itself)."""
+    return f"{name} is {len(value):,} characters long; ids may have at most {MAX_ID_LENGTH}"
 
 
 def parse_timestamps_us(column: pd.Series, timezone: str) -> tuple[np.ndarray, np.ndarray]:
@@ -214,6 +235,7 @@ def validate_readings(
 
     failing = {
         "missing_id": ((charge == "") | (stick == "")).to_numpy(dtype=bool),
+        "id_too_long": too_long(charge) | too_long(stick),
         "missing_timestamp": ts_empty,
         "unknown_station": st_code < 0,
         "unknown_sensor": pair < 0,
@@ -240,6 +262,7 @@ def validate_readings(
     detail = _details(
         reason[bad],
         charge.iloc[bad],
+        stick.iloc[bad],
         station.iloc[bad],
         sensor.iloc[bad],
         as_text(raw_ts.iloc[bad]),
@@ -254,7 +277,7 @@ def validate_readings(
 
 
 def _details(
-    reason, charge, station, sensor, ts, value, ts_status, pair, config, table
+    reason, charge, stick, station, sensor, ts, value, ts_status, pair, config, table
 ) -> np.ndarray:  # noqa: ANN001
     """Row-specific, human-readable detail for each rejected row (only rejects are touched)."""
     out = np.full(len(reason), "", dtype=object)
@@ -262,12 +285,17 @@ def _details(
         return out
     station, sensor = station.to_numpy(dtype=object), sensor.to_numpy(dtype=object)
     ts, value = ts.to_numpy(dtype=object), value.to_numpy(dtype=object)
-    charge = charge.to_numpy(dtype=object)
+    charge, stick = charge.to_numpy(dtype=object), stick.to_numpy(dtype=object)
     known_stations = ", ".join(table.stations)
     sensors_of = {s.name: ", ".join(x.name for x in s.sensors) for s in config.stations}
     for i, why in enumerate(reason):  # rejects only: at most the bad rows of one chunk
         if why == "missing_id":
             out[i] = "charge_id is empty" if charge[i] == "" else "stick_id is empty"
+        elif why == "id_too_long":
+            long_charge = len(charge[i]) > MAX_ID_LENGTH
+            out[i] = id_length_detail(
+                "charge_id" if long_charge else "stick_id", charge[i] if long_charge else stick[i]
+            )
         elif why == "missing_timestamp":
             out[i] = "timestamp is empty"
         elif why == "unknown_station":

@@ -25,24 +25,16 @@ numbers reported are exact; ``ON CONFLICT DO NOTHING`` is the belt to those brac
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pandas as pd
 from sqlalchemy import Connection, func, insert, select
 
+from qcllp.ingest.report import IngestReport
+from qcllp.ingest.sources import Chunk, raw_json
 from qcllp.ingest.validate import SERIES_KEY
 from qcllp.store import IN_CHUNK, QuarantineRow, Reading, Series, placeholders, rows_frame
 
-__all__ = ["ReadingWriter", "insert_quarantine", "raw_json"]
-
-
-def raw_json(frame: pd.DataFrame, positions: np.ndarray) -> list[str]:
-    """The rows of ``frame`` at ``positions`` as JSON objects (the quarantine's ``raw``)."""
-    if not len(positions):
-        return []
-    rows = frame.iloc[positions]
-    return rows.to_json(orient="records", lines=True, date_format="iso").splitlines()
+__all__ = ["ReadingWriter", "insert_quarantine", "raw_json", "read_rejects"]
 
 
 def insert_quarantine(conn: Connection, rows: list[dict]) -> None:
@@ -305,13 +297,17 @@ def quarantine_rows(
     ]
 
 
-def malformed_rows(batch_id: int, source: str, malformed: list[tuple[str, str]]) -> list[dict]:
-    """Quarantine rows for malformed CSV lines (text and detail from the reader)."""
+def read_rejects(batch_id: int, source: str, chunk: Chunk, report: IngestReport) -> list[dict]:
+    """Quarantine rows for the records the reader rejected (malformed lines, undecodable
+    text), counted in ``report`` as records and quarantined by reason."""
+    rejected = chunk.rejected
+    report.records += len(rejected)
+    report.quarantined.update(r.reason for r in rejected)
     return quarantine_rows(
         batch_id,
         source,
-        [None] * len(malformed),
-        [json.dumps({"line": text}) for text, _ in malformed],
-        ["malformed_row"] * len(malformed),
-        [detail for _, detail in malformed],
+        [r.row_number for r in rejected],
+        [r.raw for r in rejected],
+        [r.reason for r in rejected],
+        [r.detail for r in rejected],
     )

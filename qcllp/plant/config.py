@@ -12,6 +12,7 @@ Schema (see ``plant_config/example.yaml`` for a full example)::
 
     name: str                         # plant name; names the default SQLite file
     timezone: str                     # IANA zone for naive input timestamps (default "UTC")
+    encoding: str                     # text encoding of CSV input files (default "utf-8")
     database_url: str                 # optional; default sqlite:///<config dir>/<name>.sqlite
     defect_types: [str, ...]          # quality classes besides the implicit "ok"
     stations:                         # in line order
@@ -89,6 +90,7 @@ DEFAULT_METHOD = "alter-psvm"
 DEFAULT_CV_FOLDS = 5
 DEFAULT_RANDOM_STATE = 0
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ASCII = "".join(map(chr, range(128)))
 _RESERVED_COLUMNS = {"charge_id", "stick_id", "station", "timestamp", "sensor", "value", "n_sticks"}
 
 
@@ -241,6 +243,7 @@ class PlantConfig:
     schedules: Schedules
     training: Training
     scorer: Scorer = field(default_factory=Scorer)
+    encoding: str = "utf-8"  # of CSV input files; an ASCII-compatible codec (utf-8, cp1252, ...)
 
     @property
     def classes(self) -> tuple[str, ...]:
@@ -491,6 +494,7 @@ class _Validator:
             required=["name", "stations", "defect_types"],
             optional=[
                 "timezone",
+                "encoding",
                 "database_url",
                 "connectors",
                 "schedules",
@@ -502,6 +506,7 @@ class _Validator:
             return None
         name = self.string(m, "name", "")
         timezone = self.timezone(m)
+        encoding = self.encoding(m)
         defect_types = self.defect_types(m.get("defect_types", _MISSING))
         stations_raw = self.stations_raw(m.get("stations", _MISSING))
         schedules = self.schedules(m.get("schedules", {}), stations_raw)
@@ -538,7 +543,30 @@ class _Validator:
             schedules=schedules,
             training=training,
             scorer=scorer,
+            encoding=encoding,
         )
+
+    def encoding(self, m: Mapping) -> str | None:
+        """The CSV files' encoding: a codec Python knows that reads ASCII bytes as ASCII, because
+        the CSV reader splits fields on the raw bytes (so UTF-16 is refused, cp1252 is fine)."""
+        name = self.string(m, "encoding", "", default="utf-8")
+        if name is None:
+            return None
+        try:
+            ascii_compatible = bytes(range(128)).decode(name) == _ASCII
+        except LookupError:
+            self.error("encoding", f"unknown encoding {name!r} (e.g. utf-8, latin-1, cp1252)")
+            return None
+        except UnicodeError:
+            ascii_compatible = False
+        if not ascii_compatible:
+            self.error(
+                "encoding",
+                f"{name!r} does not read ASCII bytes as ASCII; export the files as utf-8 "
+                "(or latin-1, cp1252)",
+            )
+            return None
+        return name
 
     def timezone(self, m: Mapping) -> str | None:
         tz = self.string(m, "timezone", "", default="UTC")

@@ -194,6 +194,27 @@ def test_a_missing_or_invalid_config_exits_1_naming_the_file(tmp_path):
     assert result.exit_code == 1 and "stations" in result.stderr and str(broken) in result.stderr
 
 
+def test_global_options_may_follow_the_subcommand(tmp_path):
+    db = f"sqlite:///{tmp_path / 'plant.sqlite'}"
+    CliRunner().invoke(main, ["--config", str(EXAMPLE), "--db", db, "init"])
+    after = CliRunner().invoke(
+        main, ["models", "list", "--json", "--config", str(EXAMPLE), "--db", db]
+    )
+    assert after.exit_code == 0, after.output
+    assert json.loads(after.stdout) == []
+    assert "--json" in CliRunner().invoke(main, ["models", "list", "--help"]).stdout
+    result = CliRunner().invoke(main, ["init", "--debug", "--config", str(tmp_path / "x.yaml")])
+    assert result.exit_code == 1 and not isinstance(result.exception, SystemExit)
+
+
+def test_ingest_of_a_path_that_does_not_exist_exits_1_with_one_line(tmp_path):
+    missing = tmp_path / "no_such_folder"
+    result = run(
+        "ingest", "measurements", missing, db=f"sqlite:///{tmp_path / 'p.sqlite'}", expect=1
+    )
+    assert result.stderr == f"error: {missing}: no such file or folder\n"
+
+
 def test_debug_shows_the_traceback(tmp_path):
     result = CliRunner().invoke(main, ["--debug", "--config", str(tmp_path / "x.yaml"), "init"])
     assert result.exit_code == 1 and result.exception is not None
