@@ -1,251 +1,307 @@
-"""Plant quality target (issue 5, item 7): lock-out decisions against the simulator's truth.
+"""Lock-out decisions on charges the model never saw: what ``qcllp train`` picks, against truth.
 
-A training plant and a separately seeded *fresh* plant (new charges, new batches; the same
-plant structure) are simulated from ``plant_config/example.yaml``. Per station and method, a
-model is trained on the training plant's charges and their defect counts only (target:
-defective, any defect type), the lock-out threshold is chosen on the training plant with
-:func:`qcllp.pipeline.thresholds.choose_threshold` from the station's costs, and on the fresh
-plant the hidden per-stick truth measures
+For every scenario, seed and station, a training plant (``--train-charges``, default 100) and a
+separately seeded *fresh* plant (``--test-charges``, default 60; new charges, new alloy
+batches, its own plant structure) are simulated from ``plant_config/example.yaml``. The station
+model is trained exactly as ``qcllp train`` trains it -- :func:`qcllp.pipeline.train.
+fit_station_model` with the example config's training section (method, grid, folds, seed, the
+any-defect mode) on the training plant's features and defect counts -- and applied to the
+fresh plant, whose hidden per-stick truth then measures:
 
-* ``auc``: stick-level ROC AUC of the probabilities,
-* ``bag_err``: bag-level error (eq. 23, mean over charges of |labeled - counted share|),
-* ``thr`` / ``locked``: the chosen threshold and the share of fresh sticks locked out,
-* ``prec`` / ``rec``: precision and recall of the lock-out decision,
-* ``exp/1k``: the saving per 1,000 sticks expected on the training plant,
-* ``saved/1k``: the saving per 1,000 fresh sticks actually realized against locking out
-  nothing (fail_cost per failing stick locked out minus good_cost per good one),
-* ``bayes/1k``: the same at the Bayes threshold ``good / (good + fail)`` applied to the
-  model's probabilities as they are (what perfect calibration would make optimal),
-* ``best/1k``: the saving of the best threshold in hindsight (chosen with the fresh plant's
-  truth): what the ranking would allow; the gap to ``saved/1k`` is the cost of not knowing
-  per-stick truth when choosing the threshold.
+* ``auc``: ROC AUC of the model's failure probabilities (any defect) on the fresh sticks;
+  ``auc_<type>``: of the per-type probabilities for that defect type (per-type models only);
+* ``lr`` / ``gb``: the ceiling, supervised oracles trained on the training plant's *hidden
+  per-stick labels* (logistic regression on standardized features, gradient boosting), any
+  defect; ``gb_<type>`` per defect type;
+* ``thr`` / ``locked``: the model's lock-out threshold and the share of fresh sticks locked out;
+* ``claimed`` [``low``, ``high``]: the saving per 1,000 sticks that training states, with its
+  interval (``metrics`` of the model);
+* ``realized``: the saving per 1,000 fresh sticks the threshold actually brings against locking
+  out nothing (fail_cost per failing stick locked out minus good_cost per good one);
+* ``best``: the best threshold in hindsight (chosen with the fresh truth): what the ranking
+  allows.
 
-Target: at the middle station (where the simulator's defects are decided) ROC AUC >= 0.85 for the
-best method and a positive realized saving. The margin learners see standardized features (a
-StandardScaler fitted on the training rows); the k-means labeler scales itself. Parameters are
-fixed (no grid search) to keep the run short. ``--conv-charges N`` trains ConvPSVM on the first N
-charges only (default: all; a fit takes seconds since the Newton solver of
-:mod:`qcllp.learn.wellsvm`). The k-means labeler runs 5 generations of 12 (the paper: 10 of 25) to
-keep the six fits per station affordable. The threshold is chosen on out-of-fold probabilities of a
-5-fold charge-grouped CV on the training plant, recalibrated on those held-out charges and never
-below the Bayes threshold (all as ``qcllp train`` does; six fits per method), or with
-``--threshold-from in-sample`` on the final model's in-sample probabilities (one fit; over-
-confident: the proportion-SVMs fit each training charge's count, so their in-sample probabilities
-look far better than they are, and the threshold locks out too much).
+Scenarios (``--scenarios``): ``shared`` -- the simulator's default, one shared risk decided up to
+the middle station; ``sepA`` -- each defect type arises at its own station (crack furnace,
+bend rolling, scale cooling); ``sepB`` -- the same, permuted (crack cooling, bend furnace, scale
+rolling). ``--any-defect`` and ``--method`` override the config (to compare variants).
 
-With ``--fresh holdout`` the fresh charges come instead from the *same* simulated plant (one seed,
-the last ``--test-charges`` charges held out): a separately seeded simulation draws its own plant
-structure (sensor loadings of the alloy batches, within-station trends), so the default ``reseed``
-also tests transfer to a somewhat different plant.
+Targets (issue "Lock-out decisions that pay"): realized >= 0 at every station in every seed;
+at the middle station median realized >= 50 % of median best; AUC within 0.05 of the
+gradient-boosting oracle at each station and >= 0.90 at the middle station; the realized saving
+inside the stated interval in >= 80 % of station x seed cases.
 
-    python benchmarks/bench_plant_quality.py --quick
-    python benchmarks/bench_plant_quality.py --train-charges 200 --test-charges 150
+Runs take minutes per seed (the default alter-psvm grid, per defect type): split by
+``--scenarios`` / ``--seeds`` and run the parts in the background. ``--cache DIR`` keeps per
+case the out-of-fold and fresh probabilities with the counts and truth (``.npz``), for
+studying threshold rules without refitting; ``--summary-only`` prints the tables from the
+cached case rows (``rows.jsonl`` in the cache) of earlier parts.
+
+    python benchmarks/bench_plant_quality.py --scenarios sepA --seeds 0 1 2 3 4
+    python benchmarks/bench_plant_quality.py --summary-only
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
+import json
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from sklearn.ensemble import HistGradientBoostingClassifier
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import roc_auc_score
+from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from qcllp.features import build_station_features
-from qcllp.learn import KMeansLabeler
-from qcllp.learn.calibration import BagCalibrator
-from qcllp.pipeline.evaluate import cross_validate_charges, score_probabilities
-from qcllp.pipeline.station_model import logit
-from qcllp.pipeline.thresholds import (
-    LockoutCosts,
-    choose_threshold,
-    lockout_threshold,
-    realized_saving_per_1000,
-)
-from qcllp.plant.config import load_plant_config
-from qcllp.plant.simulate import SimulatedPlant, simulate_plant
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-CONFIG = Path(__file__).resolve().parents[1] / "plant_config" / "example.yaml"
-MARGIN = {  # class name -> (module, fixed parameters)
-    "AlterPSVM": ("qcllp.learn.alter_psvm", {"C": 1.0, "C_p": 10.0, "n_restarts": 3}),
-    "TwinPSVM": ("qcllp.learn.twin_psvm", {"C": 1.0, "C_p": 10.0, "n_restarts": 3}),
-    "ConvPSVM": ("qcllp.learn.conv_psvm", {"C": 0.1, "init": "invcal"}),
-    "InvCal": ("qcllp.learn.baselines", {"C_p": 1.0}),
-    "MeanMap": ("qcllp.learn.baselines", {"reg": 1.0}),
+from qcllp.features import build_station_features  # noqa: E402
+from qcllp.learn import PerDefectClassifier  # noqa: E402
+from qcllp.pipeline.station_model import defect_probability  # noqa: E402
+from qcllp.pipeline.thresholds import realized_saving_per_1000  # noqa: E402
+from qcllp.pipeline.train import (  # noqa: E402
+    fit_station_model,
+    labeled_from_frames,
+    station_costs,
+    training_plan,
+)
+from qcllp.plant.config import load_plant_config  # noqa: E402
+from qcllp.plant.simulate import SimulatedPlant, simulate_plant  # noqa: E402
+
+CONFIG = ROOT / "plant_config" / "example.yaml"
+SCENARIOS = {
+    "shared": None,
+    "sepA": {"crack": "furnace", "bend": "rolling", "scale": "cooling"},
+    "sepB": {"crack": "cooling", "bend": "furnace", "scale": "rolling"},
 }
 
 
-def available_methods(quick: bool) -> dict[str, tuple[type, dict, bool]]:
-    """name -> (class, parameters, standardize); methods whose class is missing are left out."""
-    kmeans = {"maxgen": 4, "psize": 10} if quick else {"maxgen": 5, "psize": 12}
-    methods = {"KMeansLabeler": (KMeansLabeler, kmeans, False)}
-    for name, (module, params) in MARGIN.items():
-        cls = getattr(importlib.import_module(module), name, None)
-        if cls is not None:
-            methods[name] = (cls, params, True)
-    return methods
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
 
-def split_charges(sim: SimulatedPlant, n_first: int) -> tuple[SimulatedPlant, SimulatedPlant]:
-    """The first ``n_first`` charges and the rest, as two simulated plants."""
-    first = set(sim.defect_counts["charge_id"].iloc[:n_first])
-
-    def part(keep: bool) -> SimulatedPlant:
-        def rows(frame: pd.DataFrame) -> pd.DataFrame:
-            mask = frame["charge_id"].astype(str).isin(first).to_numpy() == keep
-            return frame.loc[mask].reset_index(drop=True)
-
-        return SimulatedPlant(
-            sim.config, rows(sim.readings), rows(sim.defect_counts), rows(sim.truth)
-        )
-
-    return part(True), part(False)
+def plants(config, scenario: str, seed: int, n_train: int, n_test: int):
+    stations = SCENARIOS[scenario]
+    train = simulate_plant(config, n_train, random_state=1000 + seed, defect_stations=stations)
+    test = simulate_plant(
+        config,
+        n_test,
+        random_state=2000 + seed,
+        first_charge=n_train + 1,
+        defect_stations=stations,
+    )
+    return train, test
 
 
-def best_in_hindsight(p: np.ndarray, bad: np.ndarray, costs: LockoutCosts) -> float:
+def best_in_hindsight(p: np.ndarray, bad: np.ndarray, fail: float, good: float) -> float:
     """The largest realized saving per 1,000 sticks over all thresholds (0: lock out nothing)."""
     order = np.argsort(-p, kind="stable")
-    gain = np.where(bad[order], costs.fail_cost, -costs.good_cost)
+    gain = np.where(bad[order], fail, -good)
     cumulative = np.cumsum(gain)
     last_of_tie = np.r_[p[order][1:] != p[order][:-1], True]  # equal p lock out together
     return float(1000 * max(cumulative[last_of_tie].max(initial=0.0), 0.0) / len(p))
 
 
-def run_station(config, train, test, station: str, methods, args) -> list[dict]:
+def auc(truth: np.ndarray, p: np.ndarray) -> float:
+    return float(roc_auc_score(truth, p)) if 0 < truth.sum() < len(truth) else float("nan")
+
+
+def oracles(Xtr, ytr: pd.Series, Xte, yte: pd.Series, types: list[str], seed: int) -> dict:
+    """Supervised ceilings trained on the hidden per-stick labels of the training plant."""
+    out = {}
+    targets = {"": (ytr != "ok", yte != "ok")} | {f"_{t}": (ytr == t, yte == t) for t in types}
+    for suffix, (a, b) in targets.items():
+        a, b = a.to_numpy(), b.to_numpy()
+        gb = HistGradientBoostingClassifier(random_state=seed).fit(Xtr, a)
+        out[f"gb{suffix}"] = auc(b, gb.predict_proba(Xte)[:, 1])
+        if suffix == "":
+            lr = make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=2000))
+            out["lr"] = auc(b, lr.fit(Xtr, a).predict_proba(Xte)[:, 1])
+    return out
+
+
+def run_case(config, train: SimulatedPlant, test: SimulatedPlant, station: str, args) -> dict:
+    """Train one station as ``qcllp train`` would, score the fresh plant, measure."""
     ftr = build_station_features(train.readings, config, station)
     fte = build_station_features(test.readings, config, station, imputation=ftr.imputation)
-    share_tr, share_te = train.defective_shares(), test.defective_shares()
-    truth = test.failing().reindex(fte.X.index).to_numpy(dtype=float)
-    bags_tr = ftr.bags.to_numpy()
-    counts_tr = train.defect_counts.set_index("charge_id")
-    st = config.station(station)
-    costs = LockoutCosts(fail_cost=st.fail_cost, good_cost=st.good_cost)
-    scaler = StandardScaler().fit(ftr.X.to_numpy())
-    rows = []
-    for name, (cls, params, standardize) in methods.items():
-        Xtr = scaler.transform(ftr.X.to_numpy()) if standardize else ftr.X
-        Xte = scaler.transform(fte.X.to_numpy()) if standardize else fte.X
-        fit_rows = np.arange(len(bags_tr))
-        if name == "ConvPSVM" and args.conv_charges is not None:
-            keep = pd.unique(bags_tr)[: args.conv_charges]
-            fit_rows = np.flatnonzero(np.isin(bags_tr, keep))
-        model = cls(**params, random_state=args.seed)
-        row = {"station": station, "method": name, "train_sticks": len(fit_rows)}
-        start = time.perf_counter()
-        try:
-            Xfit = Xtr[fit_rows] if standardize else Xtr.iloc[fit_rows]
-            model.fit(Xfit, bags_tr[fit_rows], share_tr.loc[pd.unique(bags_tr[fit_rows])])
-            p_te = model.predict_proba(Xte)[:, 1]
-            if args.threshold_from == "oof":
-                p_tr = cross_validate_charges(
-                    model, Xfit, bags_tr[fit_rows], share_tr, random_state=args.seed
-                ).probability
-            else:
-                p_tr = model.predict_proba(Xfit)[:, 1]
-        except Exception as exc:  # a broken learner is a finding of the benchmark, not a stop
-            row.update(fit_s=time.perf_counter() - start, error=f"{type(exc).__name__}: {exc}")
-            rows.append(row)
-            print(f"  {station:14s} {name:14s} FAILED {row['error'][:90]}", file=sys.stderr)
-            continue
-        fit_s = time.perf_counter() - start
-        charges_tr, codes_tr = np.unique(bags_tr[fit_rows], return_inverse=True)
-        defective_tr = (counts_tr.loc[charges_tr, list(config.defect_types)].sum(axis=1)).to_numpy()
-        n_sticks_tr = counts_tr.loc[charges_tr, "n_sticks"].to_numpy()
-        if args.threshold_from == "oof":
-            # as `qcllp train` does: recalibrate on held-out charges, Bayes floor on the threshold
-            recal = BagCalibrator().fit(logit(p_tr), codes_tr, share_tr.loc[charges_tr].to_numpy())
-            p_tr, p_te = recal.predict(logit(p_tr)), recal.predict(logit(p_te))
-            choice = lockout_threshold(p_tr, codes_tr, defective_tr, n_sticks_tr, costs)
-        else:
-            choice = choose_threshold(p_tr, codes_tr, defective_tr, costs, n_sticks=n_sticks_tr)
-        ev = score_probabilities(
-            p_te, fte.bags.to_numpy(), share_te, truth=truth, threshold=choice.threshold
+    counts = train.defect_counts.set_index("charge_id")
+    data = labeled_from_frames(config, station, ftr, counts)
+    plan = training_plan(config, station, method_name=args.method, any_defect=args.any_defect)
+    costs = station_costs(config, station)
+    started = time.perf_counter()
+    fit = fit_station_model(plan, data, costs)
+    fit_s = time.perf_counter() - started
+    model = fit.model
+    p = model.failure_probability(fte.X)
+    kind = test.truth.set_index(["charge_id", "stick_id"])["defect"].reindex(fte.X.index)
+    bad = (kind != "ok").to_numpy()
+    metrics = model.metrics
+    row = {
+        "station": station,
+        "fit_s": fit_s,
+        "auc": auc(bad, p),
+        "thr": model.threshold,
+        "locked": float(np.mean(p >= model.threshold)),
+        "claimed": metrics.get("expected_saving_per_1000"),
+        "low": metrics.get("saving_low_per_1000"),
+        "high": metrics.get("saving_high_per_1000"),
+        "realized": realized_saving_per_1000(p, bad, model.threshold, costs),
+        "best": best_in_hindsight(p, bad, costs.fail_cost, costs.good_cost),
+    }
+    estimator = getattr(model.estimator, "estimator_", model.estimator)
+    if isinstance(estimator, PerDefectClassifier):
+        per_type = estimator.defect_proba(estimator_input(model, fte.X))
+        for j, t in enumerate(estimator.defect_types_):
+            row[f"auc_{t}"] = auc((kind == t).to_numpy(), per_type[:, j])
+    oracle_file = Path(args.cache) / f"oracle-{args.oracle_key}-{station}.json"
+    if oracle_file.exists():  # the same plants for every variant: fit the oracles once
+        row.update(json.loads(oracle_file.read_text()))
+    else:
+        ytr = train.truth.set_index(["charge_id", "stick_id"])["defect"].reindex(ftr.X.index)
+        found = oracles(ftr.X, ytr, fte.X, kind, list(config.defect_types), args.seed_base)
+        oracle_file.write_text(json.dumps(found))
+        row.update(found)
+    if args.cache:
+        codes, uniques = pd.factorize(data.bags)
+        np.savez_compressed(
+            Path(args.cache) / f"{args.case_key}-{station}.npz",
+            oof=fit.decision.evaluation.probability,
+            oof_raw=fit.decision.raw_probability,
+            fresh_raw=defect_probability(model.estimator, model.prepare(fte.X)),
+            codes=codes,
+            defective=data.defective_counts.reindex(uniques).to_numpy(),
+            n_sticks=data.n_sticks.reindex(uniques).to_numpy(),
+            fresh=p,
+            fresh_codes=pd.factorize(fte.bags.to_numpy())[0],
+            truth=bad,
+            costs=np.array([costs.fail_cost, costs.good_cost]),
         )
-        row.update(
-            fit_s=fit_s,
-            auc=ev.metrics["roc_auc"],
-            bag_err=ev.metrics["bag_error"],
-            thr=choice.threshold,
-            locked=ev.metrics["lockout_rate"],
-            prec=ev.metrics["lockout_precision"],
-            rec=ev.metrics["lockout_recall"],
-            exp_1k=choice.saving_per_1000,
-            saved_1k=realized_saving_per_1000(p_te, truth == 1, choice.threshold, costs),
-            bayes_1k=realized_saving_per_1000(p_te, truth == 1, costs.bayes_threshold, costs),
-            best_1k=best_in_hindsight(p_te, truth == 1, costs),
-        )
-        rows.append(row)
+    return row
+
+
+def estimator_input(model, X: pd.DataFrame):
+    """The features as the model's estimator sees them (standardized inside ``Standardized``)."""
+    prepared = model.prepare(X)
+    wrapper = model.estimator
+    return wrapper._scaled(prepared) if hasattr(wrapper, "_scaled") else prepared
+
+
+def share_of_best(cases: pd.DataFrame) -> tuple[float, float]:
+    """(median best-in-hindsight saving, median realized / that), NaN when nothing pays."""
+    best = cases["best"].median()
+    return best, cases["realized"].median() / best if best > 0 else float("nan")
+
+
+def summary(rows: pd.DataFrame, middle: str) -> None:
+    """Per scenario and station: medians and the worst seed; then the targets."""
+    print("\n## summary (medians over seeds; worst = lowest realized)\n")
+    print(
+        "| scenario | station | seeds | auc | gb | lr | realized median | realized worst "
+        "| best median | realized / best | claimed median | in interval |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for (scenario, station), g in rows.groupby(["scenario", "station"], sort=False):
+        inside = ((g["realized"] >= g["low"]) & (g["realized"] <= g["high"])).sum()
+        best, ratio = share_of_best(g)
         print(
-            f"  {station:14s} {name:14s} auc {row['auc']:.3f}  saved/1k {row['saved_1k']:8.1f}"
-            f"  ({fit_s:.1f} s)",
-            file=sys.stderr,
-            flush=True,
+            f"| {scenario} | {station} | {len(g)} | {g['auc'].median():.3f} "
+            f"| {g['gb'].median():.3f} | {g['lr'].median():.3f} | {g['realized'].median():+.0f} "
+            f"| {g['realized'].min():+.0f} | {best:+.0f} | {ratio:.2f} "
+            f"| {g['claimed'].median():+.0f} | {inside}/{len(g)} |"
         )
-    return rows
+    print("\n## targets\n")
+    never_loses = (rows["realized"] >= -1e-9).mean()
+    print(
+        f"- realized >= 0: {int((rows['realized'] >= -1e-9).sum())}/{len(rows)} cases "
+        f"({'MET' if never_loses == 1 else 'NOT MET'})"
+    )
+    for scenario, g in rows[rows["station"] == middle].groupby("scenario", sort=False):
+        best, share = share_of_best(g)
+        print(
+            f"- {scenario}, {middle}: median realized {g['realized'].median():+.0f} = "
+            f"{share:.0%} of median best {best:+.0f} ({'MET' if share >= 0.5 else 'NOT MET'}); "
+            f"median AUC {g['auc'].median():.3f} "
+            f"({'MET' if g['auc'].median() >= 0.90 else 'NOT MET'} >= 0.90)"
+        )
+    gap = rows.groupby(["scenario", "station"])[["gb", "auc"]].median().eval("gb - auc")
+    print(
+        f"- AUC within 0.05 of the gradient-boosting oracle: {int((gap <= 0.05).sum())}/"
+        f"{len(gap)} scenario x station medians (largest gap {gap.max():.3f})"
+    )
+    inside = (rows["realized"] >= rows["low"]) & (rows["realized"] <= rows["high"])
+    print(
+        f"- realized inside the stated interval: {int(inside.sum())}/{len(rows)} = "
+        f"{inside.mean():.0%} ({'MET' if inside.mean() >= 0.8 else 'NOT MET'} >= 80 %)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small plants, fewer generations")
-    parser.add_argument("--train-charges", type=int, default=None)
-    parser.add_argument("--test-charges", type=int, default=None)
-    parser.add_argument("--conv-charges", type=int, default=None, help="default: all charges")
-    parser.add_argument("--stations", nargs="*", default=None)
-    parser.add_argument("--methods", nargs="*", default=None)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--fresh", choices=["reseed", "holdout"], default="reseed")
-    parser.add_argument("--threshold-from", choices=["in-sample", "oof"], default="oof")
-    args = parser.parse_args(argv)
-    n_train = args.train_charges or (60 if args.quick else 150)
-    n_test = args.test_charges or (40 if args.quick else 100)
-
-    config = load_plant_config(CONFIG)
-    if args.fresh == "holdout":
-        train, test = split_charges(
-            simulate_plant(config, n_train + n_test, random_state=1000 + args.seed), n_train
-        )
-    else:
-        train = simulate_plant(config, n_train, random_state=1000 + args.seed)
-        test = simulate_plant(
-            config, n_test, random_state=2000 + args.seed, first_charge=n_train + 1
-        )
-    methods = available_methods(args.quick)
-    if args.methods:
-        unknown = sorted(set(args.methods) - set(methods))
-        if unknown:
-            sys.exit(f"unknown method(s) {', '.join(unknown)}; available: {', '.join(methods)}")
-        methods = {k: v for k, v in methods.items() if k in args.methods}
-    stations = args.stations or list(config.station_names)
-    middle = config.station_names[len(config.stations) // 2]
-    print(
-        f"fresh charges: {args.fresh}; threshold from {args.threshold_from} probabilities; "
-        f"training plant: {n_train} charges, {len(train.truth)} sticks, defective "
-        f"{train.defect_rate:.3f}; fresh plant: {n_test} charges, {len(test.truth)} sticks, "
-        f"defective {test.defect_rate:.3f}; middle station: {middle}"
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    rows = []
-    for station in stations:
-        rows.extend(run_station(config, train, test, station, methods, args))
-    table = pd.DataFrame(rows).set_index(["station", "method"])
-    with pd.option_context("display.width", 200, "display.max_columns", 20):
-        print(table.drop(columns=[c for c in ["error"] if c in table]).round(3).to_string())
-    if "error" in table:
-        for (station, method), error in table["error"].dropna().items():
-            print(f"{station} / {method} failed: {error}")
-    if middle in stations and "auc" in table:
-        mid = table.loc[middle].dropna(subset=["auc"])
-        if len(mid):
-            best = mid["auc"].idxmax()
-            ok = mid.loc[best, "auc"] >= 0.85 and mid.loc[best, "saved_1k"] > 0
-            print(
-                f"target at {middle}: best method {best}, ROC AUC {mid.loc[best, 'auc']:.3f} "
-                f"(>= 0.85), realized saving {mid.loc[best, 'saved_1k']:.1f} per 1,000 sticks "
-                f"(> 0): {'MET' if ok else 'NOT MET'}"
-            )
+    parser.add_argument("--scenarios", nargs="*", default=list(SCENARIOS), choices=SCENARIOS)
+    parser.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2, 3, 4])
+    parser.add_argument("--stations", nargs="*", default=None)
+    parser.add_argument("--train-charges", type=int, default=100)
+    parser.add_argument("--test-charges", type=int, default=60)
+    parser.add_argument("--method", default=None, help="default: the config's")
+    parser.add_argument("--any-defect", default=None, help="default: the config's")
+    parser.add_argument("--cache", default="/tmp/bench_plant_quality")
+    parser.add_argument("--label", default="default", help="names this variant in the cache")
+    parser.add_argument("--summary-only", action="store_true")
+    args = parser.parse_args(argv)
+    config = load_plant_config(CONFIG)
+    middle = config.station_names[len(config.stations) // 2]
+    cache = Path(args.cache)
+    cache.mkdir(parents=True, exist_ok=True)
+    rows_file = cache / f"rows-{args.label}.jsonl"
+    if not args.summary_only:
+        stations = args.stations or list(config.station_names)
+        done = set()
+        if rows_file.exists():  # a part that was cut off goes on where it stopped
+            old = pd.read_json(rows_file, lines=True)
+            done = set(zip(old["scenario"], old["seed"], old["station"], strict=True))
+        for scenario in args.scenarios:
+            for seed in args.seeds:
+                train, test = plants(config, scenario, seed, args.train_charges, args.test_charges)
+                for station in stations:
+                    if (scenario, seed, station) in done:
+                        continue
+                    run = replace_args(
+                        args,
+                        seed_base=seed,
+                        case_key=f"{args.label}-{scenario}-{seed}",
+                        oracle_key=f"{scenario}-{seed}-{args.train_charges}-{args.test_charges}",
+                    )
+                    row = {
+                        "scenario": scenario,
+                        "seed": seed,
+                        **run_case(config, train, test, station, run),
+                    }
+                    with open(rows_file, "a") as fh:
+                        fh.write(json.dumps(row) + "\n")
+                    say(
+                        f"{scenario} seed {seed} {station:13s} auc {row['auc']:.3f} (gb "
+                        f"{row['gb']:.3f}) realized {row['realized']:+7.0f} best "
+                        f"{row['best']:+6.0f} claimed {row['claimed']} ({row['fit_s']:.0f} s)"
+                    )
+    rows = pd.read_json(rows_file, lines=True)
+    rows = rows.drop_duplicates(["scenario", "seed", "station"], keep="last")
+    print(f"# plant quality: variant `{args.label}` ({len(rows)} cases)\n")
+    columns = [c for c in rows.columns if c not in ("fit_s",)]
+    with pd.option_context("display.width", 250, "display.max_columns", 40):
+        print(rows[columns].round(3).to_string(index=False))
+    summary(rows, middle)
     return 0
+
+
+def replace_args(args: argparse.Namespace, **changes) -> argparse.Namespace:
+    return argparse.Namespace(**{**vars(args), **changes})
 
 
 if __name__ == "__main__":

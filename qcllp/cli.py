@@ -316,13 +316,23 @@ def train(ctx: Context, station, method_name, target, since, until, seed) -> Non
             random_state=seed,
             progress=ctx.say,
         )
-    lines = [
+    ctx.emit([r.as_dict() for r in results], "\n".join(_trained_line(r) for r in results))
+
+
+def _trained_line(r) -> str:  # noqa: ANN001 - a TrainingResult
+    m = r.metrics
+    rule = (
+        "locks out nothing (no threshold's saving is significant)"
+        if m.get("lockout_declined")
+        else f"threshold {m['threshold']:.3f}"
+    )
+    return (
         f"model {r.model_id}: {r.station} {r.method} on {r.n_charges} charges / {r.n_sticks} "
-        f"sticks, bag error {r.metrics['bag_error']:.3f}, threshold {r.metrics['threshold']:.3f},"
-        f" expected saving {r.metrics['expected_saving_per_1000']:.0f} per 1000 sticks"
-        for r in results
-    ]
-    ctx.emit([r.as_dict() for r in results], "\n".join(lines))
+        f"sticks, bag error {m['bag_error']:.3f}, {rule}, expected saving "
+        f"{m['expected_saving_per_1000']:+.0f} per 1,000 sticks "
+        f"(90 % interval {m['saving_low_per_1000']:+.0f} to {m['saving_high_per_1000']:+.0f}, "
+        "on charges it did not see)"
+    )
 
 
 # ----------------------------------------------------------------------------- evaluate
@@ -333,13 +343,13 @@ def train(ctx: Context, station, method_name, target, since, until, seed) -> Non
 @click.option("--folds", default=5, show_default=True, help="Charge-grouped CV folds.")
 @click.option(
     "--truth",
-    type=click.Path(exists=True, dir_okay=False),
+    type=click.Path(dir_okay=False),
     help="Per-stick truth (charge_id, stick_id, defect) for stick-level metrics.",
 )
 @click.option("--seed", default=0, show_default=True)
 @pass_ctx
 def evaluate(ctx: Context, station, method_name, target, folds, truth, seed) -> None:
-    """Charge-grouped cross-validation of a method at a station (no charge split)."""
+    """What `train` would produce at a station, trained and decided on held-out charges."""
     from qcllp.pipeline.station_evaluation import evaluate_station
 
     with ctx.store() as store:
@@ -352,9 +362,14 @@ def evaluate(ctx: Context, station, method_name, target, folds, truth, seed) -> 
             folds=folds,
             truth_path=truth,
             random_state=seed,
+            progress=ctx.say,
         )
     metrics, per_charge = result.evaluation.metrics, result.evaluation.per_charge
-    lines = [f"{station} {result.method}: {result.n_charges} charges, {result.n_sticks} sticks"]
+    lines = [
+        f"{station} {result.method}, target {result.target}: {result.n_charges} charges, "
+        f"{result.n_sticks} sticks; thresholds per fold "
+        + ", ".join(f"{t:.3f}" for t in result.thresholds)
+    ]
     lines += [
         f"  {k:<20} {v:.4f}" if isinstance(v, float) else f"  {k:<20} {v}"
         for k, v in metrics.items()
@@ -437,7 +452,7 @@ def models_rollback(ctx: Context, station: str) -> None:
 @click.option(
     "--input",
     "input_path",
-    type=click.Path(exists=True, dir_okay=False),
+    type=click.Path(dir_okay=False),
     help="Score the readings of this CSV/Parquet file (long or wide layout, checked as "
     "ingest checks it; no flags written).",
 )

@@ -14,6 +14,7 @@ Where things live:
   (Wang et al., Alg. 1) on the same engine; :mod:`.conv_psvm` (Alg. 2) on the WellSVM solver;
 * WellSVM (Li et al. 2013): :mod:`.wellsvm` (estimator), :mod:`.wellsvm_labels` (label
   spaces), :mod:`.wellsvm_solver` (cutting plane and label-kernel learning);
+* :mod:`.per_defect` (any-defect probability from one model per defect type);
 * :mod:`.baselines` (InvCal, MeanMap), :mod:`.kernels` (feature maps), :mod:`.synthetic`
   (bags cut from labeled data), :mod:`.threads`.
 """
@@ -35,6 +36,7 @@ from .metrics import (
     model_proportions,
 )
 from .model_selection import BagGridSearchCV, BagKFold, bag_cross_val_error
+from .per_defect import PerDefectClassifier
 from .problem import LLPProblem, check_features, check_llp_input, counts_to_shares
 from .twin_psvm import TwinPSVM
 from .wellsvm import WellSVM
@@ -44,6 +46,7 @@ __all__ = [
     "ConvPSVM",
     "InvCal",
     "MeanMap",
+    "PerDefectClassifier",
     "TwinPSVM",
     "WellSVM",
     "BagGridSearchCV",

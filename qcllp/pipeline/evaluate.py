@@ -63,6 +63,7 @@ def cross_validate_charges(
     truth: np.ndarray | None = None,
     threshold: float = LABEL_THRESHOLD,
     random_state=None,
+    fit_proportions: pd.Series | pd.DataFrame | None = None,
 ) -> Evaluation:
     """Out-of-fold probability of class 1 (defective) for every stick, scored per charge and
     per stick.
@@ -71,7 +72,8 @@ def cross_validate_charges(
     it needs ``fit(X, bags, proportions)`` and ``predict_proba``. ``charges`` holds the charge
     id of every row, ``shares`` the defective share per charge (a Series indexed by charge id);
     ``truth`` (optional) 0/1 per stick, NaN where unknown; ``threshold`` the lock-out
-    threshold. The folds (``random_state``) never split a charge.
+    threshold. The folds (``random_state``) never split a charge. ``fit_proportions``: what
+    the models are fitted on when it is not ``shares`` (per defect type, multiclass).
     """
     charges = np.asarray(charges)
     if len(charges) != len(features):
@@ -79,13 +81,14 @@ def cross_validate_charges(
     missing = pd.Index(pd.unique(charges)).difference(shares.index)
     if len(missing):
         raise ValueError(f"charge {missing[0]!r} has no defective share")
+    fitted_on = shares if fit_proportions is None else fit_proportions
     rows = (lambda idx: features.iloc[idx]) if hasattr(features, "iloc") else features.__getitem__
     probability = np.empty(len(features))
     folds = BagKFold(n_splits, random_state=random_state).split(features, groups=charges)
     for train, test in folds:
         model = make_model() if callable(make_model) else make_model
         model = clone(model)
-        model.fit(rows(train), charges[train], shares.loc[pd.unique(charges[train])])
+        model.fit(rows(train), charges[train], fitted_on.loc[pd.unique(charges[train])])
         probability[test] = _positive_column(model, model.predict_proba(rows(test)))
     return score_probabilities(probability, charges, shares, truth=truth, threshold=threshold)
 
@@ -104,10 +107,15 @@ def score_probabilities(
     shares: pd.Series,
     *,
     truth: np.ndarray | None = None,
-    threshold: float = LABEL_THRESHOLD,
+    threshold: float | np.ndarray = LABEL_THRESHOLD,
 ) -> Evaluation:
-    """Per-charge and (with ``truth``) per-stick metrics of given probabilities of class 1."""
+    """Per-charge and (with ``truth``) per-stick metrics of given probabilities of class 1.
+
+    ``threshold``: the lock-out threshold, one for all sticks or one per stick (models of
+    different folds); the metrics report the median.
+    """
     probability = np.asarray(probability, dtype=float)
+    threshold = np.broadcast_to(np.asarray(threshold, dtype=float), probability.shape)
     charges = np.asarray(charges)
     if probability.shape != charges.shape:
         raise ValueError(f"{len(probability)} probabilities but {len(charges)} charge ids")
@@ -140,21 +148,21 @@ def score_probabilities(
         "err_pi": err_pi(counted, gamma, sizes),
         "calibration_error": float((per_charge["predicted_share"] - actual).abs().mean()),
         "lockout_rate": float(frame["locked"].mean()),
-        "threshold": float(threshold),
+        "threshold": float(np.median(threshold)) if len(threshold) else float("nan"),
     }
     if truth is not None:
         metrics.update(_stick_metrics(probability, np.asarray(truth, dtype=float), threshold))
     return Evaluation(per_charge=per_charge, metrics=metrics, probability=probability)
 
 
-def _stick_metrics(probability: np.ndarray, truth: np.ndarray, threshold: float) -> dict:
+def _stick_metrics(probability: np.ndarray, truth: np.ndarray, threshold: np.ndarray) -> dict:
     if truth.shape != probability.shape:
         raise ValueError(f"{len(probability)} probabilities but {len(truth)} truth values")
     known = ~np.isnan(truth)
     if not known.any():
         return {"sticks_with_truth": 0}
     t, p = truth[known].astype(int), probability[known]
-    locked = p >= threshold
+    locked = p >= threshold[known]
     return {
         "stick_accuracy": float(np.mean((p >= LABEL_THRESHOLD) == t)),
         "roc_auc": float(roc_auc_score(t, p)) if len(np.unique(t)) == 2 else float("nan"),

@@ -1,13 +1,23 @@
-"""``qcllp evaluate``: charge-grouped cross-validation of a method at a station.
+"""``qcllp evaluate``: what ``qcllp train`` would produce at a station, on held-out charges.
 
-Reads the labeled charges of the station from the plant database, optionally a per-stick truth
-file (simulator output or hand-inspected sticks: ``charge_id, stick_id, defect`` with ``ok``
-for a good stick), and cross-validates the method's estimator with its default parameters,
-no charge split (:func:`.evaluate.cross_validate_charges`).
+Reads the labeled charges of the station from the plant database and, optionally, a per-stick
+truth file (simulator output or hand-inspected sticks: ``charge_id, stick_id, defect`` with
+``ok`` for a good stick). The charges are split into folds that never split a charge; for each
+fold the *whole* training of :func:`.train.fit_station_model` runs on the other charges -- the
+bag-aware grid search, the per-defect-type models, the count recalibration and the lock-out
+threshold, exactly as ``train`` would choose them for the target asked for -- and the model
+decides the held-out charges' sticks. So the figures are of the procedure a plant would deploy,
+not of a learner with default parameters at 0.5.
+
+With truth, the target's truth is used: a defect type's sticks for a defect-type target, any
+defect for ``defective`` and ``multiclass`` (their lock-out decision is "fails or not"); the
+stick metrics then include the ROC AUC, the lock-out precision/recall and the realized saving
+per 1,000 sticks at the thresholds train chose.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,44 +25,64 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from qcllp.learn import BagKFold
 from qcllp.plant.config import PlantConfig
 from qcllp.store import Store
 
-from .evaluate import Evaluation, cross_validate_charges
-from .station_model import FailureView
-from .train import TrainingError, labeled_data, training_plan
+from .evaluate import Evaluation, score_probabilities
+from .thresholds import realized_saving_per_1000
+from .train import (
+    TrainingError,
+    fit_station_model,
+    labeled_data,
+    station_costs,
+    training_plan,
+)
 
-__all__ = ["StationEvaluation", "evaluate_station", "read_stick_truth"]
+__all__ = ["StationEvaluation", "evaluate_station", "read_stick_truth", "target_truth"]
 
 TRUTH_COLUMNS = ("charge_id", "stick_id", "defect")
 
 
 @dataclass(frozen=True)
 class StationEvaluation:
-    """What ``evaluate_station`` measured."""
+    """What ``evaluate_station`` measured (``thresholds``: the one chosen in each fold)."""
 
     station: str
     method: str
+    target: str
     n_charges: int
     n_sticks: int
     evaluation: Evaluation
+    thresholds: list[float]
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "station": self.station,
             "method": self.method,
+            "target": self.target,
+            "fold_thresholds": self.thresholds,
             **self.evaluation.metrics,
             "per_charge": self.evaluation.per_charge.reset_index().to_dict(orient="records"),
         }
 
 
 def read_stick_truth(path: str | Path) -> pd.Series:
-    """Per-stick truth from a CSV: ``True`` where the stick failed; index (charge, stick)."""
-    frame = pd.read_csv(path, dtype={"charge_id": str, "stick_id": str})
+    """Per-stick defect (a defect type or ``ok``) from a CSV; index (charge_id, stick_id)."""
+    try:
+        frame = pd.read_csv(path, dtype={"charge_id": str, "stick_id": str, "defect": str})
+    except (OSError, ValueError) as exc:  # missing, unreadable, not CSV
+        raise TrainingError(f"{path}: cannot read the truth file: {exc}") from exc
     missing = [c for c in TRUTH_COLUMNS if c not in frame.columns]
     if missing:
         raise TrainingError(f"{path}: truth file lacks column(s) {', '.join(missing)}")
-    return frame.set_index(["charge_id", "stick_id"])["defect"] != "ok"
+    return frame.set_index(["charge_id", "stick_id"])["defect"]
+
+
+def target_truth(defect: pd.Series, target: str) -> pd.Series:
+    """1.0 where the stick counts as positive for ``target``, 0.0 where not, NaN unknown."""
+    positive = defect == target if target not in ("defective", "multiclass") else defect != "ok"
+    return positive.astype(float).where(defect.notna())
 
 
 def evaluate_station(
@@ -65,8 +95,10 @@ def evaluate_station(
     folds: int = 5,
     truth_path: str | Path | None = None,
     random_state: int = 0,
+    progress: Callable[[str], None] | None = None,
 ) -> StationEvaluation:
-    """Cross-validate a method at ``station`` on held-out charges (and sticks, with truth)."""
+    """Train as ``train`` would on all but one fold of charges, decide the held-out fold."""
+    say = progress or (lambda _msg: None)
     plan = training_plan(
         config,
         station,
@@ -75,19 +107,32 @@ def evaluate_station(
         random_state=random_state,
         n_splits=folds,
     )
+    defect = None if truth_path is None else read_stick_truth(truth_path)  # fail before work
     data = labeled_data(store, config, station, target=target)
-    X = data.features.X
-    stick_truth = None
-    if truth_path is not None:
-        failing = read_stick_truth(truth_path)
-        stick_truth = failing.reindex(X.index).astype(float).to_numpy(dtype=np.float64)
-    evaluation = cross_validate_charges(
-        lambda: FailureView(plan.method.estimator(plan.seed)),
-        X,
-        data.bags,
-        data.failing_shares,
-        n_splits=plan.folds_for(data.n_charges),
-        truth=stick_truth,
-        random_state=plan.seed,
+    X, bags = data.features.X, data.bags
+    costs = station_costs(config, station)
+    probability = np.full(len(X), np.nan)
+    threshold = np.full(len(X), np.nan)
+    chosen = []
+    outer = BagKFold(plan.folds_for(data.n_charges), shuffle=True, random_state=plan.seed)
+    for k, (train, test) in enumerate(outer.split(X, groups=bags), start=1):
+        say(f"{station}: fold {k}: training on {len(pd.unique(bags[train]))} charges")
+        fit = fit_station_model(plan, data.subset(pd.unique(bags[train])), costs)
+        decided = fit.model.decide(X.iloc[test])
+        probability[test] = decided["probability"].to_numpy()
+        threshold[test] = fit.model.threshold
+        chosen.append(float(fit.model.threshold))
+    truth = None
+    if defect is not None:
+        truth = target_truth(defect.reindex(X.index), target).to_numpy(dtype=np.float64)
+    evaluation = score_probabilities(
+        probability, bags, data.failing_shares, truth=truth, threshold=threshold
     )
-    return StationEvaluation(station, plan.method.name, data.n_charges, len(X), evaluation)
+    if truth is not None and not np.isnan(truth).all():
+        known = ~np.isnan(truth)
+        evaluation.metrics["realized_saving_per_1000"] = realized_saving_per_1000(
+            probability[known], truth[known] == 1, threshold[known], costs
+        )
+    return StationEvaluation(
+        station, plan.method.name, target, data.n_charges, len(X), evaluation, chosen
+    )

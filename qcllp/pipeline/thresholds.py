@@ -1,48 +1,71 @@
-"""Cost-based lock-out thresholds: when is locking a stick out worth it at a station?
+"""Cost-based lock-out decisions: when is locking a stick out worth it, and what will it save?
 
 Locking out a stick that would fail saves what the rest of the line would have spent on it
 (``fail_cost``: the later the station, the less is left to save); locking out a good stick
-loses its value (``good_cost``). With perfectly calibrated probabilities the Bayes rule locks
-out when ``p * fail_cost > (1 - p) * good_cost``, i.e. ``p > good_cost / (good_cost +
-fail_cost)``. Probabilities of an LLP model are only calibrated on bags (the charges' shares),
-not per stick, so the threshold is chosen empirically instead: for every candidate threshold
-the saving is *estimated* on charges with known defect counts, and the best one is kept.
+loses its value (``good_cost``). With calibrated probabilities the Bayes rule locks out when
+``p * fail_cost > (1 - p) * good_cost``, i.e. ``p > good_cost / (good_cost + fail_cost)``, and
+the expected saving of locking out every stick with ``p >= t`` is ``sum over those sticks of
+p * fail_cost - (1 - p) * good_cost``.
 
-The estimate (no per-stick truth is needed) trusts the model for the *ranking within a charge*
-and the counts for *how many*: first the probabilities of each charge are shifted on the logit
-scale, ``p' = sigmoid(logit p + a_k)`` with ``a_k`` solved (vectorized bisection over all
-charges) so that ``sum p'`` equals the charge's counted defective sticks — the prior-shift
-adjustment of Saerens et al. (2002) with the charge's count as the known prior. A model that
-claims 0.95 for many sticks of a charge that had few defects thus cannot promise savings there.
-Then the counts bound what can be true: a charge with ``d`` defective and ``g`` good sticks
-cannot yield more than ``min(d, n_locked)`` correctly locked sticks, nor fewer than
-``n_locked - g``. So the expected defective count among the locked sticks is ``clip(sum p',
-max(0, n_locked - g), min(d, n_locked))``; the rest are good sticks lost. Locking out nothing
-(saving 0) is always a candidate, so the choice never expects a loss. (The shift is a choice:
-the requirement was only "from the calibrated probabilities and the charges' counts"; without it
-the estimate rewards over-confident models, see ``tests/pipeline/test_thresholds.py``.)
+An LLP model's probabilities are only as calibrated as the counts can make them: the
+calibration (:class:`qcllp.learn.calibration.CountCalibrator`, fitted on out-of-fold
+probabilities by the likelihood of the charges' failing counts) is itself an estimate from a
+hundred charges or so, and a threshold near the break-even point turns a small calibration
+error into a loss (the issue "Lock-out decisions that pay": thresholds chosen on point
+estimates lost money on fresh charges at most stations). So the rule asks for evidence:
 
-Vectorized over thresholds and charges at once: each stick falls into the histogram bin of the
-largest candidate threshold it reaches, a (charge x bin) ``bincount`` sums counts and
-probabilities, and a reverse cumulative sum over the bins gives, for every threshold, the
-locked count and probability mass per charge — memory O(charges x thresholds), not O(sticks x
-thresholds).
+* **Threshold** (:func:`lockout_rule`): candidates are the Bayes threshold and the quantiles of
+  the calibrated probabilities above it. For each, the expected saving per 1,000 sticks is
+  recomputed on ``n_boot`` bootstrap resamples of the *charges*, each with the calibration
+  refitted on its resample, so both the charges' sampling and the calibration's uncertainty
+  enter. The threshold with the largest lower bound (the ``alpha`` quantile, default 10 %) is
+  taken if that bound is positive; otherwise the station locks out nothing and says so
+  (``threshold`` above 1, ``declined``). A bootstrap over charges rather than sticks because
+  charges, not sticks, are the independent units (alloy batch, set points).
+* **Expected saving with an interval** (:func:`held_out_saving`): the saving the rule will
+  bring is estimated on charges it did not see. The charges are split into ``groups``; for
+  each group the whole rule (calibration, bootstrap, threshold) runs on the other groups and
+  the held-out group's expected saving at that threshold is taken from its probabilities under
+  the other groups' calibration. The per-charge held-out savings give the estimate, and a
+  bootstrap over them its sampling spread; the interval is a prediction interval for a fresh
+  period as long as the training one (spread widened by sqrt 2: the estimate's error plus the
+  fresh period's own), at ``level`` (90 %).
+
+What the interval cannot cover: a plant that changes (new sensors, recipes, drift) moves the
+probabilities themselves; ``benchmarks/bench_plant_quality.py`` measures how often the saving
+realized on a differently seeded plant falls inside.
+
+Vectorized: per bootstrap replicate the savings of all thresholds come from one (charge x
+threshold-bin) ``bincount`` and a reverse cumulative sum over the bins
+(:func:`_locked_per_charge`), memory O(charges x thresholds).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.stats import norm
+
+from qcllp.learn.calibration import CountCalibrator
 
 __all__ = [
     "LockoutCosts",
+    "SavingEstimate",
     "ThresholdChoice",
-    "choose_threshold",
-    "expected_saving",
-    "lockout_threshold",
+    "charge_savings",
+    "count_calibration",
+    "held_out_saving",
+    "lockout_rule",
     "realized_saving_per_1000",
 ]
+
+N_BOOT = 30
+ALPHA = 0.10
+GROUPS = 5
+LEVEL = 0.90
+_N_CANDIDATES = 40
 
 
 @dataclass(frozen=True)
@@ -77,38 +100,56 @@ class LockoutCosts:
 class ThresholdChoice:
     """The chosen threshold and what it is expected to bring on the charges it was chosen on.
 
-    ``threshold`` > 1 means "lock out nothing" (no threshold was expected to save money).
+    ``threshold`` > 1 means "lock out nothing"; ``declined`` says it was for want of evidence
+    (the lower bound of the best candidate was not positive). ``saving_per_1000``: the
+    expected saving at the threshold on these charges; ``saving_bound_per_1000``: its
+    bootstrap lower bound.
     """
 
     threshold: float
     saving_per_1000: float
     lockout_rate: float
     bayes_threshold: float
+    saving_bound_per_1000: float = 0.0
+    declined: bool = False
 
     def as_dict(self) -> dict[str, float]:
         return {
             "threshold": self.threshold,
             "saving_per_1000": self.saving_per_1000,
+            "saving_bound_per_1000": self.saving_bound_per_1000,
             "lockout_rate": self.lockout_rate,
             "bayes_threshold": self.bayes_threshold,
+            "declined": self.declined,
         }
 
 
-def _shift_to_counts(
-    p: np.ndarray, codes: np.ndarray, target: np.ndarray, n_iter: int = 60
-) -> np.ndarray:
-    """``sigmoid(logit p + a_k)`` with ``a_k`` per charge such that each charge's sum is
-    ``target[k]`` (bisection on ``a`` in [-40, 40], all charges at once)."""
-    logit = np.log(np.clip(p, 1e-9, 1 - 1e-9)) - np.log1p(-np.clip(p, 1e-9, 1 - 1e-9))
-    n_bags = len(target)
-    lo, hi = np.full(n_bags, -40.0), np.full(n_bags, 40.0)
-    for _ in range(n_iter):  # over bisection steps, not over charges or sticks
-        mid = 0.5 * (lo + hi)
-        total = np.bincount(codes, 1.0 / (1.0 + np.exp(-(logit + mid[codes]))), minlength=n_bags)
-        above = total > target
-        hi = np.where(above, mid, hi)
-        lo = np.where(above, lo, mid)
-    return 1.0 / (1.0 + np.exp(-(logit + 0.5 * (lo + hi)[codes])))
+@dataclass(frozen=True)
+class SavingEstimate:
+    """Expected saving per 1,000 sticks on charges the rule did not see, with its interval."""
+
+    per_1000: float
+    low: float
+    high: float
+    level: float = LEVEL
+
+
+Calibrate = Callable[[np.ndarray, np.ndarray, np.ndarray], Callable[[np.ndarray], np.ndarray]]
+"""``calibrate(decision, bag_codes, positives)`` -> a map from decision values to P(fail)."""
+
+
+def count_calibration(
+    decision: np.ndarray, codes: np.ndarray, positives: np.ndarray
+) -> tuple[CountCalibrator, Calibrate]:
+    """The count calibration of these out-of-fold decision values, and a :data:`Calibrate`
+    that refits it on other charges starting from it (bootstrap refits converge in a few
+    steps instead of two cold starts)."""
+    fitted = CountCalibrator().fit(decision, codes, positives)
+
+    def refit(f: np.ndarray, c: np.ndarray, k: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+        return CountCalibrator().fit(f, c, k, init=fitted).predict
+
+    return fitted, refit
 
 
 def _locked_per_charge(
@@ -126,9 +167,8 @@ def _locked_per_charge(
     T = len(ts)
     flat = codes * (T + 1) + reach
     count = np.bincount(flat, minlength=n_bags * (T + 1)).reshape(n_bags, T + 1)
-    mass = np.bincount(flat, p if weights is None else weights, minlength=n_bags * (T + 1)).reshape(
-        n_bags, T + 1
-    )
+    mass = np.bincount(flat, p if weights is None else weights, minlength=n_bags * (T + 1))
+    mass = mass.reshape(n_bags, T + 1)
     # locked at sorted threshold j = sticks in bins j+1..T
     count_at = np.cumsum(count[:, ::-1], axis=1)[:, ::-1][:, 1:]
     mass_at = np.cumsum(mass[:, ::-1], axis=1)[:, ::-1][:, 1:]
@@ -139,119 +179,158 @@ def _locked_per_charge(
     return out_count, out_mass
 
 
-def expected_saving(
-    probability: np.ndarray,
-    bag_codes: np.ndarray,
-    defective_counts: np.ndarray,
-    threshold: float | np.ndarray,
-    costs: LockoutCosts,
-    *,
-    n_sticks: np.ndarray | None = None,
+def charge_savings(
+    p: np.ndarray, codes: np.ndarray, n_bags: int, thresholds: np.ndarray, costs: LockoutCosts
 ) -> np.ndarray:
-    """Expected total saving of locking out every stick with probability >= threshold.
-
-    ``bag_codes`` (n,) index charges 0..h-1, ``defective_counts`` (h,) the defective sticks per
-    charge from final QC, ``n_sticks`` (h,) the sticks per charge (default: the rows per
-    charge). The defective count among a charge's locked sticks is estimated from their
-    probabilities shifted to the charge's count, clipped to what the counts allow (module
-    docstring). Returns one saving
-    per threshold, shape ``(len(threshold),)`` (a scalar threshold gives shape (1,)).
-    """
-    p = np.asarray(probability, dtype=float)
-    codes = np.asarray(bag_codes, dtype=np.intp)
-    counts = np.asarray(defective_counts, dtype=float)
-    if p.shape != codes.shape:
-        raise ValueError(f"{len(p)} probabilities but {len(codes)} bag codes")
-    if len(codes) and (codes.min() < 0 or codes.max() >= len(counts)):
-        raise ValueError(f"bag codes must index the {len(counts)} charges' defect counts")
-    n_bags = len(counts)
-    rows = np.bincount(codes, minlength=n_bags).astype(float)
-    sizes = rows if n_sticks is None else np.asarray(n_sticks, dtype=float)
-    good_total = np.maximum(sizes - counts, 0.0)
-    thresholds = np.atleast_1d(np.asarray(threshold, dtype=float))
-    target = np.minimum(counts, sizes) * rows / np.maximum(sizes, 1.0)  # expected among rows
-    adjusted = _shift_to_counts(p, codes, target)
-    n_locked, _ = _locked_per_charge(p, codes, n_bags, thresholds)
-    _, p_locked = _locked_per_charge(p, codes, n_bags, thresholds, weights=adjusted)
-    low = np.maximum(n_locked - good_total[None, :], 0.0)
-    high = np.minimum(counts[None, :], n_locked)
-    defective = np.clip(p_locked, low, np.maximum(low, high))
-    good = n_locked - defective
-    return (defective * costs.fail_cost - good * costs.good_cost).sum(axis=1)
+    """(T, h) expected saving per charge of locking out ``p >= t``, trusting ``p``."""
+    gain = p * costs.fail_cost - (1.0 - p) * costs.good_cost
+    return _locked_per_charge(p, codes, n_bags, thresholds, weights=gain)[1]
 
 
-def choose_threshold(
-    probability: np.ndarray,
-    bag_codes: np.ndarray,
-    defective_counts: np.ndarray,
-    costs: LockoutCosts,
-    *,
-    n_candidates: int = 200,
-    n_sticks: np.ndarray | None = None,
-) -> ThresholdChoice:
-    """The threshold with the largest expected saving on these charges.
+def _candidates(p: np.ndarray, costs: LockoutCosts) -> np.ndarray:
+    """The Bayes threshold and quantiles of the probabilities above it."""
+    above = p[p >= costs.bayes_threshold]
+    spread = np.quantile(above, np.linspace(0, 1, _N_CANDIDATES)) if len(above) else []
+    return np.unique(np.r_[costs.bayes_threshold, spread])
 
-    Candidates: ``n_candidates`` quantiles of the probabilities, a 0.01 grid on [0, 1], the
-    Bayes threshold and "lock out nothing" (reported as a threshold just above 1 with saving
-    0), so the choice never expects a loss. Ties go to the higher threshold (fewer lock-outs).
-    """
-    p = np.asarray(probability, dtype=float)
-    if len(p) == 0:
+
+def _check(decision: np.ndarray, codes: np.ndarray, positives: np.ndarray) -> None:
+    if decision.shape != codes.shape:
+        raise ValueError(f"{len(decision)} decision values but {len(codes)} bag codes")
+    if len(codes) == 0:
         raise ValueError("cannot choose a lock-out threshold without sticks")
-    candidates = np.unique(
-        np.concatenate(
-            [
-                np.quantile(p, np.linspace(0, 1, n_candidates)),
-                np.linspace(0, 1, 101),
-                [costs.bayes_threshold],
-            ]
-        )
-    )
-    candidates = np.append(candidates, np.inf)
-    savings = expected_saving(p, bag_codes, defective_counts, candidates, costs, n_sticks=n_sticks)
-    best = len(savings) - 1 - int(np.argmax(savings[::-1]))  # last maximum: highest threshold
-    threshold = float(min(candidates[best], 1.0 + 1e-9))
-    return ThresholdChoice(
-        threshold=threshold,
-        saving_per_1000=float(1000 * savings[best] / len(p)),
-        lockout_rate=float(np.mean(p >= candidates[best])),
-        bayes_threshold=costs.bayes_threshold,
-    )
+    if codes.min() < 0 or codes.max() >= len(positives):
+        raise ValueError(f"bag codes must index the {len(positives)} charges' counts")
 
 
-def lockout_threshold(
-    probability: np.ndarray,
+def _resample(rng: np.random.Generator, codes: np.ndarray, n_bags: int) -> tuple:
+    """Charges drawn with replacement: (row index, new bag code per row, drawn charges)."""
+    drawn = rng.integers(0, n_bags, n_bags)
+    order = np.argsort(codes, kind="stable")
+    sizes = np.bincount(codes, minlength=n_bags)
+    starts = np.cumsum(sizes) - sizes
+    take = np.repeat(starts[drawn], sizes[drawn]) + _ramp(sizes[drawn])
+    return order[take], np.repeat(np.arange(n_bags), sizes[drawn]), drawn
+
+
+def _ramp(sizes: np.ndarray) -> np.ndarray:
+    """0..s-1 for every s in sizes, concatenated."""
+    return np.arange(sizes.sum()) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+
+
+def lockout_rule(
+    decision: np.ndarray,
     codes: np.ndarray,
-    defective: np.ndarray,
-    n_sticks: np.ndarray,
+    positives: np.ndarray,
     costs: LockoutCosts,
+    calibrate: Calibrate,
+    *,
+    n_boot: int = N_BOOT,
+    alpha: float = ALPHA,
+    random_state: int | np.random.Generator | None = 0,
 ) -> ThresholdChoice:
-    """The cost-based threshold, never below the Bayes threshold good / (good + fail).
+    """The threshold with the largest bootstrap lower bound of the expected saving (module
+    docstring), or none when that bound is not positive.
 
-    The estimate behind :func:`choose_threshold` knows each training charge's count; a fresh
-    charge's is unknown when its sticks are scored, so the estimate is optimistic for
-    thresholds below the Bayes rule's (in the demo, rolling's chosen 0.6 precision against a
-    break-even of 0.78 lost money on fresh charges). Below the Bayes threshold a calibrated
-    probability itself says that locking the stick out loses money on average, so we do not.
+    ``decision``: out-of-fold decision values (the logit of the raw probabilities), ``codes``
+    the charge of each stick (0..h-1), ``positives`` the failing sticks per charge among its
+    rows, ``calibrate`` fits the map to probabilities (refitted per bootstrap replicate).
     """
-    choice = choose_threshold(probability, codes, defective, costs, n_sticks=n_sticks)
-    if choice.threshold >= costs.bayes_threshold:
-        return choice
-    threshold = costs.bayes_threshold
-    saving = expected_saving(probability, codes, defective, threshold, costs, n_sticks=n_sticks)
+    f = np.asarray(decision, dtype=float)
+    codes = np.asarray(codes, dtype=np.intp)
+    positives = np.asarray(positives, dtype=float)
+    _check(f, codes, positives)
+    h = len(positives)
+    p = calibrate(f, codes, positives)(f)
+    ts = _candidates(p, costs)
+    point = 1000 * charge_savings(p, codes, h, ts, costs).sum(axis=1) / len(p)
+    rng = np.random.default_rng(random_state)
+    boot = np.empty((n_boot, len(ts)))
+    for b in range(n_boot):  # over replicates; each is vectorized over sticks and thresholds
+        rows, new_codes, drawn = _resample(rng, codes, h)
+        pb = calibrate(f[rows], new_codes, positives[drawn])(f[rows])
+        boot[b] = 1000 * charge_savings(pb, new_codes, h, ts, costs).sum(axis=1) / len(rows)
+    bound = np.quantile(boot, alpha, axis=0)
+    best = len(ts) - 1 - int(np.argmax(bound[::-1]))  # ties: the higher threshold
+    if bound[best] <= 0:
+        return ThresholdChoice(
+            threshold=1.0 + 1e-9,
+            saving_per_1000=0.0,
+            lockout_rate=0.0,
+            bayes_threshold=costs.bayes_threshold,
+            saving_bound_per_1000=0.0,
+            declined=True,
+        )
     return ThresholdChoice(
-        threshold=threshold,
-        saving_per_1000=float(1000 * saving[0] / len(probability)),
-        lockout_rate=float(np.mean(probability >= threshold)),
+        threshold=float(ts[best]),
+        saving_per_1000=float(point[best]),
+        lockout_rate=float(np.mean(p >= ts[best])),
         bayes_threshold=costs.bayes_threshold,
+        saving_bound_per_1000=float(bound[best]),
     )
+
+
+def held_out_saving(
+    decision: np.ndarray,
+    codes: np.ndarray,
+    positives: np.ndarray,
+    costs: LockoutCosts,
+    calibrate: Calibrate,
+    *,
+    groups: int = GROUPS,
+    n_boot: int = N_BOOT,
+    alpha: float = ALPHA,
+    level: float = LEVEL,
+    random_state: int | None = 0,
+) -> SavingEstimate:
+    """The saving :func:`lockout_rule` brings on charges it did not see, with a prediction
+    interval for a fresh period as long as the training one (module docstring)."""
+    f = np.asarray(decision, dtype=float)
+    codes = np.asarray(codes, dtype=np.intp)
+    positives = np.asarray(positives, dtype=float)
+    _check(f, codes, positives)
+    h = len(positives)
+    rng = np.random.default_rng(random_state)
+    group = rng.permutation(h) % max(2, min(groups, h))
+    held = np.zeros(h)
+    for g in np.unique(group):
+        train = group[codes] != g
+        kept = np.flatnonzero(group != g)
+        local = np.searchsorted(kept, codes[train])  # training charges renumbered 0..len(kept)-1
+        choice = lockout_rule(
+            f[train],
+            local,
+            positives[kept],
+            costs,
+            calibrate,
+            n_boot=n_boot,
+            alpha=alpha,
+            random_state=rng,
+        )
+        if choice.declined:
+            continue
+        out = ~train
+        p = calibrate(f[train], local, positives[kept])(f[out])
+        per_charge = charge_savings(p, codes[out], h, np.array([choice.threshold]), costs)[0]
+        held += per_charge
+    rows = np.bincount(codes, minlength=h).astype(float)
+    estimate = 1000 * held.sum() / rows.sum()
+    weights = rng.multinomial(h, np.full(h, 1.0 / h), size=max(n_boot, 200)).astype(float)
+    spread = float(np.std(1000 * (weights @ held) / (weights @ rows)))
+    z = float(norm.ppf(0.5 + level / 2))
+    half = z * spread * np.sqrt(2.0)
+    return SavingEstimate(float(estimate), float(estimate - half), float(estimate + half), level)
 
 
 def realized_saving_per_1000(
-    probability: np.ndarray, defective: np.ndarray, threshold: float, costs: LockoutCosts
+    probability: np.ndarray,
+    defective: np.ndarray,
+    threshold: float | np.ndarray,
+    costs: LockoutCosts,
 ) -> float:
-    """The saving per 1,000 sticks that locking out ``probability >= threshold`` actually
-    brings when the per-stick truth ``defective`` (0/1) is known, against locking out nothing."""
+    """The saving per 1,000 sticks that locking out ``probability >= threshold`` (one
+    threshold, or one per stick) actually brings when the per-stick truth ``defective`` (0/1)
+    is known, against locking out nothing."""
     p = np.asarray(probability, dtype=float)
     bad = np.asarray(defective).astype(bool)
     if p.shape != bad.shape:

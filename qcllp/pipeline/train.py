@@ -7,22 +7,32 @@ out-of-fold probabilities (charge-grouped CV, never a charge split) give the hon
 validation metrics and the cost-based lock-out threshold, and the artifact plus its metadata
 enter the registry as a candidate.
 
-The learners calibrate their probabilities on their own training charges, where the latent
-labels were fitted: out of fold they are over-confident, and a threshold chosen on them
-locks out good sticks (seen in ``benchmarks/bench_plant_quality.py``). So a second bag
-calibration (the same monotone sigmoid, Yu et al.'s bag-level criterion) is fitted on the
-out-of-fold probabilities against the charges' shares; it is stored with the model, the
+**The any-defect target** (``defective``, the lock-out decision) is learned by default as one
+model per defect type, each searched and fitted on its own type's shares, their probabilities
+summed (:class:`qcllp.learn.PerDefectClassifier`; ``training.any_defect`` in the plant
+config). Defect types arise at different stations by different mechanisms; one model on the
+summed shares must find a single direction for all of them and, on a simulated plant whose
+types arise at different stations, ranks the fresh sticks clearly worse
+(``benchmarks/bench_plant_quality.py``, README).
+
+**Recalibration.** The learners calibrate their probabilities on their own training charges,
+where the latent labels were fitted: out of fold they are over-confident, and a threshold
+chosen on them locks out good sticks. So a second calibration (a monotone sigmoid on the
+logit) is fitted on the out-of-fold probabilities by the likelihood of the charges' failing
+*counts* (Poisson-binomial, :class:`qcllp.learn.calibration.CountCalibrator`), which, unlike
+matching the charges' mean shares, penalizes over-confidence; it is stored with the model, the
 threshold is chosen on recalibrated probabilities and the scorer applies it.
 
 The out-of-fold pass reuses the hyper-parameters chosen on all charges, so its figures are
 slightly optimistic for the grid's choice; nesting the search would multiply the training
-time by the number of folds, which a nightly retraining on two cores cannot afford.
+time by the number of folds, which a nightly retraining on two cores cannot afford
+(``qcllp evaluate`` does nest it, for the engineer who wants the unbiased figure).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -32,8 +42,8 @@ import pandas as pd
 from sklearn.base import BaseEstimator, clone
 
 from qcllp.features import StationFeatures, station_features
-from qcllp.learn import BagGridSearchCV, BagKFold, counts_to_shares
-from qcllp.learn.calibration import BagCalibrator
+from qcllp.learn import BagGridSearchCV, BagKFold, PerDefectClassifier, counts_to_shares
+from qcllp.learn.calibration import CountCalibrator
 from qcllp.plant.config import PlantConfig
 from qcllp.store import Store
 
@@ -41,17 +51,30 @@ from .evaluate import Evaluation, cross_validate_charges, score_probabilities
 from .methods import Method, canonical_name, method
 from .registry import register_model, save_station_model
 from .station_model import FailureView, StationModel, logit
-from .thresholds import LockoutCosts, ThresholdChoice, lockout_threshold
+from .thresholds import (
+    LockoutCosts,
+    SavingEstimate,
+    ThresholdChoice,
+    count_calibration,
+    held_out_saving,
+    lockout_rule,
+)
 
 __all__ = [
     "LabeledData",
+    "StationFit",
     "TrainingError",
     "TrainingPlan",
     "TrainingResult",
     "decide_lockout",
+    "fit_proportions",
+    "fit_station_model",
     "labeled_data",
+    "labeled_from_frames",
     "record_model",
     "search_parameters",
+    "search_per_type",
+    "station_costs",
     "train_station",
     "train_stations",
     "training_plan",
@@ -73,6 +96,7 @@ class LabeledData:
     defective_counts: pd.Series
     target: str
     n_sticks: pd.Series
+    type_shares: pd.DataFrame  # per charge, the share of each defect type (final QC)
 
     @property
     def bags(self) -> np.ndarray:
@@ -88,6 +112,30 @@ class LabeledData:
         if isinstance(self.proportions, pd.Series):
             return self.proportions
         return (1.0 - self.proportions["ok"]).rename("defective")
+
+    def subset(self, charges) -> LabeledData:  # noqa: ANN001 - charge ids
+        """The same training set restricted to some charges (their sticks and shares)."""
+        keep = self.features.bags.isin(set(charges)).to_numpy()
+        f = self.features
+        features = StationFeatures(f.station, f.X.loc[keep], f.bags.loc[keep], f.imputation)
+        index = pd.Index(pd.unique(features.bags.to_numpy()))
+        return LabeledData(
+            features,
+            self.proportions.loc[index],
+            self.defective_counts.loc[index],
+            self.target,
+            self.n_sticks.loc[index],
+            self.type_shares.loc[index],
+        )
+
+    def for_type(self, defect_type: str) -> LabeledData:
+        """The same sticks with one defect type as the target (its binary shares)."""
+        return replace(
+            self,
+            proportions=self.type_shares[defect_type],
+            target=defect_type,
+            defective_counts=(self.type_shares[defect_type] * self.n_sticks).round(),
+        )
 
 
 @dataclass(frozen=True)
@@ -146,29 +194,54 @@ def labeled_data(
             + (" or widen --since/--until" if since or until else "")
         )
     features = station_features(store, config, station, charge_ids=list(counts.index))
+    return labeled_from_frames(config, station, features, counts, target=target)
+
+
+def labeled_from_frames(
+    config: PlantConfig,
+    station: str,
+    features: StationFeatures,
+    counts: pd.DataFrame,
+    *,
+    target: str = "defective",
+) -> LabeledData:
+    """The training set from a station feature table and the charges' defect counts
+    (index ``charge_id``; ``n_sticks`` and one count column per defect type), as stored or as
+    a simulator gives them. Only charges with both are kept; at least 4 are needed."""
+    check_target(config, target)
     if features.X.empty:
         raise TrainingError(
             f"none of the {len(counts)} labeled charges has readings at station {station!r}"
         )
-    counts = counts.loc[pd.unique(features.bags.to_numpy())]
+    known = pd.Index(pd.unique(features.bags.to_numpy()))
+    counts = counts.loc[counts.index.intersection(known, sort=False)]
     if len(counts) < 4:
         raise TrainingError(
             f"only {len(counts)} labeled charges with readings at {station!r}; "
             "at least 4 are needed to validate a model on held-out charges"
         )
+    keep = features.bags.isin(counts.index).to_numpy()
+    if not keep.all():
+        features = StationFeatures(
+            features.station, features.X.loc[keep], features.bags.loc[keep], features.imputation
+        )
+    counts = counts.loc[pd.unique(features.bags.to_numpy())]
     types = list(config.defect_types)
     n_sticks = counts["n_sticks"].astype(float)
     defective = counts[types].sum(axis=1)
+    type_shares = counts_to_shares(counts[types], n_sticks)
     if target == "defective":
         proportions: pd.Series | pd.DataFrame = counts_to_shares(
             defective.rename("defective"), n_sticks
         )
     elif target in types:
-        proportions = counts_to_shares(counts[target], n_sticks)
+        proportions = type_shares[target]
         defective = counts[target]
     else:
         proportions = counts_to_shares(counts[types], n_sticks, remainder="ok")
-    return LabeledData(features, proportions, defective.astype(float), target, n_sticks)
+    return LabeledData(
+        features, proportions, defective.astype(float), target, n_sticks, type_shares
+    )
 
 
 def check_target(config: PlantConfig, target: str) -> None:
@@ -182,7 +255,12 @@ def check_target(config: PlantConfig, target: str) -> None:
 
 @dataclass(frozen=True)
 class TrainingPlan:
-    """What to train, resolved from the command's choices and the config's defaults."""
+    """What to train, resolved from the command's choices and the config's defaults.
+
+    ``any_defect``: how the ``defective`` target is learned -- ``direct`` (one model on the
+    charges' failing shares) or ``per-type-sum`` / ``per-type-noisy-or`` (one model per
+    defect type on its own shares, combined as :class:`qcllp.learn.PerDefectClassifier`).
+    """
 
     station: str
     method: Method
@@ -190,6 +268,12 @@ class TrainingPlan:
     seed: int
     folds: int
     grid: dict[str, list]
+    any_defect: str = "direct"
+
+    @property
+    def per_type(self) -> bool:
+        """Whether the model is one learner per defect type (``defective`` target only)."""
+        return self.target == "defective" and self.any_defect.startswith("per-type")
 
     def folds_for(self, n_charges: int) -> int:
         """Charge folds: as configured, but at least 2 and at most half the charges."""
@@ -209,10 +293,12 @@ class SearchResult:
 class LockoutDecision:
     """Out-of-fold evidence of a model and the lock-out rule chosen on it."""
 
-    recalibration: BagCalibrator
+    recalibration: CountCalibrator
     choice: ThresholdChoice
     costs: LockoutCosts
     evaluation: Evaluation
+    raw_probability: np.ndarray  # out of fold, before the recalibration
+    saving: SavingEstimate  # of the rule, on charges it did not see
 
 
 def training_plan(
@@ -223,6 +309,7 @@ def training_plan(
     target: str = "defective",
     random_state: int | None = None,
     n_splits: int | None = None,
+    any_defect: str | None = None,
 ) -> TrainingPlan:
     """The method, grid, seed and folds for one station; unknown names fail here."""
     config.station(station)  # an unknown station fails here, with the known ones listed
@@ -237,6 +324,7 @@ def training_plan(
         seed=int(training.random_state if random_state is None else random_state),
         folds=int(n_splits or training.cv),
         grid=chosen.param_grid(grids.get(chosen.name)),
+        any_defect=any_defect or training.any_defect,
     )
 
 
@@ -254,14 +342,41 @@ def search_parameters(plan: TrainingPlan, data: LabeledData, folds: int) -> Sear
     )
 
 
+def search_per_type(plan: TrainingPlan, data: LabeledData, folds: int) -> SearchResult:
+    """One bag-aware grid search per defect type, each on its own shares; the any-defect model
+    combines the chosen learners (:class:`qcllp.learn.PerDefectClassifier`), refitted on all
+    charges. Types final QC never counted in these charges cannot be learned and are left out
+    (they add nothing to the failure probability)."""
+    types = [t for t in data.type_shares.columns if data.type_shares[t].to_numpy().sum() > 0]
+    if not types:
+        return search_parameters(plan, data, folds)
+    found = {t: search_parameters(plan, data.for_type(t), folds) for t in types}
+    combine = plan.any_defect.removeprefix("per-type-")
+    estimator = PerDefectClassifier(
+        [(t, clone(r.estimator)) for t, r in found.items()], combine=combine
+    ).fit(data.features.X, data.bags, data.type_shares)
+    params = {f"{t}.{k}": v for t, r in found.items() for k, v in r.params.items()}
+    errors = [r.cv_bag_error for r in found.values()]
+    return SearchResult(estimator, params, float(np.mean(errors)))
+
+
+def fit_proportions(plan: TrainingPlan, data: LabeledData) -> pd.Series | pd.DataFrame:
+    """What the plan's estimator is fitted on: the per-type shares or the target's."""
+    return data.type_shares if plan.per_type else data.proportions
+
+
 def decide_lockout(
     plan: TrainingPlan, data: LabeledData, estimator: BaseEstimator, folds: int, costs: LockoutCosts
 ) -> LockoutDecision:
-    """Out-of-fold failure probabilities, their bag recalibration and the lock-out threshold.
+    """Out-of-fold failure probabilities, their recalibration and the lock-out threshold.
 
-    The recalibration (module docstring) is fitted on the out-of-fold probabilities against the
-    charges' failing shares; the threshold (:func:`.thresholds.lockout_threshold`) is chosen on
-    the recalibrated ones, and the evaluation is of those at that threshold.
+    The recalibration (module docstring) is fitted on the out-of-fold probabilities by the
+    likelihood of the charges' failing counts among their rows
+    (:class:`qcllp.learn.calibration.CountCalibrator`); the threshold is the one with the
+    best bootstrap lower bound of the saving, or none (:func:`.thresholds.lockout_rule`), the
+    saving it brings is estimated on held-out charges with an interval
+    (:func:`.thresholds.held_out_saving`), and the evaluation is of the recalibrated
+    probabilities at that threshold.
     """
     X, bags, shares = data.features.X, data.bags, data.failing_shares
     raw = cross_validate_charges(
@@ -271,19 +386,57 @@ def decide_lockout(
         shares,
         n_splits=folds,
         random_state=plan.seed,
+        fit_proportions=fit_proportions(plan, data),
     ).probability
     codes, uniques = pd.factorize(bags)
-    recalibration = BagCalibrator().fit(logit(raw), codes, shares.reindex(uniques).to_numpy())
-    oof = recalibration.predict(logit(raw))
-    choice = lockout_threshold(
-        oof,
-        codes,
-        data.defective_counts.reindex(uniques).to_numpy(),
-        data.n_sticks.reindex(uniques).to_numpy(),
-        costs,
-    )
+    positives = shares.reindex(uniques).to_numpy() * np.bincount(codes)  # among the rows
+    decision = logit(raw)
+    recalibration, calibrate = count_calibration(decision, codes, positives)
+    oof = recalibration.predict(decision)
+    choice = lockout_rule(decision, codes, positives, costs, calibrate, random_state=plan.seed)
+    saving = held_out_saving(decision, codes, positives, costs, calibrate, random_state=plan.seed)
     evaluation = score_probabilities(oof, bags, shares, threshold=choice.threshold)
-    return LockoutDecision(recalibration, choice, costs, evaluation)
+    return LockoutDecision(recalibration, choice, costs, evaluation, raw, saving)
+
+
+@dataclass(frozen=True)
+class StationFit:
+    """A fitted station model and the out-of-fold evidence its lock-out rule was chosen on."""
+
+    model: StationModel
+    decision: LockoutDecision
+
+
+def fit_station_model(
+    plan: TrainingPlan,
+    data: LabeledData,
+    costs: LockoutCosts,
+    *,
+    times: pd.Series | None = None,
+    progress: Progress = None,
+) -> StationFit:
+    """Search, validate and decide: the station model of ``plan`` on ``data``, no I/O.
+
+    ``times`` (per charge, optional) gives the training window recorded with the model.
+    """
+    say = progress or (lambda _msg: None)
+    folds = plan.folds_for(data.n_charges)
+    what = "one model per defect type" if plan.per_type else plan.target
+    say(
+        f"{plan.station}: {plan.method.name} grid search ({what}) over {data.n_charges} "
+        f"charges, {len(data.features.X)} sticks"
+    )
+    search = (search_per_type if plan.per_type else search_parameters)(plan, data, folds)
+    say(f"{plan.station}: charge-grouped validation ({folds} folds)")
+    decision = decide_lockout(plan, data, search.estimator, folds, costs)
+    times = pd.Series(dtype="datetime64[ns, UTC]") if times is None else times
+    return StationFit(_station_model(plan, data, search, decision, times), decision)
+
+
+def station_costs(config: PlantConfig, station: str) -> LockoutCosts:
+    """The lock-out costs of a station from the plant config."""
+    st = config.station(station)
+    return LockoutCosts(st.fail_cost, st.good_cost)
 
 
 def train_station(
@@ -311,18 +464,10 @@ def train_station(
     )
     say(f"{station}: reading features of labeled charges")
     data = labeled_data(store, config, station, target=target, since=since, until=until)
-    folds = plan.folds_for(data.n_charges)
-    say(
-        f"{station}: {plan.method.name} grid search over {data.n_charges} charges, "
-        f"{len(data.features.X)} sticks"
-    )
-    search = search_parameters(plan, data, folds)
-    say(f"{station}: charge-grouped validation ({folds} folds)")
-    station_cfg = config.station(station)
-    costs = LockoutCosts(station_cfg.fail_cost, station_cfg.good_cost)
-    decision = decide_lockout(plan, data, search.estimator, folds, costs)
     times = store.read_charge_times().reindex(data.proportions.index)
-    model = _station_model(plan, data, search, decision, times)
+    model = fit_station_model(
+        plan, data, station_costs(config, station), times=times, progress=progress
+    ).model
     result = record_model(store, config, model, data)
     say(f"{station}: registered model {result.model_id} ({plan.method.name}) as a candidate")
     return result
@@ -360,7 +505,11 @@ def _station_model(
         "cv_bag_error": search.cv_bag_error,
         "threshold": choice.threshold,
         "bayes_threshold": choice.bayes_threshold,
-        "expected_saving_per_1000": choice.saving_per_1000,
+        "lockout_declined": float(choice.declined),
+        "saving_bound_per_1000": choice.saving_bound_per_1000,
+        "expected_saving_per_1000": decision.saving.per_1000,
+        "saving_low_per_1000": decision.saving.low,
+        "saving_high_per_1000": decision.saving.high,
     }
     X = data.features.X
     return StationModel(

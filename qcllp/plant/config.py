@@ -40,6 +40,7 @@ Schema (see ``plant_config/example.yaml`` for a full example)::
       methods: {<method>: {<param>: [values, ...]}}
       cv: int >= 2
       random_state: int
+      any_defect: per-type-sum | per-type-noisy-or | direct
 
 Choices made where a plant could reasonably expect otherwise:
 
@@ -88,6 +89,8 @@ DEFAULT_SETTLE_S = 2.0
 DEFAULT_TIMEOUT_S = 300.0
 DEFAULT_METHOD = "alter-psvm"
 DEFAULT_CV_FOLDS = 5
+ANY_DEFECT_MODES = ("per-type-sum", "per-type-noisy-or", "direct")
+DEFAULT_ANY_DEFECT = "per-type-sum"
 DEFAULT_RANDOM_STATE = 0
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ASCII = "".join(map(chr, range(128)))
@@ -177,6 +180,9 @@ class Scorer:
 class Training:
     """Training defaults: the method, its grids (learner parameter names), folds and seed.
 
+    ``any_defect``: how the any-defect target (the lock-out decision) is learned, one of
+    :data:`ANY_DEFECT_MODES` (``qcllp.pipeline.train.TrainingPlan``).
+
     ``methods`` maps a method name as written in the YAML to its grid; the pipeline resolves
     spellings (``alter_psvm`` = ``alter-psvm``).
     """
@@ -185,6 +191,7 @@ class Training:
     methods: Mapping[str, Mapping[str, list]] = field(default_factory=dict)
     cv: int = DEFAULT_CV_FOLDS
     random_state: int = DEFAULT_RANDOM_STATE
+    any_defect: str = DEFAULT_ANY_DEFECT
 
 
 @dataclass(frozen=True)
@@ -838,13 +845,14 @@ class _Validator:
             raw,
             "training",
             required=[],
-            optional=["default_method", "methods", "cv", "random_state"],
+            optional=["default_method", "methods", "cv", "random_state", "any_defect"],
         )
         if m is None:
             return Training()
         default = self.string(m, "default_method", "training") if "default_method" in m else None
         cv = self.integer(m, "cv", "training", min_value=2)
         seed = self.integer(m, "random_state", "training", min_value=0)
+        any_defect = self.choice(m, "any_defect", "training", ANY_DEFECT_MODES)
         methods = m.get("methods")
         grids: dict[str, dict[str, list]] = {}
         if methods is not None:
@@ -873,6 +881,7 @@ class _Validator:
             methods=grids,
             cv=DEFAULT_CV_FOLDS if cv is None else cv,
             random_state=DEFAULT_RANDOM_STATE if seed is None else seed,
+            any_defect=any_defect or DEFAULT_ANY_DEFECT,
         )
 
 

@@ -41,6 +41,18 @@ readings; the only Python loops run over stations, sensors and defect types of t
    force), so later-station features are informative -- which is what the no-leakage tests of
    :mod:`qcllp.features` rely on.
 
+**Separate mechanisms** (``defect_stations={type: station}``, every defect type named): each
+defect type arises at its own station, as in a plant where cracks start in the furnace and
+bends in the rolling mill. Type ``k`` at station ``s_k`` has its own risk ``strength * c_k +
+BATCH_RATE * a_c[0]`` from the first and the last sensor of ``s_k`` (weights 1.0 and 0.8, plus
+their interaction as above), its own intercept solved so that its rate is ``defect_rate / K``,
+and its own independent draw; a stick drawn for several types gets the one with the largest
+risk (the counts stay exclusive, one defect per stick, as final QC reports them). Consequences
+follow per type: after ``s_k`` the first sensor of each later station reads ``+1.2`` sd higher
+for sticks with defect ``k``. A model at a station before ``s_k`` cannot see type ``k`` coming,
+which is the point: the any-defect decision must combine what each station can know. (Used
+by ``benchmarks/bench_plant_quality.py``; the default shared mechanism is unchanged.)
+
 Why these magnitudes: with ``strength = 3`` a supervised logistic regression on the features up
 to the middle station reaches ROC AUC ~0.94 against the truth, and a learner that sees only the
 charges' defect shares gets close (tested with a proportion-loss logistic regression, >= 0.85).
@@ -51,7 +63,7 @@ proportion-loss learner then stays near 0.8).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -128,6 +140,7 @@ def simulate_plant(
     strength: float = 3.0,
     missing_rate: float = 0.0,
     first_charge: int = 1,
+    defect_stations: Mapping[str, str] | None = None,
 ) -> SimulatedPlant:
     """Simulate ``n_charges`` charges passing the line of ``config`` (see module docstring).
 
@@ -136,8 +149,9 @@ def simulate_plant(
     levels drive the defects; ``missing_rate`` is the share of (stick, station, sensor) series
     lost to sensor dropouts (no readings at all; empty cells in the wide layout; the truth and
     the counts are unaffected). Charges are numbered from ``first_charge`` (``CH000001``, ...),
-    so a later batch of the same plant gets new ids. The same ``random_state`` gives identical
-    output.
+    so a later batch of the same plant gets new ids. ``defect_stations`` maps every defect type
+    to the station where it arises (separate mechanisms, module docstring); ``None``: the
+    shared mechanism. The same ``random_state`` gives identical output.
     """
     if n_charges < 1:
         raise ValueError(f"n_charges must be >= 1, got {n_charges}")
@@ -148,6 +162,7 @@ def simulate_plant(
         raise ValueError(f"defect_rate must be in (0, 1), got {defect_rate}")
     if not 0.0 <= missing_rate < 1.0:
         raise ValueError(f"missing_rate must be in [0, 1), got {missing_rate}")
+    arise_at = _arising_stations(config, defect_stations)
     rng = np.random.default_rng(random_state)
     start = pd.Timestamp(start)
     start = start.tz_localize("UTC") if start.tzinfo is None else start.tz_convert("UTC")
@@ -178,14 +193,18 @@ def simulate_plant(
     dwell = nominal * np.exp(0.2 * rng.standard_normal((n, n_st)) + 0.1 * batch_of[:, [1]])
     dwell_z = (np.log(dwell / nominal) - 0.0) / np.sqrt(0.2**2 + 0.1**2)
 
-    # latent defect mechanism -> truth
-    defect_idx = _draw_defects(
-        config, levels, dwell_z, batch_of, middle, strength, defect_rate, rng
-    )
-    defective = defect_idx > 0
-    for i in range(middle + 1, n_st):
+    # latent defect mechanism -> truth, and its consequences at later stations
+    if arise_at is None:
+        defect_idx = _draw_defects(
+            config, levels, dwell_z, batch_of, middle, strength, defect_rate, rng
+        )
+        arise_of_class = np.full(len(config.classes), middle)
+    else:
+        defect_idx = _draw_separate_defects(levels, batch_of, arise_at, strength, defect_rate, rng)
+        arise_of_class = np.array([n_st, *arise_at])
+    for i in range(n_st):
         if levels[i].shape[1]:
-            levels[i][:, 0] += 1.2 * defective
+            levels[i][:, 0] += 1.2 * ((defect_idx > 0) & (arise_of_class[defect_idx] < i))
 
     # timestamps: charges back to back, sticks enter the first station one after another
     charge_len = sizes * STICK_SPACING_S + CHARGE_GAP_S
@@ -271,15 +290,62 @@ def _draw_defects(
         if len(zs) >= 2:
             contrib[:, k] += 0.5 * np.maximum(zs[0], 0) * np.maximum(zs[1], 0)
     risk = strength * contrib.sum(axis=1) / np.sqrt(len(rules)) + BATCH_RATE * batch_of[:, 0]
-    # bisection for the intercept b with mean(sigmoid(b + risk)) = defect_rate
-    low, high = -60.0, 20.0
-    for _ in range(60):
-        mid = (low + high) / 2
-        low, high = (low, mid) if _sigmoid(mid + risk).mean() > defect_rate else (mid, high)
-    defective = rng.random(n) < _sigmoid((low + high) / 2 + risk)
+    defective = rng.random(n) < _sigmoid(_intercept(risk, defect_rate) + risk)
     # the type is the dominant contribution, blurred by Gumbel noise
     kind = np.argmax(contrib + 0.5 * rng.gumbel(size=contrib.shape), axis=1)
     return np.where(defective, kind + 1, 0)
+
+
+def _arising_stations(
+    config: PlantConfig, defect_stations: Mapping[str, str] | None
+) -> list[int] | None:
+    """Station index per defect type (config order), or ``None`` for the shared mechanism."""
+    if defect_stations is None:
+        return None
+    types = list(config.defect_types)
+    unknown = sorted(set(defect_stations) - set(types))
+    missing = [t for t in types if t not in defect_stations]
+    if unknown or missing:
+        raise ValueError(
+            f"defect_stations must name every defect type ({', '.join(types)}) once; "
+            f"unknown {unknown}, missing {missing}"
+        )
+    at = [config.station_index(defect_stations[t]) for t in types]  # unknown station: error
+    empty = [config.station_names[i] for i in at if len(config.stations[i].sensors) == 0]
+    if empty:
+        raise ValueError(f"station(s) {', '.join(empty)} have no sensors to drive a defect")
+    return at
+
+
+def _intercept(risk: np.ndarray, rate: float) -> float:
+    """``b`` with ``mean(sigmoid(b + risk)) = rate`` (bisection)."""
+    low, high = -60.0, 20.0
+    for _ in range(60):
+        mid = (low + high) / 2
+        low, high = (low, mid) if _sigmoid(mid + risk).mean() > rate else (mid, high)
+    return (low + high) / 2
+
+
+def _draw_separate_defects(
+    levels: list[np.ndarray],
+    batch_of: np.ndarray,
+    arise_at: list[int],
+    strength: float,
+    defect_rate: float,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Class index per stick under separate per-type mechanisms (module docstring)."""
+    n, k_types = len(batch_of), len(arise_at)
+    risk = np.empty((n, k_types))
+    for k, st in enumerate(arise_at):
+        z = levels[st][:, [0, -1]]
+        contrib = (z @ np.array([1.0, 0.8])) / np.hypot(1.0, 0.8)
+        contrib += 0.5 * np.maximum(z[:, 0], 0) * np.maximum(z[:, 1], 0)
+        risk[:, k] = strength * contrib + BATCH_RATE * batch_of[:, 0]
+        risk[:, k] += _intercept(risk[:, k], defect_rate / k_types)
+    fired = rng.random((n, k_types)) < _sigmoid(risk)
+    kind = np.argmax(np.where(fired, risk, -np.inf), axis=1)
+    return np.where(fired.any(axis=1), kind + 1, 0)
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:

@@ -1,36 +1,61 @@
-"""Cost-based lock-out thresholds: the estimate, its bounds from the counts, the choice."""
+"""Cost-based lock-out decisions: the saving per charge, the rule that asks for evidence, the
+estimate on unseen charges."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy.optimize import brentq
-from scipy.special import expit, logit
 
+from qcllp.learn.calibration import CountCalibrator
 from qcllp.pipeline.thresholds import (
     LockoutCosts,
-    choose_threshold,
-    expected_saving,
+    charge_savings,
+    count_calibration,
+    held_out_saving,
+    lockout_rule,
     realized_saving_per_1000,
 )
 
 COSTS = LockoutCosts(fail_cost=60.0, good_cost=440.0)
 
 
-def _brute_force_saving(p, codes, counts, t, costs):
-    """The same estimate, one charge and one threshold at a time, the shift by brentq."""
-    total = 0.0
-    for b, d in enumerate(counts):
-        in_bag = p[codes == b]
-        z = logit(in_bag)
-        shift = brentq(lambda a, z=z, d=d: expit(z + a).sum() - d, -40, 40)
-        adjusted = expit(z + shift)[in_bag >= t]
-        n_locked = int(np.sum(in_bag >= t))
-        good_in_bag = len(in_bag) - d
-        low, high = max(n_locked - good_in_bag, 0), min(d, n_locked)
-        defective = min(max(adjusted.sum(), low), high)
-        total += defective * costs.fail_cost - (n_locked - defective) * costs.good_cost
-    return total
+def calibrate(f, codes, positives):
+    """Cold fits (what count_calibration's warm refits must agree with)."""
+    return CountCalibrator().fit(f, codes, positives).predict
+
+
+def warm(f, codes, positives):
+    return count_calibration(f, codes, positives)[1]
+
+
+def test_warm_refits_fit_as_well_as_cold_fits():
+    """A bootstrap refit starts from the full fit; on a small subset of charges the count
+    likelihood is flat, so the parameters may differ, but the fit must be as good."""
+    from qcllp.learn.calibration import poisson_binomial_logpmf
+
+    f, codes, counts, _ = _plant(7, signal=3.0)
+    for stop in (499, 1500):
+        rows, sub = slice(0, stop + 1), counts[: codes[stop] + 1]
+        warm_p = warm(f, codes, counts)(f[rows], codes[rows], sub)(f[rows])
+        cold_p = calibrate(f[rows], codes[rows], sub)(f[rows])
+        warm_ll = poisson_binomial_logpmf(warm_p, codes[rows], sub).sum()
+        cold_ll = poisson_binomial_logpmf(cold_p, codes[rows], sub).sum()
+        assert warm_ll >= cold_ll - 0.05, (stop, warm_ll, cold_ll)
+
+
+def identity(f, codes, positives):
+    """Decision values that are already probabilities (no calibration)."""
+    return lambda x: np.asarray(x, dtype=float)
+
+
+def _plant(seed: int, signal: float, n_bags: int = 80, rate_shift: float = -3.0):
+    """Scores with a known relation to the truth: P(fail) = sigmoid(signal * f + rate_shift)."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(20, 60, n_bags)
+    codes = np.repeat(np.arange(n_bags), sizes)
+    f = rng.normal(size=len(codes)) + 0.3 * rng.normal(size=n_bags)[codes]
+    bad = rng.random(len(f)) < 1 / (1 + np.exp(-(signal * f + rate_shift)))
+    return f, codes, np.bincount(codes, bad, minlength=n_bags), bad
 
 
 def test_bayes_threshold_is_good_cost_over_total_cost():
@@ -43,75 +68,78 @@ def test_invalid_costs_are_refused(fail, good):
         LockoutCosts(fail_cost=fail, good_cost=good)
 
 
-def test_expected_saving_equals_brute_force_for_unsorted_thresholds():
+def test_charge_savings_equal_brute_force_for_unsorted_thresholds():
     rng = np.random.default_rng(0)
-    codes = rng.integers(0, 7, size=300)
-    p = rng.uniform(size=300)
-    sizes = np.bincount(codes, minlength=7)
-    counts = np.clip(rng.binomial(sizes, 0.3), 1, sizes - 1)  # brentq needs a sign change
-    thresholds = np.array([0.9, 0.1, 0.5, 0.0, 0.75, 1.5, p[3]])
-    got = expected_saving(p, codes, counts, thresholds, COSTS)
-    want = [_brute_force_saving(p, codes, counts, t, COSTS) for t in thresholds]
-    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-3)
+    p = rng.uniform(size=200)
+    codes = rng.integers(0, 7, 200)
+    thresholds = np.array([0.9, 0.2, 0.5, 0.95])
+    got = charge_savings(p, codes, 7, thresholds, COSTS)
+    for i, t in enumerate(thresholds):
+        for k in range(7):
+            locked = p[(codes == k) & (p >= t)]
+            want = np.sum(locked * COSTS.fail_cost - (1 - locked) * COSTS.good_cost)
+            assert got[i, k] == pytest.approx(want)
 
 
-def test_a_charge_without_defects_only_loses_whatever_the_probabilities_claim():
-    p = np.array([0.99, 0.98, 0.97, 0.1])
-    saving = expected_saving(p, np.zeros(4, int), np.array([0]), 0.95, COSTS)
-    assert saving[0] == pytest.approx(-3 * COSTS.good_cost)
+def test_a_model_that_separates_failures_locks_them_out_and_says_what_it_saves():
+    f, codes, counts, bad = _plant(1, signal=6.0)
+    choice = lockout_rule(f, codes, counts, COSTS, warm(f, codes, counts), random_state=0)
+    assert not choice.declined and choice.threshold >= COSTS.bayes_threshold
+    assert 0 < choice.saving_bound_per_1000 <= choice.saving_per_1000
+    p = calibrate(f, codes, counts)(f)
+    assert realized_saving_per_1000(p, bad, choice.threshold, COSTS) > 0
+    # a fresh plant of the same kind realizes a saving inside the stated interval
+    estimate = held_out_saving(f, codes, counts, COSTS, warm(f, codes, counts), random_state=0)
+    f2, codes2, _, bad2 = _plant(2, signal=6.0)
+    realized = realized_saving_per_1000(
+        calibrate(f, codes, counts)(f2), bad2, choice.threshold, COSTS
+    )
+    assert estimate.low <= realized <= estimate.high, (estimate, realized)
+    assert estimate.low < estimate.per_1000 < estimate.high
 
 
-def test_locking_out_a_whole_charge_counts_exactly_its_defective_sticks():
-    # the probabilities say 0.4 defective sticks; the counts say 3 of 4 are: all 4 locked
-    p = np.full(4, 0.1)
-    saving = expected_saving(p, np.zeros(4, int), np.array([3]), 0.0, COSTS)
-    assert saving[0] == pytest.approx(3 * COSTS.fail_cost - 1 * COSTS.good_cost)
+def test_without_evidence_the_station_declines_rather_than_gamble():
+    """Scores unrelated to the truth: no threshold's lower bound is positive."""
+    f, codes, counts, _ = _plant(3, signal=0.0, rate_shift=-1.5)
+    choice = lockout_rule(f, codes, counts, COSTS, warm(f, codes, counts), random_state=0)
+    assert choice.declined and choice.threshold > 1.0
+    assert choice.lockout_rate == 0.0 and choice.saving_per_1000 == 0.0
+    estimate = held_out_saving(f, codes, counts, COSTS, warm(f, codes, counts), random_state=0)
+    assert estimate.per_1000 == estimate.low == estimate.high == 0.0
 
 
-def test_given_stick_counts_bound_the_good_sticks_not_the_rows():
-    # 2 rows of a charge of 10 sticks with 2 defective: nothing forces the locked ones to fail
-    p = np.array([0.1, 0.1])
-    rows_only = expected_saving(p, np.zeros(2, int), np.array([2]), 0.0, COSTS)
-    with_sizes = expected_saving(p, np.zeros(2, int), np.array([2]), 0.0, COSTS, n_sticks=[10])
-    assert rows_only[0] == pytest.approx(2 * COSTS.fail_cost)
-    # 2 of 10 rows present: 0.4 defective expected among them, whatever p says
-    assert with_sizes[0] == pytest.approx(0.4 * COSTS.fail_cost - 1.6 * COSTS.good_cost)
-
-
-def test_separating_probabilities_lock_out_exactly_the_defective_sticks():
-    rng = np.random.default_rng(1)
-    codes = np.repeat(np.arange(20), 50)
-    bad = rng.uniform(size=1000) < 0.15
-    p = np.where(bad, rng.uniform(0.97, 1.0, 1000), rng.uniform(0.0, 0.001, 1000))
-    counts = np.bincount(codes, weights=bad, minlength=20)
-    choice = choose_threshold(p, codes, counts, COSTS)
-    assert 0.001 < choice.threshold <= 0.97
-    assert choice.lockout_rate == pytest.approx(bad.mean())
-    assert choice.saving_per_1000 > 0.5 * 1000 * bad.mean() * COSTS.fail_cost
-    realized = realized_saving_per_1000(p, bad, choice.threshold, COSTS)
-    assert realized == pytest.approx(1000 * bad.mean() * COSTS.fail_cost)
-
-
-def test_overconfident_probabilities_do_not_promise_savings_the_counts_deny():
-    rng = np.random.default_rng(2)
-    codes = np.repeat(np.arange(10), 30)
-    p = rng.uniform(size=300)  # a tenth of the sticks claim > 0.9, but only 5 of 30 failed
-    counts = np.full(10, 5)
-    choice = choose_threshold(p, codes, counts, COSTS)
-    assert choice.threshold > 1.0
-    assert choice.lockout_rate == 0.0
-    assert choice.saving_per_1000 == 0.0
-    assert realized_saving_per_1000(p, rng.uniform(size=300) < 0.2, choice.threshold, COSTS) == 0
+def test_overconfident_probabilities_do_not_buy_a_lock_out_the_counts_deny():
+    """A tenth of the sticks claim p > 0.9 (taken as they are), but 5 of 30 per charge fail
+    at random: the calibration the counts allow says they are ordinary sticks."""
+    rng = np.random.default_rng(4)
+    codes = np.repeat(np.arange(40), 30)
+    p = rng.uniform(size=1200)
+    counts = np.full(40, 5.0)
+    raw = identity(p, codes, counts)(p)
+    assert lockout_rule(raw, codes, counts, COSTS, identity).declined is False  # trusting p
+    logit = np.log(p) - np.log1p(-p)
+    assert lockout_rule(
+        logit, codes, counts, COSTS, warm(logit, codes, counts), random_state=0
+    ).declined
 
 
 def test_nothing_to_save_at_the_last_station_means_no_lock_out():
-    p = np.array([0.99, 0.98, 0.1, 0.05])
-    choice = choose_threshold(p, np.zeros(4, int), np.array([2]), LockoutCosts(0.0, 100.0))
-    assert choice.lockout_rate == 0.0 and choice.saving_per_1000 == 0.0
+    f, codes, counts, _ = _plant(5, signal=6.0)
+    choice = lockout_rule(f, codes, counts, LockoutCosts(0.0, 100.0), warm(f, codes, counts))
+    assert choice.declined and choice.lockout_rate == 0.0
+
+
+def test_same_seed_same_rule_and_estimate():
+    f, codes, counts, _ = _plant(6, signal=4.0)
+    a = held_out_saving(f, codes, counts, COSTS, warm(f, codes, counts), random_state=3)
+    b = held_out_saving(f, codes, counts, COSTS, warm(f, codes, counts), random_state=3)
+    assert a == b
 
 
 def test_mismatched_inputs_are_refused():
     with pytest.raises(ValueError, match="bag codes"):
-        expected_saving(np.ones(3), np.array([0, 1, 2]), np.array([1, 1]), 0.5, COSTS)
+        lockout_rule(np.ones(3), np.array([0, 1, 2]), np.array([1, 1]), COSTS, identity)
+    with pytest.raises(ValueError, match="decision values"):
+        lockout_rule(np.ones(3), np.array([0, 1]), np.array([1, 1]), COSTS, identity)
     with pytest.raises(ValueError, match="truth"):
         realized_saving_per_1000(np.ones(3), np.ones(2), 0.5, COSTS)

@@ -258,3 +258,38 @@ def test_sensor_dropouts_remove_whole_series_but_not_sticks_or_counts(tmp_path, 
     assert wide[list(config.station("furnace").sensor_names)].isna().any().any()
     with pytest.raises(ValueError, match="missing_rate"):
         simulate_plant(config, 2, random_state=0, missing_rate=1.0)
+
+
+def test_separate_mechanisms_make_each_type_visible_from_its_own_station_on(config):
+    """defect_stations: a type is predictable (supervised) from its station on, not before."""
+    where = {"crack": "furnace", "bend": "rolling", "scale": "cooling"}
+    train = simulate_plant(config, 80, random_state=21, defect_stations=where)
+    test = simulate_plant(config, 60, random_state=22, defect_stations=where)
+    rates = train.truth["defect"].value_counts(normalize=True)
+    for defect in where:
+        assert 0.02 < rates[defect] < 0.08  # about 15 % / 3 each
+    kind_tr = train.truth.set_index(["charge_id", "stick_id"])["defect"]
+    kind_te = test.truth.set_index(["charge_id", "stick_id"])["defect"]
+    auc = {}
+    for station in ("furnace", "rolling"):
+        f_tr = build_station_features(train.readings, config, station)
+        f_te = build_station_features(test.readings, config, station, imputation=f_tr.imputation)
+        for defect in ("crack", "bend"):
+            model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
+            model.fit(f_tr.X, kind_tr.loc[f_tr.X.index] == defect)
+            truth = kind_te.loc[f_te.X.index] == defect
+            auc[station, defect] = roc_auc_score(truth, model.predict_proba(f_te.X)[:, 1])
+    assert auc["furnace", "crack"] > 0.9 and auc["rolling", "bend"] > 0.9
+    assert auc["furnace", "bend"] < 0.65  # bends arise at rolling: the furnace cannot know
+
+
+def test_defect_stations_must_name_every_type_and_known_stations(config):
+    with pytest.raises(ValueError, match="missing"):
+        simulate_plant(config, 3, random_state=0, defect_stations={"crack": "furnace"})
+    with pytest.raises(ValueError, match="unknown"):
+        simulate_plant(
+            config,
+            3,
+            random_state=0,
+            defect_stations={"crack": "furnace", "bend": "rolling", "scale": "x", "rust": "y"},
+        )

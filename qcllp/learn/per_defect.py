@@ -1,0 +1,112 @@
+"""The any-defect probability of a stick from one LLP model per defect type.
+
+Final QC counts every failing stick under exactly one defect type, so a charge's per-type shares
+are disjoint and add up to its failing share. Defect types have their own mechanisms, often at
+their own stations (cracks start in the furnace, bends in the rolling mill): one binary model
+per type learns its mechanism from that type's shares alone, where a single any-defect model
+must find one direction in feature space that serves all types at once -- and with a linear
+learner it cannot, when the types are driven by different sensors.
+
+How the per-type probabilities ``p_j`` are combined (``combine``):
+
+* ``"sum"``: ``P(fails) = min(1, sum_j p_j)``, exact for exclusive types (one defect per stick,
+  as final QC counts them) when each ``p_j`` is calibrated;
+* ``"noisy-or"``: ``1 - prod_j (1 - p_j)``, exact for independent types.
+
+Which ranks and pays better on plant-like data is measured in
+``benchmarks/bench_plant_quality.py`` (the pipeline default follows it). The learners'
+probabilities are calibrated on their training bags (:mod:`.calibration`), so each ``p_j`` is
+on the scale of its type's shares and the two rules differ only where several ``p_j`` are large.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator, clone
+from sklearn.utils.validation import check_is_fitted
+
+from .base import LLPClassifierMixin
+from .params import StrOptions, check_params
+
+__all__ = ["COMBINATIONS", "PerDefectClassifier"]
+
+COMBINATIONS = ("sum", "noisy-or")
+
+
+class PerDefectClassifier(LLPClassifierMixin, BaseEstimator):
+    """Binary P(stick has any defect) from one binary LLP learner per defect type.
+
+    Parameters
+    ----------
+    estimators : list of (defect type, LLP estimator)
+        One unfitted learner per defect type; each is cloned and fitted on its type's shares.
+        Learners may differ per type (e.g. the grid search chose other parameters).
+    combine : {"sum", "noisy-or"}
+        How the per-type probabilities become one (module docstring).
+
+    ``fit(X, bags, proportions)`` takes a DataFrame indexed by bag with one column of shares
+    per named defect type (other columns, such as ``ok``, are ignored). Classes are ``[0, 1]``,
+    1 = the stick has a defect of any of the types. Fitted: ``estimators_`` (name -> fitted
+    learner), ``defect_types_``.
+    """
+
+    _parameter_constraints = {"combine": [StrOptions(set(COMBINATIONS))]}
+
+    def __init__(self, estimators: Sequence[tuple[str, BaseEstimator]] = (), combine: str = "sum"):
+        self.estimators = estimators
+        self.combine = combine
+
+    def fit(self, X, bags, proportions: pd.DataFrame, y=None) -> PerDefectClassifier:
+        check_params(self)
+        names = [name for name, _ in self.estimators]
+        if not names:
+            raise ValueError("PerDefectClassifier needs at least one (defect type, estimator)")
+        if len(set(names)) != len(names):
+            raise ValueError(f"defect types must be named once each, got {names}")
+        if not isinstance(proportions, pd.DataFrame):
+            raise ValueError(
+                "PerDefectClassifier needs per-type shares: a DataFrame indexed by bag with one "
+                f"column per defect type ({', '.join(names)})"
+            )
+        absent = [n for n in names if n not in proportions.columns]
+        if absent:
+            raise ValueError(
+                f"proportions lack the defect type column(s) {', '.join(map(str, absent))}; "
+                f"they have {', '.join(map(str, proportions.columns))}"
+            )
+        self.estimators_ = {
+            name: clone(estimator).fit(X, bags, proportions[name], y)
+            for name, estimator in self.estimators
+        }
+        first = next(iter(self.estimators_.values()))
+        self.defect_types_ = list(names)
+        self.classes_ = np.array([0, 1])
+        self.n_features_in_ = first.n_features_in_
+        if hasattr(first, "feature_names_in_"):
+            self.feature_names_in_ = first.feature_names_in_
+        return self
+
+    def defect_proba(self, X) -> np.ndarray:
+        """(n, types) probability of each defect type, columns in ``defect_types_`` order."""
+        check_is_fitted(self, "estimators_")
+        return np.column_stack(
+            [_positive(est, est.predict_proba(X)) for est in self.estimators_.values()]
+        )
+
+    def predict_proba(self, X) -> np.ndarray:
+        """(n, 2): P(no defect), P(any defect) from the per-type probabilities."""
+        p = self.defect_proba(X)
+        if self.combine == "sum":
+            failing = np.minimum(p.sum(axis=1), 1.0)
+        else:
+            failing = 1.0 - np.prod(1.0 - p, axis=1)
+        return np.column_stack([1.0 - failing, failing])
+
+
+def _positive(model, proba: np.ndarray) -> np.ndarray:
+    """P(class 1), also when a learner only ever saw one class."""
+    classes = list(model.classes_)
+    return proba[:, classes.index(1)] if 1 in classes else np.zeros(len(proba))
