@@ -17,7 +17,10 @@ fresh plant, whose hidden per-stick truth then measures:
 * ``claimed`` [``low``, ``high``]: the saving per 1,000 sticks that training states, with its
   interval (``metrics`` of the model);
 * ``realized``: the saving per 1,000 fresh sticks the threshold actually brings against locking
-  out nothing (fail_cost per failing stick locked out minus good_cost per good one);
+  out nothing (fail_cost per failing stick locked out minus good_cost per good one), with the
+  scorer's lock-out guard (:mod:`qcllp.pipeline.lockout_guard`: the fresh sticks decided in
+  charge order, lock-outs suspended once the model locks out far more than in training);
+  ``unguarded``: the same without the guard;
 * ``best``: the best threshold in hindsight (chosen with the fresh truth): what the ranking
   allows.
 
@@ -63,7 +66,7 @@ sys.path.insert(0, str(ROOT))
 from qcllp.features import build_station_features  # noqa: E402
 from qcllp.learn import PerDefectClassifier  # noqa: E402
 from qcllp.pipeline.station_model import defect_probability  # noqa: E402
-from qcllp.pipeline.thresholds import realized_saving_per_1000  # noqa: E402
+from qcllp.pipeline.thresholds import guard_trip, realized_saving_per_1000  # noqa: E402
 from qcllp.pipeline.train import (  # noqa: E402
     fit_station_model,
     labeled_from_frames,
@@ -150,7 +153,8 @@ def run_case(config, train: SimulatedPlant, test: SimulatedPlant, station: str, 
         "claimed": metrics.get("expected_saving_per_1000"),
         "low": metrics.get("saving_low_per_1000"),
         "high": metrics.get("saving_high_per_1000"),
-        "realized": realized_saving_per_1000(p, bad, model.threshold, costs),
+        "realized": guarded_saving(p, bad, fte.bags.to_numpy(), model, costs, config),
+        "unguarded": realized_saving_per_1000(p, bad, model.threshold, costs),
         "best": best_in_hindsight(p, bad, costs.fail_cost, costs.good_cost),
     }
     estimator = getattr(model.estimator, "estimator_", model.estimator)
@@ -182,6 +186,20 @@ def run_case(config, train: SimulatedPlant, test: SimulatedPlant, station: str, 
             costs=np.array([costs.fail_cost, costs.good_cost]),
         )
     return row
+
+
+def guarded_saving(p, bad, bags, model, costs, config) -> float:
+    """The realized saving per 1,000 sticks with the scorer's lock-out guard: the fresh sticks
+    decided in charge order, lock-outs suspended from the stick at which the guard trips."""
+    order = np.argsort(bags, kind="stable")  # charge ids number the charges in line order
+    locked = (p >= model.threshold)[order]
+    if model.lockout_rate_bound is not None:
+        at = guard_trip(locked, model.lockout_rate_bound, config.scorer.guard_min_sticks)
+        if at is not None:
+            locked[at:] = False
+    truth = bad[order]
+    saving = costs.fail_cost * np.sum(locked & truth) - costs.good_cost * np.sum(locked & ~truth)
+    return float(1000 * saving / len(p))
 
 
 def estimator_input(model, X: pd.DataFrame):

@@ -116,7 +116,9 @@ def machine() -> str:
 def fast_config(path: Path = EXAMPLE) -> PlantConfig:
     """The plant config with the fast training setup of the pipeline tests."""
     config = load_plant_config(path)
-    training = Training(default_method="invcal", methods={"invcal": {"C_p": [1.0]}}, cv=2)
+    training = Training(
+        default_method="invcal", methods={"invcal": {"C_p": [1.0]}}, cv=2, bootstrap=5
+    )
     return replace(config, training=training)
 
 

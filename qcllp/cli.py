@@ -528,6 +528,8 @@ def status(ctx: Context) -> None:
             f"{s['station']:<14} model {s['active_model']} (scorer uses {s['scorer_model']}), "
             f"{s['batches_behind']} batches behind, {s['pending_sticks']} pending; flags: {flags}"
         )
+        if s["lockout_suspended"]:
+            lines.append(f"{'':<14} {s['lockout_suspended']}")
     lines += [
         f"ALARM {a['at']} {a['station']} {a['kind']}: {a['message']}" for a in result["alarms"]
     ]

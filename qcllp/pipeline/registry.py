@@ -15,10 +15,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 
 from qcllp import __version__
-from qcllp.store import Model, Store
+from qcllp.store import LockoutGuard, Model, Store
 
 from .artifacts import ArtifactError, load_artifact, save_artifact
 from .station_model import ModelMismatchError, StationModel, station_model_from_v1
@@ -106,13 +106,20 @@ def promote(store: Store, model_id: int) -> dict[str, Any]:
     """Make ``model_id`` its station's active model; the previous active one is retired.
 
     The model's artifact is loaded and verified first (:func:`load_model`): a corrupt file or
-    one built for another station is never made active.
+    one built for another station is never made active. Promoting starts the model's lock-out
+    guard afresh (:mod:`.lockout_guard`); promoting the active model again is how an operator
+    lifts a suspension once its cause is fixed.
     """
     load_model(store, model_id)
     with store.session() as session:
         row = session.get(Model, model_id)
         if row is None:
             raise RegistryError(f"no model with id {model_id}")
+        session.execute(
+            delete(LockoutGuard).where(
+                LockoutGuard.station == row.station, LockoutGuard.model_id == model_id
+            )
+        )
         if row.status == "active":
             return _as_dict(row)
         for other in session.scalars(

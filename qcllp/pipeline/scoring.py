@@ -16,6 +16,8 @@ schedule. A step is one transaction under the station's lock:
    (same columns, same imputation values, from the model), and the model decides ``lock_out``
    or ``pass``. A stick that lacks a sensor of this station is ``unscorable`` with the sensor
    named -- never imputed into a decision -- once the rule says it has completed.
+   The lock-out guard (:mod:`.lockout_guard`) then turns lock-outs into passes, with the
+   reason, once the model locks out far more sticks than it did in training.
 3. **write** the flags (``INSERT ... ON CONFLICT DO NOTHING`` on the unique (station, charge,
    stick)), append the flags actually inserted to the sink file for the line's gateway,
    delete the decided sticks from ``scorer_pending`` and move the checkpoint (batch
@@ -67,6 +69,7 @@ from qcllp.store import (
 )
 
 from .flag_sink import FlagSink, flag_line
+from .lockout_guard import apply_guard
 from .registry import LoadedModel, load_model
 from .station_pending import (
     MAX_BATCHES_PER_STEP,
@@ -84,6 +87,7 @@ __all__ = [
     "ScoreResult",
     "StepResult",
     "flags_frame",
+    "insert_alarm",
     "record_alarm",
     "score_file",
     "score_readings",
@@ -159,17 +163,24 @@ def station_lock(store: Store, station: str) -> Iterator[Connection | None]:
 
 
 def record_alarm(store: Store, source: str, station: str | None, kind: str, message: str) -> None:
-    """Store an alarm for operators (``qcllp status`` lists them)."""
+    """Store an alarm for operators (``qcllp status`` lists them), in its own transaction."""
     with store.engine.begin() as conn:
-        conn.execute(
-            Alarm.__table__.insert().values(
-                source=source,
-                station=station,
-                kind=kind,
-                message=message,
-                created_at=datetime.now(UTC),
-            )
+        insert_alarm(conn, source, station, kind, message)
+
+
+def insert_alarm(
+    conn: Connection, source: str, station: str | None, kind: str, message: str
+) -> None:
+    """An alarm inside the caller's transaction (it exists exactly when that commits)."""
+    conn.execute(
+        Alarm.__table__.insert().values(
+            source=source,
+            station=station,
+            kind=kind,
+            message=message,
+            created_at=datetime.now(UTC),
         )
+    )
 
 
 # ----------------------------------------------------------------------------- one step
@@ -209,6 +220,17 @@ def score_step(
         written: list[dict] = []
         if model is not None and len(due):
             scores = _decide(conn, config, st, model, due, now, assume_complete)
+            scores, tripped = apply_guard(
+                conn,
+                station,
+                model.id,
+                model.model.lockout_rate_bound,
+                config.scorer.guard_min_sticks,
+                scores,
+                now,
+            )
+            if tripped:
+                insert_alarm(conn, "scorer", station, "lockout_suspended", tripped)
             written = _write_flags(conn, station, model, scores, now)
             forget_pending(conn, station, scores)
         if sink is not None:

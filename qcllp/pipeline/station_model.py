@@ -83,6 +83,9 @@ class StationModel:
     ``threshold`` > 1 means the model locks out nothing (no threshold was expected to save
     money). ``recalibration`` maps the estimator's failure probability (on the logit scale) to
     the probability the threshold was chosen on; ``None`` applies none.
+    ``lockout_rate_bound``: the largest share of sticks a healthy model locks out (from its
+    training charges); the scorer suspends lock-outs beyond it (artifacts written before it
+    existed read ``None``: no guard).
     """
 
     station: str
@@ -100,6 +103,7 @@ class StationModel:
     trained_until: datetime | None = None
     per_charge: pd.DataFrame | None = field(default=None, repr=False)
     importances: pd.Series | None = field(default=None, repr=False)
+    lockout_rate_bound: float | None = None  # the scorer's lock-out guard; None: no guard
 
     def prepare(self, X: pd.DataFrame) -> pd.DataFrame:
         """The columns in training order, missing values filled as at training time."""

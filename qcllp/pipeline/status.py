@@ -12,7 +12,15 @@ from typing import Any
 from sqlalchemy import func, select
 
 from qcllp.plant.config import PlantConfig
-from qcllp.store import Alarm, Flag, IngestionBatch, ScorerCheckpoint, ScorerPending, Store
+from qcllp.store import (
+    Alarm,
+    Flag,
+    IngestionBatch,
+    LockoutGuard,
+    ScorerCheckpoint,
+    ScorerPending,
+    Store,
+)
 
 from .registry import active_model
 
@@ -21,12 +29,13 @@ __all__ = ["plant_status"]
 
 def plant_status(store: Store, config: PlantConfig, *, alarms: int = 10) -> dict[str, Any]:
     """A JSON-ready summary of the scorers, the ingestion and the alarms."""
-    b, c, p, f, a = (
+    b, c, p, f, a, g = (
         IngestionBatch.__table__,
         ScorerCheckpoint.__table__,
         ScorerPending.__table__,
         Flag.__table__,
         Alarm.__table__,
+        LockoutGuard.__table__,
     )
     with store.engine.connect() as conn:
         newest = conn.execute(
@@ -40,10 +49,12 @@ def plant_status(store: Store, config: PlantConfig, *, alarms: int = 10) -> dict
         ):
             flags.setdefault(station, {})[decision] = int(n)
         latest = conn.execute(select(a).order_by(a.c.id.desc()).limit(alarms)).all()
+        guards = {(r.station, r.model_id): r for r in conn.execute(select(g)).all()}
     stations = []
     for name in config.station_names:
         model = active_model(store, name)
         cp = checkpoints.get(name)
+        guard = None if model is None else guards.get((name, model["id"]))
         stations.append(
             {
                 "station": name,
@@ -55,6 +66,7 @@ def plant_status(store: Store, config: PlantConfig, *, alarms: int = 10) -> dict
                 "checkpoint_at": None if cp is None else cp.updated_at,
                 "pending_sticks": int(pending.get(name, 0)),
                 "flags": flags.get(name, {}),
+                "lockout_suspended": None if guard is None else guard.reason,
             }
         )
     return {

@@ -57,6 +57,7 @@ from .thresholds import (
     ThresholdChoice,
     count_calibration,
     held_out_saving,
+    lockout_rate_bound,
     lockout_rule,
 )
 
@@ -269,6 +270,7 @@ class TrainingPlan:
     folds: int
     grid: dict[str, list]
     any_defect: str = "direct"
+    bootstrap: int = 30
 
     @property
     def per_type(self) -> bool:
@@ -299,6 +301,7 @@ class LockoutDecision:
     evaluation: Evaluation
     raw_probability: np.ndarray  # out of fold, before the recalibration
     saving: SavingEstimate  # of the rule, on charges it did not see
+    lockout_rate_bound: float  # the most a healthy model locks out (scorer's guard)
 
 
 def training_plan(
@@ -325,6 +328,7 @@ def training_plan(
         folds=int(n_splits or training.cv),
         grid=chosen.param_grid(grids.get(chosen.name)),
         any_defect=any_defect or training.any_defect,
+        bootstrap=training.bootstrap,
     )
 
 
@@ -393,10 +397,12 @@ def decide_lockout(
     decision = logit(raw)
     recalibration, calibrate = count_calibration(decision, codes, positives)
     oof = recalibration.predict(decision)
-    choice = lockout_rule(decision, codes, positives, costs, calibrate, random_state=plan.seed)
-    saving = held_out_saving(decision, codes, positives, costs, calibrate, random_state=plan.seed)
+    rule = {"n_boot": plan.bootstrap, "random_state": plan.seed}
+    choice = lockout_rule(decision, codes, positives, costs, calibrate, **rule)
+    saving = held_out_saving(decision, codes, positives, costs, calibrate, groups=folds, **rule)
     evaluation = score_probabilities(oof, bags, shares, threshold=choice.threshold)
-    return LockoutDecision(recalibration, choice, costs, evaluation, raw, saving)
+    bound = lockout_rate_bound(oof, codes, choice.threshold, random_state=plan.seed)
+    return LockoutDecision(recalibration, choice, costs, evaluation, raw, saving, bound)
 
 
 @dataclass(frozen=True)
@@ -510,6 +516,7 @@ def _station_model(
         "expected_saving_per_1000": decision.saving.per_1000,
         "saving_low_per_1000": decision.saving.low,
         "saving_high_per_1000": decision.saving.high,
+        "lockout_rate_bound": decision.lockout_rate_bound,
     }
     X = data.features.X
     return StationModel(
@@ -520,6 +527,7 @@ def _station_model(
         features=tuple(X.columns),
         imputation=dict(data.features.imputation),
         threshold=choice.threshold,
+        lockout_rate_bound=decision.lockout_rate_bound,
         recalibration=decision.recalibration,
         costs=decision.costs,
         params=search.params,

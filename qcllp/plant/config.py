@@ -34,13 +34,14 @@ Schema (see ``plant_config/example.yaml`` for a full example)::
       retrain_cron: str               # crontab string (default "0 3 * * *")
       scoring_interval_s: float > 0   # default for stations (default 1)
     scorer:                           # optional: the station scoring services
-      {host, base_port, max_lag_s, max_batch_sticks, sink_dir}
+      {host, base_port, max_lag_s, max_batch_sticks, sink_dir, guard_min_sticks}
     training:                         # optional
       default_method: str
       methods: {<method>: {<param>: [values, ...]}}
       cv: int >= 2
       random_state: int
       any_defect: per-type-sum | per-type-noisy-or | direct
+      bootstrap: int >= 2               # resamples for the lock-out rule (default 30)
 
 Choices made where a plant could reasonably expect otherwise:
 
@@ -91,6 +92,7 @@ DEFAULT_METHOD = "alter-psvm"
 DEFAULT_CV_FOLDS = 5
 ANY_DEFECT_MODES = ("per-type-sum", "per-type-noisy-or", "direct")
 DEFAULT_ANY_DEFECT = "per-type-sum"
+DEFAULT_BOOTSTRAP = 30
 DEFAULT_RANDOM_STATE = 0
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ASCII = "".join(map(chr, range(128)))
@@ -167,13 +169,16 @@ class Schedules:
 class Scorer:
     """The station scoring services: where their HTTP endpoint listens (``base_port`` plus the
     station's position in the line), when ``/healthz`` reports unhealthy (``max_lag_s``), how
-    many sticks one transaction decides at most, and the folder of the line's flag files."""
+    many sticks one transaction decides at most, the folder of the line's flag files, and
+    after how many decided sticks the lock-out guard may suspend a model that locks out far
+    more than in training (``guard_min_sticks``, :mod:`qcllp.pipeline.lockout_guard`)."""
 
     host: str = "127.0.0.1"
     base_port: int = 9470
     max_lag_s: float = 60.0
     max_batch_sticks: int = 5000
     sink_dir: str | None = None
+    guard_min_sticks: int = 300
 
 
 @dataclass(frozen=True)
@@ -181,7 +186,8 @@ class Training:
     """Training defaults: the method, its grids (learner parameter names), folds and seed.
 
     ``any_defect``: how the any-defect target (the lock-out decision) is learned, one of
-    :data:`ANY_DEFECT_MODES` (``qcllp.pipeline.train.TrainingPlan``).
+    :data:`ANY_DEFECT_MODES` (``qcllp.pipeline.train.TrainingPlan``). ``bootstrap``: resamples
+    of the charges behind the lock-out threshold's lower bound (``qcllp.pipeline.thresholds``).
 
     ``methods`` maps a method name as written in the YAML to its grid; the pipeline resolves
     spellings (``alter_psvm`` = ``alter-psvm``).
@@ -192,6 +198,7 @@ class Training:
     cv: int = DEFAULT_CV_FOLDS
     random_state: int = DEFAULT_RANDOM_STATE
     any_defect: str = DEFAULT_ANY_DEFECT
+    bootstrap: int = DEFAULT_BOOTSTRAP
 
 
 @dataclass(frozen=True)
@@ -657,6 +664,7 @@ class _Validator:
 
     def scorer(self, raw: Any) -> Scorer:
         fields = ["host", "base_port", "max_lag_s", "max_batch_sticks", "sink_dir"]
+        fields.append("guard_min_sticks")
         m = self.mapping(raw, "scorer", required=[], optional=fields)
         if m is None:
             return Scorer()
@@ -666,12 +674,14 @@ class _Validator:
         lag = self.number(m, "max_lag_s", "scorer", default=None, positive=True)
         batch = self.integer(m, "max_batch_sticks", "scorer", min_value=1)
         sink = self.path(m, "sink_dir", "scorer") if "sink_dir" in m else None
+        guard = self.integer(m, "guard_min_sticks", "scorer", min_value=1)
         return Scorer(
             host=host or default.host,
             base_port=default.base_port if port is None else port,
             max_lag_s=default.max_lag_s if lag is None else lag,
             max_batch_sticks=default.max_batch_sticks if batch is None else batch,
             sink_dir=sink,
+            guard_min_sticks=default.guard_min_sticks if guard is None else guard,
         )
 
     def sensors(self, raw: Any, key: str) -> tuple[Sensor, ...]:
@@ -845,7 +855,14 @@ class _Validator:
             raw,
             "training",
             required=[],
-            optional=["default_method", "methods", "cv", "random_state", "any_defect"],
+            optional=[
+                "default_method",
+                "methods",
+                "cv",
+                "random_state",
+                "any_defect",
+                "bootstrap",
+            ],
         )
         if m is None:
             return Training()
@@ -853,6 +870,7 @@ class _Validator:
         cv = self.integer(m, "cv", "training", min_value=2)
         seed = self.integer(m, "random_state", "training", min_value=0)
         any_defect = self.choice(m, "any_defect", "training", ANY_DEFECT_MODES)
+        bootstrap = self.integer(m, "bootstrap", "training", min_value=2)
         methods = m.get("methods")
         grids: dict[str, dict[str, list]] = {}
         if methods is not None:
@@ -882,6 +900,7 @@ class _Validator:
             cv=DEFAULT_CV_FOLDS if cv is None else cv,
             random_state=DEFAULT_RANDOM_STATE if seed is None else seed,
             any_defect=any_defect or DEFAULT_ANY_DEFECT,
+            bootstrap=DEFAULT_BOOTSTRAP if bootstrap is None else bootstrap,
         )
 
 

@@ -301,6 +301,21 @@ class ScorerPending(Base):
     later_seen: Mapped[bool] = mapped_column(Boolean, nullable=False)
 
 
+class LockoutGuard(Base):
+    """The scorer's lock-out guard of one model at one station: sticks it decided and locked
+    out, and since when its lock-outs are suspended (it locked out far more than in training:
+    the plant is not the one it learned; :mod:`qcllp.pipeline.lockout_guard`)."""
+
+    __tablename__ = "lockout_guards"
+
+    station: Mapped[str] = mapped_column(ID, primary_key=True)
+    model_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    decided: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    locked: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    suspended_at: Mapped[datetime | None] = mapped_column(TS)
+    reason: Mapped[str | None] = mapped_column(Text)
+
+
 class Alarm(Base):
     """Something an operator must look at (a model refused, a sink file cut short, ...)."""
 

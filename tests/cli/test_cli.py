@@ -29,6 +29,7 @@ def _fast_config(folder: Path) -> Path:
     raw["training"]["cv"] = 2
     raw["training"]["methods"] = {"inv_cal": {"C_p": [1.0]}}
     raw["training"]["default_method"] = "inv_cal"
+    raw["training"]["bootstrap"] = 5
     path = folder / "plant.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path

@@ -2,8 +2,9 @@
 
 ``history_plant`` is one SQLite file per test module: 16 charges of the example plant ingested
 from the simulator's files with their final-QC counts, plus 3 fresh charges (measurements
-only, still on the line). ``fast_config`` trains InvCal with one grid point and 2 charge folds:
-these tests check the pipeline's plumbing, the learners have their own.
+only, still on the line). ``fast_config`` trains InvCal with one grid point, 2 charge folds
+and 5 bootstrap resamples: these tests check the pipeline's plumbing, the learners have their
+own.
 """
 
 from __future__ import annotations
@@ -44,7 +45,9 @@ class HistoryPlant:
 @pytest.fixture(scope="session")
 def fast_config() -> PlantConfig:
     config = load_plant_config(ROOT / "plant_config" / "example.yaml")
-    training = Training(default_method="invcal", methods={"invcal": {"C_p": [1.0]}}, cv=2)
+    training = Training(
+        default_method="invcal", methods={"invcal": {"C_p": [1.0]}}, cv=2, bootstrap=5
+    )
     return replace(config, training=training)
 
 

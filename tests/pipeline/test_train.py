@@ -116,7 +116,9 @@ def test_the_same_seed_gives_the_same_model(history_plant, tmp_path):
     url = history_plant.copy_to(tmp_path)
     config = replace(
         history_plant.config,
-        training=Training(default_method="alter-psvm", methods={"alter-psvm": {"C": [1.0]}}, cv=2),
+        training=Training(
+            default_method="alter-psvm", methods={"alter-psvm": {"C": [1.0]}}, cv=2, bootstrap=5
+        ),
     )
     with Store.open(url) as store:
         first, second = (

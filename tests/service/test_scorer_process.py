@@ -11,8 +11,8 @@ are never scored) and fresh charges without counts, fed in small batches. The sc
 ``cooling`` (polled every 0.2 s, ``settle_s`` 0.2 s); the simulator gives every stick readings
 at ``straightening`` too, so a fresh stick is complete as soon as its batch is taken in.
 
-The kill test sends ``QCLLP_SCORER_KILLS`` SIGKILLs (default 6, so a default run stays short;
-``QCLLP_SCORER_KILLS=24`` for the full run), at moments drawn from a seeded generator
+The kill test sends ``QCLLP_SCORER_KILLS`` SIGKILLs (default 20, the issue's minimum for the
+suite; each costs a restart of about a second), at moments drawn from a seeded generator
 (``QCLLP_SCORER_KILL_SEED``, default 20260105).
 """
 
@@ -59,7 +59,7 @@ LATER_STATION = "straightening"
 HISTORY_CHARGES = 10
 STICKS_PER_CHARGE = (8, 16)
 DATE_FORMAT = "%Y-%m-%dT%H:%M:%S.%f%z"  # as write_simulation writes CSV timestamps
-KILLS = int(os.environ.get("QCLLP_SCORER_KILLS", "6"))
+KILLS = int(os.environ.get("QCLLP_SCORER_KILLS", "20"))
 KILL_SEED = int(os.environ.get("QCLLP_SCORER_KILL_SEED", "20260105"))
 UNCOMMITTED_LINE = (
     b'{"station":"cooling","charge_id":"CH999999","stick_id":"CH999999-001","decision":"pass"}\n'
@@ -76,6 +76,7 @@ def write_config(folder: Path, *, timeout_s: float = 5.0) -> Path:
         "methods": {"inv_cal": {"C_p": [1.0]}},
         "cv": 2,
         "random_state": 0,
+        "bootstrap": 5,
     }
     for station in raw["stations"]:
         if station["name"] == STATION:
