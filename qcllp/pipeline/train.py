@@ -44,7 +44,7 @@ from sklearn.base import BaseEstimator, clone
 from qcllp.features import StationFeatures, station_features
 from qcllp.learn import BagGridSearchCV, BagKFold, PerDefectClassifier, counts_to_shares
 from qcllp.learn.calibration import CountCalibrator
-from qcllp.plant.config import PlantConfig
+from qcllp.plant.config import DEFAULT_ANY_DEFECT, DEFAULT_BOOTSTRAP, PlantConfig
 from qcllp.store import Store
 
 from .evaluate import Evaluation, cross_validate_charges, score_probabilities
@@ -269,8 +269,8 @@ class TrainingPlan:
     seed: int
     folds: int
     grid: dict[str, list]
-    any_defect: str = "direct"
-    bootstrap: int = 30
+    any_defect: str = DEFAULT_ANY_DEFECT
+    bootstrap: int = DEFAULT_BOOTSTRAP
 
     @property
     def per_type(self) -> bool:
