@@ -34,7 +34,9 @@ class Context:
         as_json: bool = False,
         debug: bool = False,
     ):
-        self.config_path = config_path or os.environ.get("QCLLP_CONFIG") or DEFAULT_CONFIG
+        given = config_path or os.environ.get("QCLLP_CONFIG")
+        self.config_given = bool(given)
+        self.config_path = given or DEFAULT_CONFIG
         self.db = db
         self.as_json = as_json
         self.debug = debug
@@ -553,9 +555,12 @@ def report(ctx: Context, output: str) -> None:
 
 @main.command()
 @click.option(
+    "--workdir",
     "--folder",
+    "folder",
     type=click.Path(file_okay=False),
-    help="Where to put the demo plant (default: a new temporary folder).",
+    help="Where the demo writes its plant: files, database, models, report, plant.yaml "
+    "(default: a new temporary folder).",
 )
 @click.option("--charges", default=100, show_default=True, help="Charges of history.")
 @click.option("--fresh-charges", default=30, show_default=True, help="Charges to score.")
@@ -563,13 +568,18 @@ def report(ctx: Context, output: str) -> None:
 @click.option("--seed", default=0, show_default=True)
 @pass_ctx
 def demo(ctx: Context, folder, charges, fresh_charges, method_name, seed) -> None:
-    """Simulate a plant, ingest, train, promote, score a fresh batch and write the report."""
-    from qcllp.pipeline.demo import run_demo
+    """Simulate a plant, ingest, train, promote, score a fresh batch and write the report.
 
+    The plant is the one of --config / $QCLLP_CONFIG, else the example shipped with qcllp.
+    """
+    from qcllp.pipeline.demo import run_demo
+    from qcllp.plant.config import example_config_path, load_plant_config
+
+    config = ctx.config if ctx.config_given else load_plant_config(example_config_path())
     folder = folder or tempfile.mkdtemp(prefix="qcllp-demo-")
     started = datetime.now()
     result = run_demo(
-        ctx.config,
+        config,
         folder,
         n_charges=charges,
         fresh_charges=fresh_charges,
@@ -583,8 +593,12 @@ def demo(ctx: Context, folder, charges, fresh_charges, method_name, seed) -> Non
         {**result.as_dict(), "seconds": seconds},
         f"\nfresh charges scored at every station (against the simulator's hidden truth):\n"
         f"{table}\n\ndemo finished in {seconds:.0f} s\nreport: {result.report}\n"
-        f"database: {result.database_url}",
+        f"database: {result.database_url}\nlook at the results:\n"
+        + "\n".join(f"  qcllp --config {result.config_path} {c}" for c in DEMO_LOOKS),
     )
+
+
+DEMO_LOOKS = ("models list", "status", "report --output demo-report.html")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -16,10 +16,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
+import yaml
 from sklearn.metrics import roc_auc_score
 
 from qcllp.ingest import ingest_defect_counts, ingest_measurements
-from qcllp.plant.config import PlantConfig
+from qcllp.plant.config import PlantConfig, example_config_path
 from qcllp.plant.simulate import simulate_plant, write_simulation
 from qcllp.store import Store
 
@@ -43,10 +44,12 @@ class DemoResult:
     database_url: str
     report: Path
     table: pd.DataFrame
+    config_path: Path  # the demo plant's YAML, pointing at its database
 
     def as_dict(self) -> dict:
         return {
             "folder": str(self.folder),
+            "config": str(self.config_path),
             "database": self.database_url,
             "report": str(self.report),
             "stations": self.table.reset_index().to_dict(orient="records"),
@@ -111,7 +114,19 @@ def run_demo(
             rows.append(_station_figures(config, station, scored.scores, scored.threshold, failing))
         report = build_plant_report(store, config, folder / "report.html")
     table = pd.DataFrame(rows).set_index("station")
-    return DemoResult(folder, url, report, table)
+    return DemoResult(folder, url, report, table, _write_config(config, folder, url))
+
+
+def _write_config(config: PlantConfig, folder: Path, url: str) -> Path:
+    """The demo plant's YAML in ``folder``: the plant it ran, its database in ``folder``, so
+    that every ``qcllp --config <folder>/plant.yaml ...`` command looks at the demo's results."""
+    source = Path(config.path) if config.path is not None else example_config_path()
+    raw = yaml.safe_load(source.read_text(encoding="utf-8"))
+    raw["database_url"] = url
+    raw.pop("connectors", None)  # the example's drop folders are not the demo's
+    path = folder / "plant.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    return path
 
 
 def _station_figures(

@@ -63,6 +63,7 @@ import re
 import zoneinfo
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -315,6 +316,11 @@ def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, 
 _UniqueKeyLoader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping
 )
+
+
+def example_config_path() -> Path:
+    """The example plant shipped with the package (``plant_config/example.yaml``)."""
+    return Path(str(resources.files("qcllp.plant").joinpath("example.yaml")))
 
 
 def load_plant_config(path: str | Path) -> PlantConfig:

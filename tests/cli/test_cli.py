@@ -275,3 +275,30 @@ def test_a_missing_database_on_a_running_server_is_named(pg_server):
     result = run("init", db=url, expect=1)
     assert 'database "no_such_plant" does not exist' in result.stderr
     assert "S3cret" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_demo_runs_from_any_folder_and_says_how_to_look_at_its_results(tmp_path):
+    """A real process started outside the checkout, without --config: the example plant ships
+    with the package; the printed follow-up commands work from yet another folder."""
+    qcllp = Path(sys.executable).parent / "qcllp"
+    cwd = tmp_path / "elsewhere"
+    cwd.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "QCLLP_CONFIG"}
+    args = ["demo", "--workdir", "demo", "--charges", "8", "--fresh-charges", "2"]
+    done = subprocess.run(
+        [str(qcllp), *args, "--method", FAST_METHOD],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    follow_up = [line.split() for line in done.stdout.splitlines() if line.startswith("  qcllp ")]
+    assert [c[3:] for c in follow_up][0] == ["models", "list"]
+    listed = subprocess.run(
+        [str(qcllp), *follow_up[0][1:]], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert len(listed.stdout.strip().splitlines()) == 4  # one active model per station
+    assert (cwd / "demo" / "plant.yaml").exists() and (cwd / "demo" / "report.html").exists()
