@@ -298,33 +298,55 @@ class TimedService:
 
 
 # ----------------------------------------------------------------------------- backlog
-def backlog_db(cache: Path, config: PlantConfig, args, record: dict) -> tuple[Path, dict]:
-    n_charges = max(1, math.ceil(args.sticks / STICKS_PER_CHARGE))
-    db = cache / f"backlog-{n_charges}ch-s{args.seed}-b{args.batch_charges}.sqlite"
+def cached_history(
+    cache: Path,
+    kind: str,
+    n_charges: int,
+    config: PlantConfig,
+    args,  # noqa: ANN001 - seed, batch_charges
+    record: dict,
+    finish: Callable[[Store], dict],
+) -> tuple[Path, dict]:
+    """A SQLite history of ``n_charges`` ingested charges with the model installed, built once
+    and cached as ``<kind>-<charges>ch-s<seed>-b<batch>.sqlite`` with its meta in a ``.json``
+    beside it; ``finish(store)`` does the part's own setup and returns its extra meta."""
+    db = cache / f"{kind}-{n_charges}ch-s{args.seed}-b{args.batch_charges}.sqlite"
     meta_path = db.with_suffix(".json")
     if db.exists() and meta_path.exists():
         return db, json.loads(meta_path.read_text())
     building = db.with_name(db.name + ".building")
     remove_db(building)
-    say(f"building the backlog database: {n_charges} charges -> {db}")
+    say(f"building the {kind} history: {n_charges} charges -> {db}")
     started = time.perf_counter()
     with Store.open(sqlite_url(building)) as store:
-        sticks, readings, _ = ingest_history(
+        sticks, readings, last = ingest_history(
             store, config, n_charges, args.seed, args.batch_charges
         )
         install_model(store, record)
-        batches = scalar(store, "SELECT count(*) FROM ingestion_batches WHERE status = 'done'")
+        extra = finish(store)
     checkpoint_wal(building)
     meta = {
         "charges": n_charges,
         "sticks": sticks,
         "readings": readings,
-        "batches": batches,
+        "last": last.isoformat(),
+        **extra,
         "build_s": round(time.perf_counter() - started, 1),
     }
     os.replace(building, db)
     meta_path.write_text(json.dumps(meta))
     return db, meta
+
+
+def backlog_db(cache: Path, config: PlantConfig, args, record: dict) -> tuple[Path, dict]:
+    """The backlog: ``args.sticks`` sticks ingested, none flagged yet."""
+    n_charges = max(1, math.ceil(args.sticks / STICKS_PER_CHARGE))
+
+    def count_batches(store: Store) -> dict:
+        sql = "SELECT count(*) FROM ingestion_batches WHERE status = 'done'"
+        return {"batches": scalar(store, sql)}
+
+    return cached_history(cache, "backlog", n_charges, config, args, record, count_batches)
 
 
 def run_backlog(args) -> None:
@@ -719,34 +741,13 @@ def committed_latency(
 def poll_db(cache: Path, config: PlantConfig, readings: int, args, record: dict) -> tuple:
     """A cached history of about ``readings`` readings, everything flagged already."""
     n_charges = max(1, round(readings / (STICKS_PER_CHARGE * READINGS_PER_STICK)))
-    db = cache / f"poll-{n_charges}ch-s{args.seed}-b{args.batch_charges}.sqlite"
-    meta_path = db.with_suffix(".json")
-    if db.exists() and meta_path.exists():
-        return db, json.loads(meta_path.read_text())
-    building = db.with_name(db.name + ".building")
-    remove_db(building)
-    say(f"building the poll history: {n_charges} charges (~{readings:,} readings) -> {db}")
-    started = time.perf_counter()
-    with Store.open(sqlite_url(building)) as store:
-        sticks, stored, last = ingest_history(
-            store, config, n_charges, args.seed, args.batch_charges
-        )
-        install_model(store, record)
-        drain = TimedService(store, config, None)
-        decided, drain_s = drain.tick()
+
+    def flag_everything(store: Store) -> dict:
+        decided, drain_s = TimedService(store, config, None).tick()
         say(f"  history flagged: {decided:,} sticks in {drain_s:.1f} s (setup, not measured)")
-    checkpoint_wal(building)
-    meta = {
-        "charges": n_charges,
-        "sticks": sticks,
-        "readings": stored,
-        "last": last.isoformat(),
-        "drain_s": round(drain_s, 1),
-        "build_s": round(time.perf_counter() - started, 1),
-    }
-    os.replace(building, db)
-    meta_path.write_text(json.dumps(meta))
-    return db, meta
+        return {"drain_s": round(drain_s, 1)}
+
+    return cached_history(cache, "poll", n_charges, config, args, record, flag_everything)
 
 
 def run_poll(args) -> None:

@@ -74,6 +74,11 @@ class StationFeatures:
     def feature_names(self) -> list[str]:
         return list(self.X.columns)
 
+    def of_charges(self, charges) -> StationFeatures:  # noqa: ANN001 - charge ids
+        """The rows of the given charges, with the same imputation."""
+        keep = self.bags.isin(set(charges)).to_numpy()
+        return StationFeatures(self.station, self.X.loc[keep], self.bags.loc[keep], self.imputation)
+
 
 def feature_names(config: PlantConfig, station: str) -> list[str]:
     """The feature columns of the station-``station`` table, in order."""

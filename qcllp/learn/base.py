@@ -16,7 +16,7 @@ from sklearn.utils.validation import check_is_fitted
 from .metrics import bag_error_from_labels
 from .problem import LLPProblem, check_features, check_llp_input
 
-__all__ = ["LLPClassifierMixin"]
+__all__ = ["LLPClassifierMixin", "positive_proba"]
 
 
 class LLPClassifierMixin:
@@ -54,3 +54,10 @@ class LLPClassifierMixin:
         bags.
         """
         return bag_error_from_labels(bags, proportions, self.predict(X))
+
+
+def positive_proba(model, proba: np.ndarray) -> np.ndarray:
+    """The column of class 1 of ``model``'s ``predict_proba`` output; zeros when the model only
+    ever saw the other class (a fold or a defect type without positives)."""
+    classes = list(getattr(model, "classes_", [0, 1]))
+    return proba[:, classes.index(1)] if 1 in classes else np.zeros(len(proba))

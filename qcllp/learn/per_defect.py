@@ -28,7 +28,7 @@ import pandas as pd
 from sklearn.base import BaseEstimator, clone
 from sklearn.utils.validation import check_is_fitted
 
-from .base import LLPClassifierMixin
+from .base import LLPClassifierMixin, positive_proba
 from .params import StrOptions, check_params
 
 __all__ = ["COMBINATIONS", "PerDefectClassifier"]
@@ -93,7 +93,7 @@ class PerDefectClassifier(LLPClassifierMixin, BaseEstimator):
         """(n, types) probability of each defect type, columns in ``defect_types_`` order."""
         check_is_fitted(self, "estimators_")
         return np.column_stack(
-            [_positive(est, est.predict_proba(X)) for est in self.estimators_.values()]
+            [positive_proba(est, est.predict_proba(X)) for est in self.estimators_.values()]
         )
 
     def predict_proba(self, X) -> np.ndarray:
@@ -104,9 +104,3 @@ class PerDefectClassifier(LLPClassifierMixin, BaseEstimator):
         else:
             failing = 1.0 - np.prod(1.0 - p, axis=1)
         return np.column_stack([1.0 - failing, failing])
-
-
-def _positive(model, proba: np.ndarray) -> np.ndarray:
-    """P(class 1), also when a learner only ever saw one class."""
-    classes = list(model.classes_)
-    return proba[:, classes.index(1)] if 1 in classes else np.zeros(len(proba))

@@ -30,6 +30,7 @@ from sklearn.base import clone
 from sklearn.metrics import precision_score, recall_score, roc_auc_score
 
 from qcllp.learn import BagKFold, err_pi, model_proportions
+from qcllp.learn.base import positive_proba
 
 __all__ = ["LABEL_THRESHOLD", "Evaluation", "cross_validate_charges", "score_probabilities"]
 
@@ -89,16 +90,8 @@ def cross_validate_charges(
         model = make_model() if callable(make_model) else make_model
         model = clone(model)
         model.fit(rows(train), charges[train], fitted_on.loc[pd.unique(charges[train])])
-        probability[test] = _positive_column(model, model.predict_proba(rows(test)))
+        probability[test] = positive_proba(model, model.predict_proba(rows(test)))
     return score_probabilities(probability, charges, shares, truth=truth, threshold=threshold)
-
-
-def _positive_column(model, proba: np.ndarray) -> np.ndarray:
-    """Probability of class 1 even when a fold's model only saw one class."""
-    classes = list(getattr(model, "classes_", [0, 1]))
-    if 1 in classes:
-        return proba[:, classes.index(1)]
-    return np.zeros(len(proba))
 
 
 def score_probabilities(

@@ -205,11 +205,15 @@ def _check(decision: np.ndarray, codes: np.ndarray, positives: np.ndarray) -> No
         raise ValueError(f"bag codes must index the {len(positives)} charges' counts")
 
 
-def _resample(rng: np.random.Generator, codes: np.ndarray, n_bags: int) -> tuple:
-    """Charges drawn with replacement: (row index, new bag code per row, drawn charges)."""
+def _resample(
+    rng: np.random.Generator, order: np.ndarray, sizes: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Charges drawn with replacement: (row index, new bag code per row, drawn charges).
+
+    ``order`` sorts the rows by charge and ``sizes`` counts them per charge (computed once for
+    all replicates)."""
+    n_bags = len(sizes)
     drawn = rng.integers(0, n_bags, n_bags)
-    order = np.argsort(codes, kind="stable")
-    sizes = np.bincount(codes, minlength=n_bags)
     starts = np.cumsum(sizes) - sizes
     take = np.repeat(starts[drawn], sizes[drawn]) + _ramp(sizes[drawn])
     return order[take], np.repeat(np.arange(n_bags), sizes[drawn]), drawn
@@ -238,24 +242,40 @@ def lockout_rule(
     the charge of each stick (0..h-1), ``positives`` the failing sticks per charge among its
     rows, ``calibrate`` fits the map to probabilities (refitted per bootstrap replicate).
     """
+    return _rule(decision, codes, positives, costs, calibrate, n_boot, alpha, random_state)[0]
+
+
+def _rule(
+    decision: np.ndarray,
+    codes: np.ndarray,
+    positives: np.ndarray,
+    costs: LockoutCosts,
+    calibrate: Calibrate,
+    n_boot: int,
+    alpha: float,
+    random_state: int | np.random.Generator | None,
+) -> tuple[ThresholdChoice, Callable[[np.ndarray], np.ndarray]]:
+    """:func:`lockout_rule`, and the calibration map it fitted on all these charges."""
     f = np.asarray(decision, dtype=float)
     codes = np.asarray(codes, dtype=np.intp)
     positives = np.asarray(positives, dtype=float)
     _check(f, codes, positives)
     h = len(positives)
-    p = calibrate(f, codes, positives)(f)
+    calibrated = calibrate(f, codes, positives)
+    p = calibrated(f)
     ts = _candidates(p, costs)
     point = 1000 * charge_savings(p, codes, h, ts, costs).sum(axis=1) / len(p)
     rng = np.random.default_rng(random_state)
+    order, sizes = np.argsort(codes, kind="stable"), np.bincount(codes, minlength=h)
     boot = np.empty((n_boot, len(ts)))
     for b in range(n_boot):  # over replicates; each is vectorized over sticks and thresholds
-        rows, new_codes, drawn = _resample(rng, codes, h)
+        rows, new_codes, drawn = _resample(rng, order, sizes)
         pb = calibrate(f[rows], new_codes, positives[drawn])(f[rows])
         boot[b] = 1000 * charge_savings(pb, new_codes, h, ts, costs).sum(axis=1) / len(rows)
     bound = np.quantile(boot, alpha, axis=0)
     best = len(ts) - 1 - int(np.argmax(bound[::-1]))  # ties: the higher threshold
     if bound[best] <= 0:
-        return ThresholdChoice(
+        declined = ThresholdChoice(
             threshold=1.0 + 1e-9,
             saving_per_1000=0.0,
             lockout_rate=0.0,
@@ -263,13 +283,15 @@ def lockout_rule(
             saving_bound_per_1000=0.0,
             declined=True,
         )
-    return ThresholdChoice(
+        return declined, calibrated
+    chosen = ThresholdChoice(
         threshold=float(ts[best]),
         saving_per_1000=float(point[best]),
         lockout_rate=float(np.mean(p >= ts[best])),
         bayes_threshold=costs.bayes_threshold,
         saving_bound_per_1000=float(bound[best]),
     )
+    return chosen, calibrated
 
 
 def held_out_saving(
@@ -299,20 +321,13 @@ def held_out_saving(
         train = group[codes] != g
         kept = np.flatnonzero(group != g)
         local = np.searchsorted(kept, codes[train])  # training charges renumbered 0..len(kept)-1
-        choice = lockout_rule(
-            f[train],
-            local,
-            positives[kept],
-            costs,
-            calibrate,
-            n_boot=n_boot,
-            alpha=alpha,
-            random_state=rng,
+        choice, calibrated = _rule(
+            f[train], local, positives[kept], costs, calibrate, n_boot, alpha, rng
         )
         if choice.declined:
             continue
         out = ~train
-        p = calibrate(f[train], local, positives[kept])(f[out])
+        p = calibrated(f[out])  # the other groups' calibration, as the rule fitted it
         per_charge = charge_savings(p, codes[out], h, np.array([choice.threshold]), costs)[0]
         held += per_charge
     rows = np.bincount(codes, minlength=h).astype(float)

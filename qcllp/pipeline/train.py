@@ -116,9 +116,7 @@ class LabeledData:
 
     def subset(self, charges) -> LabeledData:  # noqa: ANN001 - charge ids
         """The same training set restricted to some charges (their sticks and shares)."""
-        keep = self.features.bags.isin(set(charges)).to_numpy()
-        f = self.features
-        features = StationFeatures(f.station, f.X.loc[keep], f.bags.loc[keep], f.imputation)
+        features = self.features.of_charges(charges)
         index = pd.Index(pd.unique(features.bags.to_numpy()))
         return LabeledData(
             features,
@@ -221,11 +219,8 @@ def labeled_from_frames(
             f"only {len(counts)} labeled charges with readings at {station!r}; "
             "at least 4 are needed to validate a model on held-out charges"
         )
-    keep = features.bags.isin(counts.index).to_numpy()
-    if not keep.all():
-        features = StationFeatures(
-            features.station, features.X.loc[keep], features.bags.loc[keep], features.imputation
-        )
+    if not features.bags.isin(counts.index).all():
+        features = features.of_charges(counts.index)
     counts = counts.loc[pd.unique(features.bags.to_numpy())]
     types = list(config.defect_types)
     n_sticks = counts["n_sticks"].astype(float)

@@ -43,6 +43,14 @@ def counts(store_url: str) -> tuple[int, int, int]:
         store.close()
 
 
+def quarantined(store_url: str, columns: str) -> list[tuple]:
+    """The ``columns`` of every quarantined row, in the order they were quarantined."""
+    with Store.open(store_url) as store:
+        return [
+            tuple(r) for r in store.execute_sql(f"SELECT {columns} FROM quarantine ORDER BY id")
+        ]
+
+
 def one_error_line(result) -> str:  # noqa: ANN001
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -70,11 +78,7 @@ def test_a_latin1_byte_quarantines_its_row_and_the_other_rows_are_stored(store_u
         "measurements: 4 records, 3 stored, 0 duplicates, 1 quarantined (undecodable_text: 1)"
     )
     assert counts(store_url) == (3, 0, 1)
-    store = Store.open(store_url)
-    [(row, raw, reason, detail)] = store.execute_sql(
-        "SELECT row_number, raw, reason, detail FROM quarantine"
-    )
-    store.close()
+    [(row, raw, reason, detail)] = quarantined(store_url, "row_number, raw, reason, detail")
     assert (row, reason) == (3, "undecodable_text")
     assert '"stick_id":"Stab-\\\\xfc"' in raw  # the bad byte stays visible
     assert detail.startswith("stick_id: byte 0xfc at position 5 is not utf-8 text; ")
@@ -154,9 +158,7 @@ def test_an_id_of_20_million_characters_is_quarantined_on_both_engines(store_url
         "measurements: 5 records, 4 stored, 0 duplicates, 1 quarantined (id_too_long: 1)"
     )
     assert counts(store_url) == (4, 0, 1)
-    store = Store.open(store_url)
-    [(row, detail)] = store.execute_sql("SELECT row_number, detail FROM quarantine")
-    store.close()
+    [(row, detail)] = quarantined(store_url, "row_number, detail")
     assert row == 3
     assert detail == "stick_id is 20,000,000 characters long; ids may have at most 128"
 
@@ -172,9 +174,7 @@ def test_ids_of_128_characters_are_stored_and_129_quarantined(store_url, tmp_pat
     result = ingest(store_url, "defects", defects, config)
     assert result.exit_code == 0 and "(id_too_long: 1)" in result.stdout
     assert counts(store_url) == (1, 2, 2)  # 2 defect types of one charge
-    store = Store.open(store_url)
-    details = [d for (d,) in store.execute_sql("SELECT detail FROM quarantine ORDER BY id")]
-    store.close()
+    details = [d for (d,) in quarantined(store_url, "detail")]
     assert details == ["charge_id is 129 characters long; ids may have at most 128"] * 2
 
 
