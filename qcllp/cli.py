@@ -500,19 +500,37 @@ def serve() -> None:
 @pass_ctx
 def serve_scorer(ctx: Context, station: str, sink, port, interval) -> None:
     """Flag sticks as they complete STATION, exactly once; /healthz and /metrics on 127.0.0.1."""
-    import logging
-
     from qcllp.service.scorer import run_scorer
 
     _station(ctx, station)
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    for noisy in ("apscheduler", "alembic"):  # their INFO lines are not the service's story
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    _service_logging()
     if sink is None and ctx.config.scorer.sink_dir:
         sink = os.path.join(ctx.config.scorer.sink_dir, f"flags-{station}.jsonl")
     with ctx.store() as store:
         code = run_scorer(store, ctx.config, station, sink=sink, port=port, interval_s=interval)
     sys.exit(code)
+
+
+@serve.command("retrainer")
+@click.option("--port", type=int, help="HTTP port of /healthz and /metrics (default: config).")
+@pass_ctx
+def serve_retrainer(ctx: Context, port) -> None:
+    """Ingest, retrain on schedule, promote only better models, watch drift (one per plant)."""
+    from qcllp.service.retrainer import run_retrainer
+
+    _service_logging()
+    with ctx.store() as store:
+        code = run_retrainer(store, ctx.config, port=port)
+    sys.exit(code)
+
+
+def _service_logging() -> None:
+    """JSON lines on stderr (journald keeps them); the libraries' INFO chatter muted."""
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    for noisy in ("apscheduler", "alembic"):  # their INFO lines are not the service's story
+        logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 @main.command()
@@ -524,18 +542,43 @@ def status(ctx: Context) -> None:
     with ctx.store() as store:
         result = plant_status(store, ctx.config)
     lines = [f"database {result['database']}; newest batch {result['newest_batch']}"]
+    retrainer = result["retrainer"]
+    lines.append(f"retrainer: {retrainer['leader'] or 'not running (no lease held)'}")
+    for job in retrainer["jobs"]:
+        lines.append(f"  job {job['job']:<8} next {job['next_run']}; last {job['last']}")
     for s in result["stations"]:
         flags = ", ".join(f"{k} {v}" for k, v in sorted(s["flags"].items())) or "none"
         lines.append(
             f"{s['station']:<14} model {s['active_model']} (scorer uses {s['scorer_model']}), "
             f"{s['batches_behind']} batches behind, {s['pending_sticks']} pending; flags: {flags}"
         )
+        if s["active_model"] is not None:
+            m = s["model_metrics"]
+            lines.append(
+                f"{'':<14} age {s['model_age_h']} h; expected saving "
+                f"{_num(m.get('expected_saving_per_1000'))} per 1,000 sticks "
+                f"[{_num(m.get('saving_low_per_1000'))}, {_num(m.get('saving_high_per_1000'))}]"
+                f"; bag error {_num(m.get('calibration_error'), '.4f')}"
+            )
+        if s["training_by"]:
+            lines.append(f"{'':<14} being trained by {s['training_by']}")
+        for kind, text in s["drift"].items():
+            lines.append(f"{'':<14} {kind} {text}")
         if s["lockout_suspended"]:
             lines.append(f"{'':<14} {s['lockout_suspended']}")
+    lines += [
+        f"DECISION {d['at']:%Y-%m-%d %H:%M} {d['station']} model {d['model_id']} "
+        f"{d['outcome']}: {d['reason']}"
+        for d in result["decisions"]
+    ]
     lines += [
         f"ALARM {a['at']} {a['station']} {a['kind']}: {a['message']}" for a in result["alarms"]
     ]
     ctx.emit(result, "\n".join(lines))
+
+
+def _num(value: Any, spec: str = "+.0f") -> str:
+    return "n/a" if value is None else format(value, spec)
 
 
 # ----------------------------------------------------------------------------- report / demo

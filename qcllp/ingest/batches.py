@@ -30,7 +30,7 @@ from qcllp.ingest.report import IngestError, IngestReport
 from qcllp.ingest.sources import file_checksum, file_format, list_input_files
 from qcllp.store import IngestionBatch, Store
 
-__all__ = ["already_ingested", "ingest_files", "run_batch"]
+__all__ = ["FileMemo", "already_ingested", "ingest_files", "run_batch"]
 
 Body = Callable[[Connection, int, IngestReport], None]
 
@@ -115,6 +115,33 @@ def _set(conn: Connection, batch_id: int, **values) -> None:
     conn.execute(update(_T).where(_T.c.id == batch_id).values(**values))
 
 
+class FileMemo:
+    """The files a long-running poller has already handled, by (path, size, mtime): a watched
+    folder's poll then reads only new or changed files, not every file's checksum again --
+    its cost follows the new files, not the folder's history. A file that failed is handled
+    too: it is reported once, and tried again when it changes. A file whose batch was cut
+    short by a database error is not remembered: the next poll tries it again."""
+
+    def __init__(self) -> None:
+        self._handled: set[tuple[str, int, int]] = set()
+
+    @staticmethod
+    def key(file: Path) -> tuple[str, int, int] | None:
+        """The file's identity now (``None`` if it vanished)."""
+        try:
+            st = file.stat()
+        except OSError:
+            return None
+        return (str(file.resolve()), st.st_size, st.st_mtime_ns)
+
+    def __contains__(self, key: object) -> bool:
+        return key is not None and key in self._handled
+
+    def remember(self, key: tuple[str, int, int] | None) -> None:
+        if key is not None:
+            self._handled.add(key)
+
+
 def ingest_files(
     store: Store,
     kind: str,
@@ -124,19 +151,26 @@ def ingest_files(
     fmt: str | None,
     make_body: Callable[[Path, str, Callable[[int], None]], Body],
     progress: Callable[[int], None] | None = None,
+    memo: FileMemo | None = None,
 ) -> IngestReport:
     """One batch per new file under ``path``; files already ingested (checksum) are skipped.
 
     ``make_body(file, format, tick)`` checks the file's columns (raising :class:`IngestError`
     for a file that cannot be ingested at all: it is listed in ``files_failed`` and the other
     files go on) and returns the batch body; ``tick(records_done_in_file)`` drives
-    ``progress`` with the running total of the call.
+    ``progress`` with the running total of the call. ``memo``: files handled by earlier calls
+    of a poller are passed over without reading them (:class:`FileMemo`).
     """
     report = IngestReport(kind=kind)
+    memo = memo if memo is not None else FileMemo()
     for file in list_input_files(path, pattern):
+        key = memo.key(file)  # taken before reading: a file changed meanwhile is read again
+        if key in memo:
+            continue
         checksum = file_checksum(file)
         if already_ingested(store, kind, checksum):
             report.files_skipped.append(str(file))
+            memo.remember(key)
             continue
 
         def tick(n: int, done: int = report.records) -> None:
@@ -148,7 +182,9 @@ def ingest_files(
             one = run_batch(store, kind, str(file), checksum, body)
         except IngestError as exc:
             report.files_failed[str(file)] = str(exc)
+            memo.remember(key)
             continue
+        memo.remember(key)
         if one is None:
             report.files_skipped.append(str(file))
             continue

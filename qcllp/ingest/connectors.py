@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from qcllp.ingest.batches import FileMemo
 from qcllp.ingest.defects import ingest_defect_counts
 from qcllp.ingest.measurements import DEFAULT_CHUNK_ROWS, ingest_measurements
 from qcllp.ingest.report import IngestError, IngestReport
@@ -22,10 +23,15 @@ __all__ = ["ingest_from_config"]
 
 
 def ingest_from_config(
-    store: Store, config: PlantConfig, *, progress: Callable[[int], None] | None = None
+    store: Store,
+    config: PlantConfig,
+    *,
+    progress: Callable[[int], None] | None = None,
+    memo: FileMemo | None = None,
 ) -> dict[str, IngestReport]:
     """Ingest from every configured connector; returns one report per connector name
-    (``"measurements"``, ``"defects"``, ``"sql:<name>"``)."""
+    (``"measurements"``, ``"defects"``, ``"sql:<name>"``). ``memo``: a poller's record of the
+    drop files it handled (:class:`qcllp.ingest.batches.FileMemo`)."""
     connectors = config.connectors
     reports: dict[str, IngestReport] = {}
     measurements = connectors.measurements
@@ -42,6 +48,7 @@ def ingest_from_config(
                 pattern=measurements.pattern,
                 chunk_rows=measurements.chunk_rows or DEFAULT_CHUNK_ROWS,
                 progress=progress,
+                memo=memo,
             ),
         )
     defects = connectors.defects
@@ -50,7 +57,12 @@ def ingest_from_config(
             "defect_counts",
             defects.path,
             lambda: ingest_defect_counts(
-                store, config, defects.path, fmt=defects.format, pattern=defects.pattern
+                store,
+                config,
+                defects.path,
+                fmt=defects.format,
+                pattern=defects.pattern,
+                memo=memo,
             ),
         )
     for name, source in connectors.sql.items():

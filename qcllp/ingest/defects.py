@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import Connection, insert, select, text
 
-from qcllp.ingest.batches import ingest_files
+from qcllp.ingest.batches import FileMemo, ingest_files
 from qcllp.ingest.report import IngestError, IngestReport
 from qcllp.ingest.sources import Chunk, read_chunks, read_columns
 from qcllp.ingest.validate import as_text, id_length_detail, too_long
@@ -44,9 +44,10 @@ def ingest_defect_counts(
     fmt: str | None = None,
     pattern: str | None = None,
     encoding: str | None = None,
+    memo: FileMemo | None = None,
 ) -> IngestReport:
     """Ingest a defect-count file, or the new files of a folder (one batch per file); CSV
-    text in ``encoding`` (``None``: the plant config's)."""
+    text in ``encoding`` (``None``: the plant config's); ``memo`` as for measurements."""
     encoding = encoding or config.encoding
 
     def make_body(file: Path, fformat: str, tick: Callable[[int], None]):  # noqa: ANN202
@@ -58,7 +59,9 @@ def ingest_defect_counts(
 
         return body
 
-    return ingest_files(store, "defect_counts", path, pattern=pattern, fmt=fmt, make_body=make_body)
+    return ingest_files(
+        store, "defect_counts", path, pattern=pattern, fmt=fmt, make_body=make_body, memo=memo
+    )
 
 
 def check_count_columns(source: str, columns: Iterable[str], config: PlantConfig) -> None:

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import Connection
 
-from qcllp.ingest.batches import ingest_files
+from qcllp.ingest.batches import FileMemo, ingest_files
 from qcllp.ingest.report import IngestError, IngestReport
 from qcllp.ingest.sources import file_format, read_chunks, read_columns
 from qcllp.ingest.validate import KEY, LONG_COLUMNS, SensorTable, validate_readings
@@ -55,6 +55,7 @@ def ingest_measurements(
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     progress: Progress = None,
     encoding: str | None = None,
+    memo: FileMemo | None = None,
 ) -> IngestReport:
     """Ingest a measurement file, or the new files of a folder.
 
@@ -62,7 +63,8 @@ def ingest_measurements(
     ``"parquet"`` or ``None`` (from the suffix); ``encoding`` of CSV text: ``None`` is the plant
     config's. ``progress(records_done)`` is called after each chunk with the running total of
     this call. A file that cannot be ingested at all (not CSV or Parquet, missing columns) is
-    listed in ``files_failed`` and the other files go on; nothing of it is stored.
+    listed in ``files_failed`` and the other files go on; nothing of it is stored. ``memo``:
+    a poller's record of the files it handled (:class:`qcllp.ingest.batches.FileMemo`).
     """
     encoding = encoding or config.encoding
 
@@ -85,6 +87,7 @@ def ingest_measurements(
         fmt=fmt,
         make_body=make_body,
         progress=progress,
+        memo=memo,
     )
 
 

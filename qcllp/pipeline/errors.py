@@ -1,4 +1,5 @@
-"""The errors a person can fix (a bad file, config or name; no labeled charges; a corrupt model).
+"""The errors a person can fix (a bad file, config or name; no labeled charges; a corrupt model;
+a station someone else is training).
 
 Front ends (the CLI, the services) print these as one line instead of a traceback; anything
 else is a bug and keeps its traceback.
@@ -11,6 +12,7 @@ from qcllp.plant.config import ConfigError
 from qcllp.store import StoreError
 
 from .artifacts import ArtifactError
+from .leases import LeaseBusy, LeaseLost
 from .methods import UnknownMethodError
 from .registry import RegistryError
 from .train import TrainingError
@@ -21,6 +23,8 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
     ArtifactError,
     ConfigError,
     IngestError,
+    LeaseBusy,
+    LeaseLost,
     RegistryError,
     StoreError,
     TrainingError,

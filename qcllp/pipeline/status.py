@@ -1,18 +1,23 @@
 """``qcllp status``: what an operator on call reads first, from the plant database alone.
 
-Per station: the active model, the scorer's checkpoint (last batch taken in, when, with which
-model), sticks pending and flags written by decision; the newest batch committed; the latest
-alarms. It works whether or not the services are running.
+Per station: the active model with its age and headline figures, who is training it, the
+scorer's checkpoint (last batch taken in, when, with which model), sticks pending and flags
+written by decision, the last drift checks; the newest batch committed; the retraining
+daemon (which process leads, its jobs' next runs from APScheduler's job table, the last run
+of each); the recent promotion decisions with their reasons; the latest alarms. It works
+whether or not the services are running.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import func, select
 
 from qcllp.plant.config import PlantConfig
 from qcllp.store import (
+    RETRAINER_JOBS,
     Alarm,
     Flag,
     IngestionBatch,
@@ -22,13 +27,24 @@ from qcllp.store import (
     Store,
 )
 
+from .events import events
+from .leases import RETRAINER_LEASE, lease_holder, station_lease_name
 from .registry import active_model
 
 __all__ = ["plant_status"]
 
 
+HEADLINE_METRICS = (
+    "expected_saving_per_1000",
+    "saving_low_per_1000",
+    "saving_high_per_1000",
+    "calibration_error",
+    "lockout_declined",
+)
+
+
 def plant_status(store: Store, config: PlantConfig, *, alarms: int = 10) -> dict[str, Any]:
-    """A JSON-ready summary of the scorers, the ingestion and the alarms."""
+    """A JSON-ready summary of the scorers, the retrainer, the ingestion and the alarms."""
     b, c, p, f, a, g = (
         IngestionBatch.__table__,
         ScorerCheckpoint.__table__,
@@ -50,15 +66,29 @@ def plant_status(store: Store, config: PlantConfig, *, alarms: int = 10) -> dict
             flags.setdefault(station, {})[decision] = int(n)
         latest = conn.execute(select(a).order_by(a.c.id.desc()).limit(alarms)).all()
         guards = {(r.station, r.model_id): r for r in conn.execute(select(g)).all()}
+    now = datetime.now(UTC)
     stations = []
     for name in config.station_names:
         model = active_model(store, name)
         cp = checkpoints.get(name)
         guard = None if model is None else guards.get((name, model["id"]))
+        training = lease_holder(store, station_lease_name(name))
+        drift = {
+            e["kind"]: f"{e['outcome']}: {e['reason']}"
+            for e in reversed(
+                events(store, ["count_drift", "feature_drift"], station=name, limit=2)
+            )
+        }
         stations.append(
             {
                 "station": name,
                 "active_model": None if model is None else model["id"],
+                "model_age_h": None if model is None else _age_h(model, now),
+                "model_metrics": {}
+                if model is None
+                else {k: model["metrics"].get(k) for k in HEADLINE_METRICS},
+                "training_by": None if training is None else training[0],
+                "drift": drift,
                 "scorer_model": None if cp is None else cp.model_id,
                 "batches_behind": (
                     None if cp is None or newest is None else int(newest.commit_seq - cp.commit_seq)
@@ -71,6 +101,17 @@ def plant_status(store: Store, config: PlantConfig, *, alarms: int = 10) -> dict
         )
     return {
         "database": store.display_url,
+        "retrainer": _retrainer(store),
+        "decisions": [
+            {
+                "at": e["at"],
+                "station": e["station"],
+                "model_id": e["model_id"],
+                "outcome": e["outcome"],
+                "reason": e["reason"],
+            }
+            for e in events(store, ["promotion"], limit=5)
+        ],
         "newest_batch": None
         if newest is None
         else {"seq": newest.commit_seq, "at": newest.finished_at},
@@ -78,5 +119,40 @@ def plant_status(store: Store, config: PlantConfig, *, alarms: int = 10) -> dict
         "alarms": [
             {"at": r.created_at, "station": r.station, "kind": r.kind, "message": r.message}
             for r in latest
+        ],
+    }
+
+
+def _age_h(model: dict[str, Any], now: datetime) -> float | None:
+    since = model.get("promoted_at") or model.get("created_at")
+    if since is None:
+        return None
+    since = since if since.tzinfo else since.replace(tzinfo=UTC)
+    return round((now - since).total_seconds() / 3600, 1)
+
+
+def _retrainer(store: Store) -> dict[str, Any]:
+    """The daemon: who leads (lease), next run of each job, the last run of each job."""
+    with store.engine.connect() as conn:
+        jobs = conn.execute(
+            select(RETRAINER_JOBS.c.id, RETRAINER_JOBS.c.next_run_time).order_by(
+                RETRAINER_JOBS.c.id
+            )
+        ).all()
+    leader = lease_holder(store, RETRAINER_LEASE)
+    last: dict[str, str] = {}
+    for e in events(store, ["job"], limit=50):
+        job = (e["detail"] or {}).get("job")
+        if job and job not in last:
+            last[job] = f"{e['at']:%Y-%m-%d %H:%M:%S} {e['outcome']}: {e['reason']}"
+    return {
+        "leader": None if leader is None else leader[0],
+        "jobs": [
+            {
+                "job": job_id,
+                "next_run": None if next_run is None else datetime.fromtimestamp(next_run, tz=UTC),
+                "last": last.get(job_id),
+            }
+            for job_id, next_run in jobs
         ],
     }

@@ -48,6 +48,7 @@ from qcllp.plant.config import DEFAULT_ANY_DEFECT, DEFAULT_BOOTSTRAP, PlantConfi
 from qcllp.store import Store
 
 from .evaluate import Evaluation, cross_validate_charges, score_probabilities
+from .leases import HeldLease, station_lease_name
 from .methods import Method, canonical_name, method
 from .registry import register_model, save_station_model
 from .station_model import FailureView, StationModel, logit
@@ -452,8 +453,30 @@ def train_station(
     random_state: int | None = None,
     n_splits: int | None = None,
     progress: Progress = None,
+    lease: HeldLease | None = None,
 ) -> TrainingResult:
-    """Train, validate and register one station model; returns what was recorded."""
+    """Train, validate and register one station model; returns what was recorded.
+
+    The station's training lease (:mod:`.leases`) is held throughout, so a daemon and a person
+    never train one station at once (:class:`.leases.LeaseBusy` names who holds it); ``lease``:
+    one the caller already holds. The model is registered only if the lease is still held.
+    """
+    if lease is None:
+        name = station_lease_name(config.station(station).name)
+        with HeldLease.take(store, name, ttl_s=config.retrainer.lease_ttl_s) as held:
+            return train_station(
+                store,
+                config,
+                station,
+                method_name=method_name,
+                target=target,
+                since=since,
+                until=until,
+                random_state=random_state,
+                n_splits=n_splits,
+                progress=progress,
+                lease=held,
+            )
     say = progress or (lambda _msg: None)
     plan = training_plan(
         config,
@@ -469,6 +492,7 @@ def train_station(
     model = fit_station_model(
         plan, data, station_costs(config, station), times=times, progress=progress
     ).model
+    lease.check()
     result = record_model(store, config, model, data)
     say(f"{station}: registered model {result.model_id} ({plan.method.name}) as a candidate")
     return result

@@ -32,9 +32,14 @@ Schema (see ``plant_config/example.yaml`` for a full example)::
       ingest_interval_s: float > 0    # default 300 when no ingest_cron is given
       ingest_cron: str                # crontab string, alternative to the interval
       retrain_cron: str               # crontab string (default "0 3 * * *")
+      retrain_interval_s: float > 0   # alternative to retrain_cron (tests, fast-moving lines)
       scoring_interval_s: float > 0   # default for stations (default 1)
     scorer:                           # optional: the station scoring services
       {host, base_port, max_lag_s, max_batch_sticks, sink_dir, guard_min_sticks}
+    retrainer:                        # optional: the retraining daemon (qcllp serve retrainer)
+      {host, port, stations, holdout_charges, min_holdout_charges, promotion_margin,
+       misfire_grace_s, lease_ttl_s,
+       drift: {window_charges, bag_error_ratio, psi_max}}
     training:                         # optional
       default_method: str
       methods: {<method>: {<param>: [values, ...]}}
@@ -76,6 +81,7 @@ __all__ = [
     "PlantConfig",
     "Schedules",
     "Sensor",
+    "Retrainer",
     "Scorer",
     "SqlSource",
     "Station",
@@ -164,6 +170,7 @@ class Schedules:
     ingest_cron: str | None
     retrain_cron: str
     scoring_interval_s: dict[str, float] = field(default_factory=dict)
+    retrain_interval_s: float | None = None  # set: it replaces retrain_cron
 
 
 @dataclass(frozen=True)
@@ -180,6 +187,36 @@ class Scorer:
     max_batch_sticks: int = 5000
     sink_dir: str | None = None
     guard_min_sticks: int = 300
+
+
+@dataclass(frozen=True)
+class Retrainer:
+    """The retraining daemon (``qcllp serve retrainer``, :mod:`qcllp.service.retrainer`).
+
+    ``stations``: the stations it retrains (empty: all). ``holdout_charges``: the most recent
+    labeled charges, kept out of the candidate's training, on which candidate and active model
+    are compared; fewer than ``min_holdout_charges`` that neither model saw, and no model is
+    promoted. ``promotion_margin``: how much lower (relative) the candidate's bag-level error
+    must be. ``misfire_grace_s``: how late a missed run may still start (a daemon that was
+    down runs each job once, not once per missed time). ``lease_ttl_s``: how long a lease of a
+    dead holder blocks others. ``drift``: the count-based drift alarm fires when the active
+    model's bag-level error over the last ``window_charges`` labeled charges exceeds
+    ``bag_error_ratio`` times its out-of-fold error in training (and retrains the station); the
+    feature drift alarm when a feature's population stability index (recent sticks against
+    the training window) exceeds ``psi_max``.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 9469
+    stations: tuple[str, ...] = ()
+    holdout_charges: int = 20
+    min_holdout_charges: int = 8
+    promotion_margin: float = 0.02
+    misfire_grace_s: float = 86400.0
+    lease_ttl_s: float = 120.0
+    drift_window_charges: int = 20
+    drift_bag_error_ratio: float = 1.5
+    drift_psi_max: float = 0.25
 
 
 @dataclass(frozen=True)
@@ -258,6 +295,7 @@ class PlantConfig:
     schedules: Schedules
     training: Training
     scorer: Scorer = field(default_factory=Scorer)
+    retrainer: Retrainer = field(default_factory=Retrainer)
     encoding: str = "utf-8"  # of CSV input files; an ASCII-compatible codec (utf-8, cp1252, ...)
 
     @property
@@ -520,6 +558,7 @@ class _Validator:
                 "schedules",
                 "training",
                 "scorer",
+                "retrainer",
             ],
         )
         if m is None:
@@ -547,6 +586,7 @@ class _Validator:
             for s in stations_raw
         )
         scorer = self.scorer(m.get("scorer", {}))
+        retrainer = self.retrainer(m.get("retrainer", {}), stations=stations)
         database_url = self.database_url(m, name)
         connectors = self.connectors(m.get("connectors", {}))
         training = self.training(m.get("training", {}))
@@ -563,6 +603,7 @@ class _Validator:
             schedules=schedules,
             training=training,
             scorer=scorer,
+            retrainer=retrainer,
             encoding=encoding,
         )
 
@@ -690,6 +731,66 @@ class _Validator:
             guard_min_sticks=default.guard_min_sticks if guard is None else guard,
         )
 
+    def retrainer(self, raw: Any, *, stations: tuple[Station, ...]) -> Retrainer:
+        fields = ["host", "port", "stations", "holdout_charges", "min_holdout_charges"]
+        fields += ["promotion_margin", "misfire_grace_s", "lease_ttl_s", "drift"]
+        m = self.mapping(raw, "retrainer", required=[], optional=fields)
+        d = Retrainer()
+        if m is None:
+            return d
+        key = "retrainer"
+        names = [s.name for s in stations]
+        chosen: list[str] = []
+        if "stations" in m:
+            for i, name in enumerate(self.sequence(m["stations"], f"{key}.stations") or []):
+                if name not in names:
+                    self.error(f"{key}.stations[{i}]", f"unknown station {name!r}")
+                else:
+                    chosen.append(name)
+        drift = (
+            self.mapping(
+                m.get("drift", {}),
+                f"{key}.drift",
+                required=[],
+                optional=["window_charges", "bag_error_ratio", "psi_max"],
+            )
+            or {}
+        )
+
+        def pick(value: Any, default: Any) -> Any:
+            return default if value is None else value
+
+        return Retrainer(
+            host=self.string(m, "host", key) if "host" in m else d.host,
+            port=pick(self.integer(m, "port", key, min_value=1), d.port),
+            stations=tuple(chosen),
+            holdout_charges=pick(self.integer(m, "holdout_charges", key, min_value=2), 20),
+            min_holdout_charges=pick(self.integer(m, "min_holdout_charges", key, min_value=2), 8),
+            promotion_margin=pick(
+                self.number(m, "promotion_margin", key, default=None, min_value=0.0),
+                d.promotion_margin,
+            ),
+            misfire_grace_s=pick(
+                self.number(m, "misfire_grace_s", key, default=None, positive=True),
+                d.misfire_grace_s,
+            ),
+            lease_ttl_s=pick(
+                self.number(m, "lease_ttl_s", key, default=None, positive=True), d.lease_ttl_s
+            ),
+            drift_window_charges=pick(
+                self.integer(drift, "window_charges", f"{key}.drift", min_value=2),
+                d.drift_window_charges,
+            ),
+            drift_bag_error_ratio=pick(
+                self.number(drift, "bag_error_ratio", f"{key}.drift", default=None, positive=True),
+                d.drift_bag_error_ratio,
+            ),
+            drift_psi_max=pick(
+                self.number(drift, "psi_max", f"{key}.drift", default=None, positive=True),
+                d.drift_psi_max,
+            ),
+        )
+
     def sensors(self, raw: Any, key: str) -> tuple[Sensor, ...]:
         if raw is _MISSING:
             return ()
@@ -720,7 +821,13 @@ class _Validator:
             raw,
             "schedules",
             required=[],
-            optional=["ingest_interval_s", "ingest_cron", "retrain_cron", "scoring_interval_s"],
+            optional=[
+                "ingest_interval_s",
+                "ingest_cron",
+                "retrain_cron",
+                "retrain_interval_s",
+                "scoring_interval_s",
+            ],
         )
         if m is None:
             return None
@@ -731,6 +838,11 @@ class _Validator:
         if interval is None and m.get("ingest_cron") is None:
             interval = DEFAULT_INGEST_INTERVAL_S
         retrain = self.cron(m, "retrain_cron", "schedules", default=DEFAULT_RETRAIN_CRON)
+        retrain_every = self.number(
+            m, "retrain_interval_s", "schedules", default=None, positive=True
+        )
+        if m.get("retrain_interval_s") is not None and m.get("retrain_cron") is not None:
+            self.error("schedules.retrain_cron", "give either retrain_interval_s or retrain_cron")
         scoring_default = self.number(
             m, "scoring_interval_s", "schedules", default=DEFAULT_SCORING_INTERVAL_S, positive=True
         )
@@ -744,6 +856,7 @@ class _Validator:
             ingest_cron=cron,
             retrain_cron=retrain or DEFAULT_RETRAIN_CRON,
             scoring_interval_s=scoring,
+            retrain_interval_s=retrain_every,
         )
 
     def database_url(self, m: Mapping, name: str | None) -> str | None:

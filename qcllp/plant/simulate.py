@@ -141,6 +141,7 @@ def simulate_plant(
     missing_rate: float = 0.0,
     first_charge: int = 1,
     defect_stations: Mapping[str, str] | None = None,
+    sensor_shift: Mapping[str, float] | None = None,
 ) -> SimulatedPlant:
     """Simulate ``n_charges`` charges passing the line of ``config`` (see module docstring).
 
@@ -151,7 +152,11 @@ def simulate_plant(
     the counts are unaffected). Charges are numbered from ``first_charge`` (``CH000001``, ...),
     so a later batch of the same plant gets new ids. ``defect_stations`` maps every defect type
     to the station where it arises (separate mechanisms, module docstring); ``None``: the
-    shared mechanism. The same ``random_state`` gives identical output.
+    shared mechanism. ``sensor_shift`` maps ``"<station>.<sensor>"`` to a shift of that
+    sensor's readings in units of the sensor's range / 12 (one latent standard deviation),
+    applied after the defects are drawn: a sensor that drifted or was recalibrated, with the
+    sticks themselves unchanged (the retraining daemon's drift tests). The same
+    ``random_state`` gives identical output.
     """
     if n_charges < 1:
         raise ValueError(f"n_charges must be >= 1, got {n_charges}")
@@ -205,6 +210,13 @@ def simulate_plant(
     for i in range(n_st):
         if levels[i].shape[1]:
             levels[i][:, 0] += 1.2 * ((defect_idx > 0) & (arise_of_class[defect_idx] < i))
+    for key, delta in (sensor_shift or {}).items():
+        station_name, _, sensor_name = key.partition(".")
+        i = config.station_index(station_name)
+        j = config.station(station_name).sensor_names.index(
+            config.station(station_name).sensor(sensor_name).name
+        )
+        levels[i][:, j] += float(delta)
 
     # timestamps: charges back to back, sticks enter the first station one after another
     charge_len = sizes * STICK_SPACING_S + CHARGE_GAP_S

@@ -24,7 +24,6 @@ Around each step:
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 import threading
@@ -46,6 +45,7 @@ from qcllp.plant.config import PlantConfig
 from qcllp.store import Store
 
 from .http import HealthServer
+from .logs import log_event, one_line
 
 __all__ = ["ScorerMetrics", "ScorerService", "ScorerState", "run_scorer"]
 
@@ -224,8 +224,7 @@ class ScorerService:
                 self.state.last_error = None
         except Exception as exc:  # noqa: BLE001 - a service keeps polling; the state says why
             self.metrics.errors.inc()
-            message = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
-            message = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+            message = one_line(exc)
             with self.state.lock:
                 self.state.last_error = message
             _log("step_failed", level=logging.ERROR, station=self.station, error=message)
@@ -312,6 +311,4 @@ def run_scorer(
 
 
 def _log(event: str, *, level: int = logging.INFO, **fields: Any) -> None:
-    """One structured (JSON) log line."""
-    line = {"ts": datetime.now(UTC).isoformat(), "event": event, **fields}
-    log.log(level, json.dumps(line, default=str))
+    log_event(log, event, level=level, **fields)

@@ -14,6 +14,7 @@ from qcllp.store.core import (
     us_to_utc,
 )
 from qcllp.store.schema import (
+    RETRAINER_JOBS,
     Alarm,
     Base,
     BatchStick,
@@ -22,10 +23,12 @@ from qcllp.store.schema import (
     DefectCountConflict,
     Flag,
     IngestionBatch,
+    Lease,
     LockoutGuard,
     Model,
     QuarantineRow,
     Reading,
+    RetrainerEvent,
     ScorerCheckpoint,
     ScorerPending,
     Series,
@@ -35,6 +38,7 @@ from qcllp.store.schema import (
 
 __all__ = [
     "IN_CHUNK",
+    "RETRAINER_JOBS",
     "Alarm",
     "Base",
     "BatchStick",
@@ -43,10 +47,12 @@ __all__ = [
     "DefectCountConflict",
     "Flag",
     "IngestionBatch",
+    "Lease",
     "LockoutGuard",
     "Model",
     "QuarantineRow",
     "Reading",
+    "RetrainerEvent",
     "ScorerCheckpoint",
     "ScorerPending",
     "Series",

@@ -31,6 +31,10 @@ Why it looks the way it does:
   sticks a scorer has seen arrive but not yet flagged (waiting for the station to complete),
   ``scorer_checkpoints`` each scorer's position and sink offset, ``alarms`` what an operator
   must look at.
+* The retraining daemon keeps its schedule in ``retrainer_jobs`` -- APScheduler's own
+  ``SQLAlchemyJobStore`` table, declared here with exactly the library's columns so that the
+  migrations create it and the schema test covers it -- its leases (who may train what, until
+  when) in ``leases`` and every decision it takes in ``retrainer_events``.
 
 Every change to these models needs a new migration in ``qcllp/store/migrations/versions``;
 ``tests/store/test_migrations.py`` fails when models and migrations disagree.
@@ -44,13 +48,18 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
+    Column,
     DateTime,
     Double,
+    Float,
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
+    Table,
     Text,
+    Unicode,
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -72,6 +81,9 @@ __all__ = [
     "ScorerCheckpoint",
     "ScorerPending",
     "Alarm",
+    "Lease",
+    "RetrainerEvent",
+    "RETRAINER_JOBS",
 ]
 
 ID = String(128)  # charge, stick, station, sensor and defect-type names
@@ -327,3 +339,45 @@ class Alarm(Base):
     kind: Mapped[str] = mapped_column(String(64), nullable=False)
     message: Mapped[str] = mapped_column(Text, nullable=False)
     created_at: Mapped[datetime] = mapped_column(TS, nullable=False)
+
+
+class Lease(Base):
+    """Who may do a piece of work alone, until when: ``retrainer`` (the daemon that runs the
+    plant's jobs) and ``train:<station>`` (whoever trains that station, daemon or ``qcllp
+    train``). A holder renews ``expires_at`` while it works; a lease past it is free, so a
+    holder that was killed blocks nobody for longer than its time to live
+    (:mod:`qcllp.pipeline.leases`)."""
+
+    __tablename__ = "leases"
+
+    name: Mapped[str] = mapped_column(String(160), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(200), nullable=False)
+    acquired_at: Mapped[datetime] = mapped_column(TS, nullable=False)
+    expires_at: Mapped[datetime] = mapped_column(TS, nullable=False)
+
+
+class RetrainerEvent(Base):
+    """One thing the retraining daemon did or decided: a job run, a model trained, a promotion
+    or its refusal (``reason``), a drift check; ``detail`` holds the figures behind it."""
+
+    __tablename__ = "retrainer_events"
+    __table_args__ = (Index("ix_retrainer_events_kind_station", "kind", "station"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[datetime] = mapped_column(TS, nullable=False)
+    kind: Mapped[str] = mapped_column(String(32), nullable=False)
+    station: Mapped[str | None] = mapped_column(ID)
+    model_id: Mapped[int | None] = mapped_column(Integer)
+    outcome: Mapped[str] = mapped_column(String(32), nullable=False)
+    reason: Mapped[str] = mapped_column(Text, nullable=False)
+    detail: Mapped[dict] = mapped_column(JSON, nullable=False)
+
+
+RETRAINER_JOBS = Table(
+    "retrainer_jobs",
+    Base.metadata,
+    # apscheduler.jobstores.sqlalchemy.SQLAlchemyJobStore's table, column for column
+    Column("id", Unicode(191), primary_key=True),
+    Column("next_run_time", Float(25), index=True),
+    Column("job_state", LargeBinary, nullable=False),
+)

@@ -302,3 +302,21 @@ def test_the_demo_runs_from_any_folder_and_says_how_to_look_at_its_results(tmp_p
     assert listed.returncode == 0, listed.stderr
     assert len(listed.stdout.strip().splitlines()) == 4  # one active model per station
     assert (cwd / "demo" / "plant.yaml").exists() and (cwd / "demo" / "report.html").exists()
+
+
+def test_train_of_a_station_someone_else_is_training_exits_1_naming_the_holder(plant):
+    from qcllp.pipeline.leases import acquire, release
+    from qcllp.store import Store
+
+    with Store.open(plant["db"]) as store:
+        assert acquire(store, "train:furnace", "retrainer-host:4242:ab12cd", ttl_s=60)
+        try:
+            result = run("train", "--station", "furnace", db=plant["db"], expect=1)
+        finally:
+            release(store, "train:furnace", "retrainer-host:4242:ab12cd")
+    message = result.stderr.strip()
+    assert len(message.splitlines()) == 1, message
+    assert "training of station 'furnace' is held by retrainer-host:4242:ab12cd" in message
+    status = json.loads(run("--json", "status", db=plant["db"]).stdout)
+    assert status["retrainer"] == {"leader": None, "jobs": []}
+    assert all(s["training_by"] is None for s in status["stations"])

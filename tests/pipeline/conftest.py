@@ -71,3 +71,12 @@ def history_plant(tmp_path_factory, fast_config) -> HistoryPlant:
         ingest_defect_counts(store, fast_config, files["defects"])
         ingest_measurements(store, fast_config, folder / "fresh" / "measurements")
     return HistoryPlant(fast_config, folder, url, history, fresh)
+
+
+@pytest.fixture(scope="session")
+def retrain_plant(tmp_path_factory, fast_config):
+    """History of 48 charges in a template database, 14 later ones as files
+    (:mod:`tests.pipeline.retrain_plant`)."""
+    from tests.pipeline.retrain_plant import build
+
+    return build(fast_config, tmp_path_factory.mktemp("retrain_plant"))

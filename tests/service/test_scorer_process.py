@@ -22,13 +22,8 @@ import json
 import os
 import random
 import signal
-import socket
 import sqlite3
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -40,7 +35,6 @@ import pandas as pd
 import pytest
 import yaml
 from click.testing import CliRunner
-from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 from sqlalchemy.engine import make_url
 
@@ -52,6 +46,8 @@ from qcllp.pipeline.train import train_station
 from qcllp.plant.config import PlantConfig, load_plant_config
 from qcllp.plant.simulate import SimulatedPlant, simulate_plant, write_simulation
 from qcllp.store import Alarm, ScorerCheckpoint, Store
+from tests.service import harness
+from tests.service.harness import ServiceProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 STATION = "cooling"
@@ -200,133 +196,33 @@ def make_plant(
 
 
 # ----------------------------------------------------------------------------- the process
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def wait_until(predicate, *, what: str, procs=(), timeout: float = CATCH_UP_S):
+    """:func:`harness.wait_until`, by default allowing the scorer :data:`CATCH_UP_S`."""
+    return harness.wait_until(predicate, what=what, procs=procs, timeout=timeout)
 
 
-class Scorer:
-    """One ``qcllp serve scorer`` process, its HTTP endpoint and its log file."""
+class Scorer(ServiceProcess):
+    """One ``qcllp serve scorer`` process for the plant's cooling station."""
 
     def __init__(self, plant: Plant, *, sink: Path | None, name: str):
-        self.port = free_port()
-        self.log_path = plant.folder / f"{name}.log"
-        command = [
-            sys.executable,
-            "-m",
-            "qcllp.cli",
-            "--config",
-            str(plant.config_path),
-            "--db",
-            plant.url,
-            "serve",
-            "scorer",
-            "--station",
-            STATION,
-            "--port",
-            str(self.port),
-        ]
+        serve_args = ["scorer", "--station", STATION]
         if sink is not None:
-            command += ["--sink", str(sink)]
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, cwd=plant.folder
-            )
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def log(self, tail: int = 3000) -> str:
-        return self.log_path.read_text(errors="replace")[-tail:]
-
-    def get(self, route: str) -> tuple[int, bytes] | None:
-        """(status, body), or ``None`` while nothing listens yet."""
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{route}", timeout=5) as r:
-                return r.status, r.read()
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read()
-        except (ConnectionError, urllib.error.URLError, TimeoutError):
-            return None
-
-    def health(self) -> tuple[int, dict] | None:
-        answer = self.get("/healthz")
-        return None if answer is None else (answer[0], json.loads(answer[1]))
-
-    def body(self) -> dict:
-        """The ``/healthz`` body (empty while nothing answers)."""
-        answer = self.health()
-        return {} if answer is None else answer[1]
-
-    def metric(self, name: str, **labels: str) -> float:
-        """Sum of the samples called ``name`` whose labels include ``labels``."""
-        answer = self.get("/metrics")
-        assert answer is not None and answer[0] == 200, answer
-        total = 0.0
-        for family in text_string_to_metric_families(answer[1].decode()):
-            for sample in family.samples:
-                wanted = all(sample.labels.get(k) == v for k, v in labels.items())
-                if sample.name == name and wanted:
-                    total += sample.value
-        return total
-
-    def wait_up(self, timeout: float = 30.0) -> tuple[int, dict]:
-        return wait_until(self.health, what="/healthz to answer", scorers=[self], timeout=timeout)
+            serve_args += ["--sink", str(sink)]
+        super().__init__(
+            ["--config", str(plant.config_path), "--db", plant.url],
+            serve_args,
+            folder=plant.folder,
+            name=name,
+        )
 
     def wait_stepped(self, timeout: float = 30.0) -> tuple[int, dict]:
         """Until a first step has committed (the signal handlers are in place by then)."""
         return wait_until(
             lambda: (h := self.health()) is not None and h[1]["last_step_at"] is not None and h,
             what="a first step",
-            scorers=[self],
+            procs=[self],
             timeout=timeout,
         )
-
-    def signal(self, signum: int) -> None:
-        os.kill(self.pid, signum)
-
-    def kill9(self) -> None:
-        self.signal(signal.SIGKILL)
-        assert self.proc.wait(timeout=10) == -signal.SIGKILL
-
-    def terminate(self, timeout: float = 30.0) -> int:
-        """SIGTERM; the exit code."""
-        self.signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(f"no exit {timeout} s after SIGTERM:\n{self.log()}") from None
-
-
-def log_events(scorer: Scorer) -> list[dict]:
-    """The service's structured (JSON) log lines."""
-    events = []
-    for line in scorer.log_path.read_text(errors="replace").splitlines():
-        if line.startswith("{"):
-            events.append(json.loads(line))
-    return events
-
-
-def wait_until(predicate, *, what: str, scorers=(), timeout: float = CATCH_UP_S):
-    """Poll ``predicate`` until it returns something truthy (returned); fail after ``timeout``
-    or as soon as one of ``scorers`` has exited."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        for scorer in scorers:
-            if scorer.proc.poll() is not None:
-                raise AssertionError(
-                    f"scorer exited with {scorer.proc.returncode} while waiting for {what}:\n"
-                    f"{scorer.log()}"
-                )
-        if time.monotonic() > deadline:
-            logs = "\n".join(s.log() for s in scorers)
-            raise AssertionError(f"waited {timeout} s for {what} in vain\n{logs}")
-        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -341,9 +237,7 @@ def start_scorer():
 
     yield start
     for scorer in started:
-        if scorer.proc.poll() is None:
-            os.kill(scorer.pid, signal.SIGKILL)
-            scorer.proc.wait(timeout=10)
+        scorer.stop_if_running()
 
 
 @pytest.fixture
@@ -467,7 +361,7 @@ def test_kill_9_at_random_moments_loses_no_flag_and_writes_none_twice(plant, sta
         left = sink.stat().st_size if sink.exists() else 0
     final = start_scorer(plant, sink=sink)
     final.wait_stepped()  # it cuts what the last kill left in the sink even with nothing to do
-    wait_until(lambda: all_flagged(plant), what="every fed stick flagged", scorers=[final])
+    wait_until(lambda: all_flagged(plant), what="every fed stick flagged", procs=[final])
     assert final.terminate() == 0, final.log()
 
     assert kills == KILLS >= 1
@@ -495,7 +389,7 @@ def test_two_scorers_for_one_station_decide_each_stick_once_into_one_shared_sink
         for n in (3, 2, 4):
             plant.feed(n)
             time.sleep(0.25)
-        wait_until(lambda: all_flagged(plant), what="every stick flagged", scorers=[first, second])
+        wait_until(lambda: all_flagged(plant), what="every stick flagged", procs=[first, second])
 
         # each stick was decided by exactly one of the two (the lock serializes the steps);
         # the counters move just after the commit, hence the wait
@@ -505,7 +399,7 @@ def test_two_scorers_for_one_station_decide_each_stick_once_into_one_shared_sink
         wait_until(
             lambda: sum(decided()) >= len(plant.expected),
             what="the decisions counted",
-            scorers=[first, second],
+            procs=[first, second],
             timeout=10,
         )
         time.sleep(0.5)  # a few more ticks: nothing is decided again
@@ -526,25 +420,25 @@ def test_a_promotion_is_picked_up_live_and_later_sticks_carry_the_new_model(plan
     sink = plant.folder / "flags-cooling.jsonl"
     scorer = start_scorer(plant, sink=sink)
     before = plant.feed(3)
-    wait_until(lambda: before <= plant.flagged(), what="the first feed flagged", scorers=[scorer])
+    wait_until(lambda: before <= plant.flagged(), what="the first feed flagged", procs=[scorer])
     assert scorer.body()["model_id"] == plant.model_a
 
     promote(plant.store, plant.model_b)
     wait_until(
         lambda: scorer.body().get("model_id") == plant.model_b,
         what="the promoted model loaded",
-        scorers=[scorer],
+        procs=[scorer],
         timeout=20,
     )
     after = plant.feed(3)
-    wait_until(lambda: all_flagged(plant), what="the second feed flagged", scorers=[scorer])
+    wait_until(lambda: all_flagged(plant), what="the second feed flagged", procs=[scorer])
 
     assert scorer.proc.poll() is None  # the same process, no restart
     assert scorer.metric("qcllp_scorer_active_model_id") == plant.model_b
     flags = plant.flags().set_index(["charge_id", "stick_id"])
     assert (flags.loc[sorted(before), "model_id"] == plant.model_a).all()
     assert (flags.loc[sorted(after), "model_id"] == plant.model_b).all()
-    loaded = [e for e in log_events(scorer) if e["event"] == "model_loaded"]
+    loaded = [e for e in scorer.events() if e["event"] == "model_loaded"]
     assert [(e["model_id"], e["previous"]) for e in loaded] == [
         (plant.model_a, None),
         (plant.model_b, plant.model_a),
@@ -560,7 +454,7 @@ def test_a_corrupt_artifact_is_refused_with_an_alarm_and_the_last_good_model_kee
     plant = plant_ab
     scorer = start_scorer(plant)
     before = plant.feed(2)
-    wait_until(lambda: before <= plant.flagged(), what="the first feed flagged", scorers=[scorer])
+    wait_until(lambda: before <= plant.flagged(), what="the first feed flagged", procs=[scorer])
 
     artifact = Path(get_model(plant.store, plant.model_b)["artifact_path"])
     with paused(plant, scorer):  # so it cannot load model B before its file is damaged
@@ -569,7 +463,7 @@ def test_a_corrupt_artifact_is_refused_with_an_alarm_and_the_last_good_model_kee
         data[len(data) // 2] ^= 0xFF
         artifact.write_bytes(bytes(data))
     after = plant.feed(2)
-    wait_until(lambda: all_flagged(plant), what="the second feed flagged", scorers=[scorer])
+    wait_until(lambda: all_flagged(plant), what="the second feed flagged", procs=[scorer])
     time.sleep(0.6)  # a few more ticks: the refusal is alarmed once, not once per tick
 
     flags = plant.flags()
@@ -619,10 +513,10 @@ def test_a_stick_missing_a_sensor_is_unscorable_and_the_reason_names_the_sensor(
         fed_at = time.monotonic()
         plant.feed(2, edit=edit)
         others = plant.expected - {chosen["waits"]}
-        wait_until(lambda: others <= plant.flagged(), what="the sticks but one", scorers=[scorer])
+        wait_until(lambda: others <= plant.flagged(), what="the sticks but one", procs=[scorer])
         if time.monotonic() - fed_at < timeout_s - 1.0:  # (only if this machine kept up)
             assert chosen["waits"] not in plant.flagged(), "decided before its timeout"
-        wait_until(lambda: all_flagged(plant), what="the timed-out stick", scorers=[scorer])
+        wait_until(lambda: all_flagged(plant), what="the timed-out stick", procs=[scorer])
         assert scorer.terminate() == 0
 
         flags = plant.flags().set_index(["charge_id", "stick_id"])
@@ -663,7 +557,7 @@ def test_healthz_is_503_without_a_model_and_200_with_its_id_once_one_is_promoted
         wait_until(
             lambda: scorer.body().get("pending_sticks") == len(fed),
             what="the sticks taken in",
-            scorers=[scorer],
+            procs=[scorer],
         )
         assert scorer.health()[0] == 503 and plant.flagged() == set()
         assert scorer.metric("qcllp_scorer_active_model_id") == 0
@@ -673,16 +567,16 @@ def test_healthz_is_503_without_a_model_and_200_with_its_id_once_one_is_promoted
         status, body = wait_until(
             lambda: (h := scorer.health()) is not None and h[0] == 200 and h,
             what="200 after the promotion",
-            scorers=[scorer],
+            procs=[scorer],
         )
         assert body["status"] == "ok" and body["problems"] == []
         assert body["model_id"] == plant.model_a and body["station"] == STATION
-        wait_until(lambda: all_flagged(plant), what="the waiting sticks flagged", scorers=[scorer])
+        wait_until(lambda: all_flagged(plant), what="the waiting sticks flagged", procs=[scorer])
         assert scorer.metric("qcllp_scorer_active_model_id") == plant.model_a
         wait_until(  # the counters move just after the step's commit
             lambda: scorer.metric("qcllp_scorer_sticks_total") >= len(fed),
             what="the decisions counted",
-            scorers=[scorer],
+            procs=[scorer],
             timeout=10,
         )
         assert scorer.metric("qcllp_scorer_sticks_total") == len(fed)
@@ -691,7 +585,7 @@ def test_healthz_is_503_without_a_model_and_200_with_its_id_once_one_is_promoted
         wait_until(
             lambda: scorer.body().get("pending_sticks") == 0,
             what="nothing pending",
-            scorers=[scorer],
+            procs=[scorer],
         )
         assert scorer.get("/nope")[0] == 404
         assert scorer.terminate() == 0
@@ -707,14 +601,14 @@ def test_sigterm_exits_0_with_flags_and_sink_consistent_and_a_restart_goes_on(pl
     plant.feed(6)
     time.sleep(0.25)  # likely in the middle of taking the feed in or deciding it
     assert scorer.terminate() == 0, scorer.log()
-    events = [e["event"] for e in log_events(scorer)]
+    events = [e["event"] for e in scorer.events()]
     assert events[-1] == "stopped" and "stopping" in events, events
     assert_sink_holds_each_flag_once(plant, sink)
     assert plant.flagged() <= plant.expected
 
     plant.feed(2)
     again = start_scorer(plant, sink=sink)
-    wait_until(lambda: all_flagged(plant), what="the rest flagged after a restart", scorers=[again])
+    wait_until(lambda: all_flagged(plant), what="the rest flagged after a restart", procs=[again])
     assert again.terminate() == 0, again.log()
     assert_one_flag_per_fed_stick(plant)
     assert_sink_holds_each_flag_once(plant, sink)

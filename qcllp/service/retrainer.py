@@ -1,0 +1,495 @@
+"""The retraining daemon: ``qcllp serve retrainer``.
+
+It keeps the station models current without an engineer at the keyboard:
+
+* **ingest** (``schedules.ingest_interval_s`` or ``ingest_cron``): every configured connector
+  (:func:`qcllp.ingest.connectors.ingest_from_config`); after new defect counts, the drift
+  watch of every active model with both signals, after new readings only the feature signal
+  (:mod:`qcllp.pipeline.drift`). A count-drift alarm queues a retraining of that station.
+* **retrain** (``schedules.retrain_cron``, or ``retrain_interval_s``): every station (or
+  ``retrainer.stations``) in line order: a candidate trained up to the holdout window, the
+  champion / challenger gate, promotion only of a better model (:mod:`qcllp.pipeline.retrain`,
+  :mod:`qcllp.pipeline.promotion`); every decision is an event row.
+
+**Scheduling** is APScheduler 3.x with its ``SQLAlchemyJobStore`` in the plant database (table
+``retrainer_jobs``, created by the migrations): the next run times survive a restart, and with
+``coalesce`` and ``misfire_grace_time`` a daemon that was down runs each missed job once when
+it is back, not once per missed time. At start the stored jobs are kept when their trigger is
+unchanged (a re-added job would lose its missed run) and replaced when the config changed it.
+A drift retraining is a one-off job in a memory job store: if the daemon dies before it runs,
+the next scheduled retraining covers it.
+
+**One daemon per plant**: the daemon works only while it holds the ``retrainer`` lease
+(:mod:`qcllp.pipeline.leases`); a second one started by mistake waits as a standby
+(``/healthz`` says so) and takes over within a lease time to live when the first one dies.
+Station trainings take the station's own lease too, so a manual ``qcllp train`` of the same
+station never runs at the same time. A daemon that loses its lease (it could not renew it in
+time, and another took it) stops its scheduler and exits with code 3; systemd starts it again
+as a standby.
+
+**Faults**: a database that is away fails the attempt; it is retried with exponential backoff
+(1, 2, 4 ... 60 s) while the daemon runs, and ``/healthz`` answers 503 meanwhile. SIGTERM or
+SIGINT: no new job starts, a running training is abandoned at its next phase boundary before
+anything is registered (or finishes registering), the scheduler shuts down, exit code 0. At
+start, :func:`qcllp.pipeline.retrain.recover` decides candidates a killed daemon left
+undecided and removes artifact files no model row points at.
+
+**Observability**: one JSON log line per job and decision; ``/healthz`` and ``/metrics``
+(prometheus_client) on ``retrainer.host:retrainer.port``; ``qcllp status`` reads the job
+table, the lease and the events from the database, whether or not the daemon runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.jobstores.memory import MemoryJobStore
+from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from sqlalchemy.exc import SQLAlchemyError
+
+from qcllp.ingest.batches import FileMemo
+from qcllp.ingest.connectors import ingest_from_config
+from qcllp.pipeline.artifacts import ArtifactError
+from qcllp.pipeline.drift import watch_station
+from qcllp.pipeline.events import record_event
+from qcllp.pipeline.leases import (
+    RETRAINER_LEASE,
+    HeldLease,
+    acquire,
+    holder_id,
+    lease_holder,
+)
+from qcllp.pipeline.registry import RegistryError, active_model, load_model
+from qcllp.pipeline.retrain import Abandoned, decide_undecided, recover, retrain_station
+from qcllp.plant.config import PlantConfig
+from qcllp.store import RETRAINER_JOBS, Store
+
+from .http import HealthServer
+from .logs import log_event, one_line
+
+__all__ = ["LEASE", "RetrainerService", "RetrainerState", "run_retrainer", "run_job"]
+
+log = logging.getLogger("qcllp.retrainer")
+
+LEASE = RETRAINER_LEASE
+EXIT_LEASE_LOST = 3
+_BACKOFF_S = (1, 2, 4, 8, 15, 30, 60)
+_SERVICE: RetrainerService | None = None  # the jobs in the persistent store refer to it
+
+
+def run_job(name: str, *args: Any) -> None:
+    """Entry point of every scheduled job (a module-level function, so the persistent job
+    store can keep a reference to it)."""
+    if _SERVICE is None:  # pragma: no cover - the scheduler only runs inside run_retrainer
+        raise RuntimeError("the retraining daemon is not running in this process")
+    _SERVICE.run(name, *args)
+
+
+class RetrainerMetrics:
+    """Prometheus metrics of the daemon, in a registry of its own."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.jobs = Counter(
+            "qcllp_retrainer_jobs",
+            "Job runs by job and outcome (ok, failed, abandoned).",
+            ["job", "outcome"],
+            registry=self.registry,
+        )
+        self.job_seconds = Histogram(
+            "qcllp_retrainer_job_seconds",
+            "Duration of a job run.",
+            ["job"],
+            registry=self.registry,
+            buckets=(0.1, 0.5, 1, 5, 15, 60, 300, 900, 1800, 3600),
+        )
+        self.retrains = Counter(
+            "qcllp_retrainer_station_retrains",
+            "Station retrainings by outcome (promoted, kept, skipped, failed).",
+            ["station", "outcome"],
+            registry=self.registry,
+        )
+        self.drift_alarms = Counter(
+            "qcllp_retrainer_count_drift_alarms",
+            "Count-drift alarms raised (each queues a retraining of the station).",
+            ["station"],
+            registry=self.registry,
+        )
+        self.leader = Gauge(
+            "qcllp_retrainer_leader",
+            "1 while this daemon holds the plant's retrainer lease, 0 as a standby.",
+            registry=self.registry,
+        )
+        self.last_success = Gauge(
+            "qcllp_retrainer_last_success_timestamp_seconds",
+            "When a job last ran without error (Unix time).",
+            ["job"],
+            registry=self.registry,
+        )
+
+
+@dataclass
+class RetrainerState:
+    """What ``/healthz`` reports; written by the job threads, read by the HTTP thread."""
+
+    holder: str
+    standby: bool = True
+    running: str | None = None
+    last_error: str | None = None
+    last_runs: dict[str, str] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def health(self) -> tuple[int, dict[str, Any]]:
+        with self.lock:
+            problems = [f"last attempt failed: {self.last_error}"] if self.last_error else []
+            body = {
+                "service": "retrainer",
+                "status": "ok" if not problems else "unhealthy",
+                "problems": problems,
+                "holder": self.holder,
+                "standby": self.standby,
+                "running": self.running,
+                "last_runs": dict(self.last_runs),
+            }
+        return (200 if not problems else 503), body
+
+
+class RetrainerService:
+    """The daemon's jobs, their retries, metrics and state (no scheduling, no signals)."""
+
+    def __init__(self, store: Store, config: PlantConfig, *, holder: str | None = None):
+        self.store, self.config = store, config
+        self.holder = holder or holder_id()
+        self.metrics = RetrainerMetrics()
+        self.state = RetrainerState(self.holder)
+        self.stopping = threading.Event()
+        self.reference_cache: dict[int, Any] = {}
+        self.queue_retrain: Callable[[str], None] = lambda station: None
+        self.stations = list(config.retrainer.stations or config.station_names)
+        self.files = FileMemo()
+
+    # -- jobs ----------------------------------------------------------------------------
+    def run(self, name: str, *args: Any) -> None:
+        """Run job ``name`` with retries on database errors; never raises."""
+        jobs = {"ingest": self.ingest, "retrain": self.retrain}
+        started = time.perf_counter()
+        with self.state.lock:
+            self.state.running = name
+        outcome = "ok"
+        try:
+            summary = self._with_retries(name, lambda: jobs[name](*args))
+            if summary.get("batches", 1) or summary.get("inputs_failed"):  # idle polls: quiet
+                seconds = round(time.perf_counter() - started, 2)
+                _log("job_done", job=name, seconds=seconds, **summary)
+            self.metrics.last_success.labels(job=name).set(time.time())
+            with self.state.lock:
+                self.state.last_error = None
+        except Abandoned as exc:
+            outcome = "abandoned"
+            _log("job_abandoned", level=logging.WARNING, job=name, reason=str(exc))
+            self._event(name, "abandoned", str(exc))
+        except Exception as exc:  # noqa: BLE001 - a daemon keeps running; the state says why
+            outcome = "failed"
+            message = one_line(exc)
+            with self.state.lock:
+                self.state.last_error = f"{name}: {message}"
+            _log("job_failed", level=logging.ERROR, job=name, error=message)
+            if not isinstance(exc, SQLAlchemyError):
+                log.exception("unexpected error in job %s", name)
+            self._event(name, "failed", message)
+        finally:
+            seconds = time.perf_counter() - started
+            self.metrics.jobs.labels(job=name, outcome=outcome).inc()
+            self.metrics.job_seconds.labels(job=name).observe(seconds)
+            with self.state.lock:
+                self.state.running = None
+                self.state.last_runs[name] = f"{datetime.now(UTC).isoformat()} {outcome}"
+
+    def _with_retries(self, name: str, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """``work()``, again after a database error, with backoff, until it succeeds or the
+        daemon stops (then the last error is raised)."""
+        for attempt in range(len(_BACKOFF_S) + 1):
+            try:
+                return work()
+            except SQLAlchemyError as exc:
+                if attempt == len(_BACKOFF_S) or self.stopping.is_set():
+                    raise
+                wait = _BACKOFF_S[attempt]
+                with self.state.lock:
+                    self.state.last_error = f"{name}: {one_line(exc)}"
+                _log(
+                    "retry",
+                    level=logging.WARNING,
+                    job=name,
+                    attempt=attempt + 1,
+                    wait_s=wait,
+                    error=one_line(exc),
+                )
+                if self.stopping.wait(wait):
+                    raise
+        raise AssertionError("unreachable")
+
+    def ingest(self) -> dict[str, Any]:
+        """Ingest from the connectors (drop files: only new or changed ones, :class:`FileMemo`);
+        watch drift where new data arrived."""
+        reports = ingest_from_config(self.store, self.config, memo=self.files)
+        counted = [r for r in reports.values() if r.kind == "defect_counts"]
+        measured = [r for r in reports.values() if r.kind == "measurements"]
+        new_counts = any(r.files_ingested or r.batches for r in counted)
+        new_readings = any(r.stored for r in measured)
+        failed = {f: why for r in reports.values() for f, why in r.files_failed.items()}
+        for source, why in failed.items():
+            _log("ingest_failed", level=logging.ERROR, source=source, error=why)
+        summary = {
+            "stored": sum(r.stored for r in reports.values()),
+            "quarantined": sum(r.quarantined_total for r in reports.values()),
+            "batches": sum(len(r.batches) for r in reports.values()),
+            "inputs_failed": len(failed),
+        }
+        if summary["batches"] or failed:
+            line = (
+                f"ingested {summary['batches']} batches: {summary['stored']} rows stored, "
+                f"{summary['quarantined']} quarantined; {len(failed)} inputs failed"
+            )
+            self._event("ingest", "failed" if failed else "ok", line, {**summary, "failed": failed})
+        if new_counts or new_readings:
+            summary["drift_checked"] = self.watch(counts=new_counts)
+        return summary
+
+    def watch(self, *, counts: bool) -> int:
+        """Drift watch of every active model; queues a retraining on a new count alarm."""
+        checked = 0
+        for station in self.stations:
+            record = active_model(self.store, station)
+            if record is None:
+                continue
+            try:
+                loaded = load_model(self.store, record["id"])
+            except (ArtifactError, RegistryError) as exc:
+                _log("drift_skipped", level=logging.WARNING, station=station, error=str(exc))
+                continue
+            crossed = watch_station(
+                self.store,
+                self.config,
+                station,
+                loaded,
+                counts=counts,
+                reference_cache=self.reference_cache,
+            )
+            checked += 1
+            if crossed:
+                self.metrics.drift_alarms.labels(station=station).inc()
+                _log("count_drift", level=logging.WARNING, station=station, model_id=loaded.id)
+                self.queue_retrain(station)
+        return checked
+
+    def retrain(self, stations: list[str] | None = None, force: bool = False) -> dict[str, Any]:
+        """Retrain the stations in line order; each decision is an event row."""
+        decide_undecided(self.store, self.config)  # a decision a database outage interrupted
+        outcomes: dict[str, str] = {}
+        for station in stations or self.stations:
+            if self.stopping.is_set():
+                raise Abandoned("the daemon is stopping: stations left untrained")
+            result = retrain_station(
+                self.store,
+                self.config,
+                station,
+                force=force,
+                holder=None,
+                progress=lambda message, s=station: _log("progress", station=s, step=message),
+                should_stop=self.stopping.is_set,
+            )
+            outcomes[station] = result.outcome
+            self.metrics.retrains.labels(station=station, outcome=result.outcome).inc()
+            _log(
+                "retrain",
+                station=station,
+                outcome=result.outcome,
+                model_id=result.model_id,
+                reason=result.reason,
+            )
+        line = ", ".join(f"{station} {outcome}" for station, outcome in outcomes.items())
+        self._event("retrain", "ok", f"retrained: {line}", {"stations": outcomes, "forced": force})
+        return {"stations": outcomes, "forced": force}
+
+    def _event(self, job: str, outcome: str, reason: str, detail: dict | None = None) -> None:
+        try:
+            record_event(self.store, "job", outcome, reason, detail={"job": job, **(detail or {})})
+        except SQLAlchemyError:  # the database is away: the log line remains
+            log.warning("could not record the %s event", job)
+
+
+# ------------------------------------------------------------------------------ scheduling
+def _triggers(config: PlantConfig) -> dict[str, Any]:
+    """The persistent jobs and their triggers, from the plant config."""
+    s, tz = config.schedules, config.timezone
+    ingest = (
+        IntervalTrigger(seconds=s.ingest_interval_s, timezone=tz)
+        if s.ingest_interval_s
+        else CronTrigger.from_crontab(s.ingest_cron, timezone=tz)
+    )
+    retrain = (
+        IntervalTrigger(seconds=s.retrain_interval_s, timezone=tz)
+        if s.retrain_interval_s
+        else CronTrigger.from_crontab(s.retrain_cron, timezone=tz)
+    )
+    return {"ingest": ingest, "retrain": retrain}
+
+
+def _reconcile_jobs(scheduler: BackgroundScheduler, config: PlantConfig) -> None:
+    """Add the jobs; keep a stored job whose trigger is unchanged (its next run time, maybe a
+    missed one, must survive the restart), replace one the config changed."""
+    grace = max(1, int(config.retrainer.misfire_grace_s))  # APScheduler wants whole seconds
+    for name, trigger in _triggers(config).items():
+        existing = scheduler.get_job(name, jobstore="default")
+        same = (
+            existing is not None
+            and str(existing.trigger) == str(trigger)
+            and existing.misfire_grace_time == grace
+            and existing.args == (name,)
+        )
+        if same:
+            _log("job_kept", job=name, next_run=existing.next_run_time)
+            continue
+        scheduler.add_job(
+            run_job,
+            trigger,
+            args=(name,),
+            id=name,
+            name=name,
+            jobstore="default",
+            replace_existing=True,
+            coalesce=True,
+            max_instances=1,
+            misfire_grace_time=grace,
+        )
+        _log("job_scheduled", job=name, trigger=str(trigger))
+
+
+def _scheduler(store: Store, config: PlantConfig) -> BackgroundScheduler:
+    return BackgroundScheduler(
+        jobstores={
+            "default": SQLAlchemyJobStore(engine=store.engine, tablename=RETRAINER_JOBS.name),
+            "volatile": MemoryJobStore(),
+        },
+        # ingest and a long retraining may run side by side; each job has max_instances=1
+        executors={"default": ThreadPoolExecutor(max_workers=2)},
+        timezone=config.timezone,
+    )
+
+
+def run_retrainer(store: Store, config: PlantConfig, *, port: int | None = None) -> int:
+    """Run the daemon until SIGTERM/SIGINT; returns the exit code (0, or 3: lease lost)."""
+    global _SERVICE
+    service = RetrainerService(store, config)
+    _SERVICE = service
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):  # before anything else starts
+        signal.signal(signum, lambda *_: stop.set())
+    settings = config.retrainer
+    http = HealthServer(
+        settings.host,
+        settings.port if port is None else port,
+        service.state,
+        service.metrics.registry,
+    )
+    http.start()
+    _log(
+        "started",
+        holder=service.holder,
+        http=f"http://{settings.host}:{http.port}",
+        database=store.display_url,
+        stations=service.stations,
+    )
+    code = 0
+    if _wait_for_lease(service, stop):
+        code = _lead(service, stop)
+    service.stopping.set()
+    http.stop()
+    _log("stopped", holder=service.holder, exit_code=code)
+    _SERVICE = None
+    return code
+
+
+def _wait_for_lease(service: RetrainerService, stop: threading.Event) -> bool:
+    """Standby until this daemon holds the plant's lease (``True``) or is stopped."""
+    ttl = service.config.retrainer.lease_ttl_s
+    said = None
+    attempt = 0
+    while not stop.is_set():
+        try:
+            if acquire(service.store, LEASE, service.holder, ttl):
+                return True
+            held = lease_holder(service.store, LEASE)
+            if said != (held and held[0]):
+                said = held and held[0]
+                _log("standby", holder=service.holder, leader=said)
+            with service.state.lock:
+                service.state.last_error = None
+            wait = ttl / 3
+            attempt = 0
+        except SQLAlchemyError as exc:
+            wait = _BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)]
+            attempt += 1
+            with service.state.lock:
+                service.state.last_error = f"database: {one_line(exc)}"
+            _log("database_unreachable", level=logging.ERROR, error=one_line(exc), wait_s=wait)
+        stop.wait(wait)
+    return False
+
+
+def _lead(service: RetrainerService, stop: threading.Event) -> int:
+    """Hold the lease and run the scheduler until stopped or the lease is lost."""
+    store, config = service.store, service.config
+    lease = HeldLease(store, LEASE, service.holder, config.retrainer.lease_ttl_s)
+    with lease:
+        service.metrics.leader.set(1)
+        with service.state.lock:
+            service.state.standby = False
+        _log("leading", holder=service.holder)
+        for line in service._with_retries("recover", lambda: recover(store, config)):
+            _log("recovered", action=line)
+        scheduler = _scheduler(store, config)
+        scheduler.start(paused=True)
+        service._with_retries("schedule", lambda: _reconcile_jobs(scheduler, config) or {})
+
+        def queue_retrain(station: str) -> None:
+            scheduler.add_job(
+                run_job,
+                "date",
+                args=("retrain", [station], True),
+                id=f"drift-retrain-{station}",
+                jobstore="volatile",
+                replace_existing=True,
+                misfire_grace_time=None,
+            )
+
+        service.queue_retrain = queue_retrain
+        scheduler.resume()
+        while not stop.wait(1.0):
+            if lease.lost:
+                break
+        code = EXIT_LEASE_LOST if lease.lost and not stop.is_set() else 0
+        if code:
+            _log("lease_lost", level=logging.ERROR, holder=service.holder)
+        _log("stopping", holder=service.holder)
+        service.stopping.set()
+        scheduler.shutdown(wait=True)  # a running job finishes or abandons at a phase boundary
+    service.metrics.leader.set(0)
+    return code
+
+
+def _log(event: str, *, level: int = logging.INFO, **fields: Any) -> None:
+    log_event(log, event, level=level, **fields)

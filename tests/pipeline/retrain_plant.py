@@ -1,0 +1,75 @@
+"""A simulated plant for the retraining tests: one simulation of 62 charges of the example plant
+(fast training setup), split in time -- the first 48 charges (with their final-QC counts) are
+the history in a template database, the last 14 arrive later: as they are (``same``), after a
+sensor changed (``shifted``: the same sticks, a sensor reading 4 standard deviations higher)
+or after the process changed (``worse``: the same sensors' mechanism, but defects arise at
+several times the rate, so final QC counts far more than the model predicts).
+
+One simulation split in time rather than two seeds: the simulator draws the plant's structure
+(sensor loadings, trends) from its seed, so another seed is another plant.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from qcllp.ingest import ingest_defect_counts, ingest_measurements
+from qcllp.plant.config import PlantConfig, Retrainer
+from qcllp.plant.simulate import SimulatedPlant, simulate_plant, write_simulation
+from qcllp.store import Store
+
+HISTORY = 48
+LATER = 14
+SEED = 1
+SHIFT = {"rolling.force": 4.0}
+WORSE_RATE = 0.45  # the history's defect rate is the simulator's default, 0.15
+RETRAINER = Retrainer(
+    holdout_charges=12, min_holdout_charges=6, drift_window_charges=12, lease_ttl_s=30
+)
+
+
+def part(sim: SimulatedPlant, lo: int, hi: int) -> SimulatedPlant:
+    """Charges ``lo..hi-1`` of a simulation (its readings, counts and truth)."""
+    ids = set(sim.defect_counts["charge_id"].iloc[lo:hi])
+
+    def keep(frame):
+        return frame[frame["charge_id"].isin(ids)]
+
+    return SimulatedPlant(sim.config, keep(sim.readings), keep(sim.defect_counts), keep(sim.truth))
+
+
+@dataclass(frozen=True)
+class RetrainPlant:
+    config: PlantConfig
+    folder: Path
+
+    def copy_to(self, folder: Path) -> Store:
+        """A private copy of the history database, opened."""
+        target = folder / "plant.sqlite"
+        shutil.copy(self.folder / "plant.sqlite", target)
+        return Store.open(f"sqlite:///{target}")
+
+    def later(self, kind: str) -> Path:
+        """Folder of the later charges' files: ``"same"``, ``"shifted"`` or ``"worse"``."""
+        return self.folder / kind
+
+
+def build(fast_config: PlantConfig, folder: Path) -> RetrainPlant:
+    config = replace(fast_config, retrainer=RETRAINER)
+    same = simulate_plant(config, HISTORY + LATER, random_state=SEED)
+    shifted = simulate_plant(config, HISTORY + LATER, random_state=SEED, sensor_shift=SHIFT)
+    worse = simulate_plant(config, HISTORY + LATER, random_state=SEED, defect_rate=WORSE_RATE)
+    write_simulation(part(same, 0, HISTORY), folder / "history")
+    for kind, sim in (("same", same), ("shifted", shifted), ("worse", worse)):
+        write_simulation(part(sim, HISTORY, HISTORY + LATER), folder / kind)
+    with Store.open(f"sqlite:///{folder / 'plant.sqlite'}") as store:
+        ingest_measurements(store, config, folder / "history" / "measurements")
+        ingest_defect_counts(store, config, folder / "history" / "defects")
+    return RetrainPlant(config, folder)
+
+
+def ingest_later(store: Store, plant: RetrainPlant, kind: str) -> None:
+    ingest_measurements(store, plant.config, plant.later(kind) / "measurements")
+    ingest_defect_counts(store, plant.config, plant.later(kind) / "defects")
