@@ -34,11 +34,12 @@ charge at the training charges' mean share.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from sqlalchemy import Connection
 
 from qcllp.features import StationFeatures, station_features
 from qcllp.learn.calibration import CountCalibrator
@@ -177,32 +178,31 @@ def decide_promotion(
     store: Store, config: PlantConfig, station: str, candidate_id: int
 ) -> PromotionDecision:
     """Compare candidate and active model on the holdout, promote the candidate if it passes,
-    and record the decision (event ``promotion``) -- promotion and event in one go."""
+    and record the decision (event ``promotion``): a promotion and its event are one
+    transaction, so a crash never leaves one without the other."""
     decision = _evaluate(store, config, station, candidate_id)
-    if decision.promoted:
-        try:
-            promote(store, candidate_id)
-        except (ArtifactError, RegistryError) as exc:
-            decision = PromotionDecision(
-                station,
-                candidate_id,
-                False,
-                f"candidate cannot be promoted: {exc}",
-                decision.candidate,
-                decision.champion,
-                decision.baseline_bag_error,
-                decision.holdout,
-            )
-    with store.engine.begin() as conn:
+
+    def record(conn: Connection, made: PromotionDecision) -> None:
         insert_event(
             conn,
             "promotion",
-            "promoted" if decision.promoted else "kept",
-            decision.reason,
+            "promoted" if made.promoted else "kept",
+            made.reason,
             station=station,
             model_id=candidate_id,
-            detail=decision.detail(),
+            detail=made.detail(),
         )
+
+    if decision.promoted:
+        try:
+            promote(store, candidate_id, also=lambda conn: record(conn, decision))
+            return decision
+        except (ArtifactError, RegistryError) as exc:
+            decision = replace(
+                decision, promoted=False, reason=f"candidate cannot be promoted: {exc}"
+            )
+    with store.engine.begin() as conn:
+        record(conn, decision)
     return decision
 
 

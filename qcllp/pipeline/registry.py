@@ -10,12 +10,13 @@ checks that the :class:`~.station_model.StationModel` inside is the one its row 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import Connection, delete, select
 
 from qcllp import __version__
 from qcllp.store import LockoutGuard, Model, Store
@@ -64,8 +65,12 @@ def _as_dict(row: Model) -> dict[str, Any]:
     return {c.name: getattr(row, c.name) for c in Model.__table__.columns}
 
 
-def register_model(store: Store, **fields: Any) -> int:
-    """Record a trained model as a candidate; returns its id."""
+def register_model(
+    store: Store, *, also: Callable[[Connection, int], None] | None = None, **fields: Any
+) -> int:
+    """Record a trained model as a candidate; returns its id. ``also(connection, model_id)``
+    writes more in the same transaction (the retraining daemon's ``trained`` event: a
+    candidate and its event exist together or not at all)."""
     fields.setdefault("status", "candidate")
     fields.setdefault("qcllp_version", __version__)
     fields.setdefault("created_at", datetime.now(UTC))
@@ -73,6 +78,8 @@ def register_model(store: Store, **fields: Any) -> int:
         row = Model(**fields)
         session.add(row)
         session.flush()
+        if also is not None:
+            also(session.connection(), int(row.id))
         return int(row.id)
 
 
@@ -102,16 +109,21 @@ def active_model(store: Store, station: str) -> dict[str, Any] | None:
         return None if row is None else _as_dict(row)
 
 
-def promote(store: Store, model_id: int) -> dict[str, Any]:
+def promote(
+    store: Store, model_id: int, *, also: Callable[[Connection], None] | None = None
+) -> dict[str, Any]:
     """Make ``model_id`` its station's active model; the previous active one is retired.
 
     The model's artifact is loaded and verified first (:func:`load_model`): a corrupt file or
     one built for another station is never made active. Promoting starts the model's lock-out
     guard afresh (:mod:`.lockout_guard`); promoting the active model again is how an operator
-    lifts a suspension once its cause is fixed.
+    lifts a suspension once its cause is fixed. ``also(connection)`` writes more in the same
+    transaction (the daemon's promotion event).
     """
     load_model(store, model_id)
     with store.session() as session:
+        if also is not None:
+            also(session.connection())
         row = session.get(Model, model_id)
         if row is None:
             raise RegistryError(f"no model with id {model_id}")

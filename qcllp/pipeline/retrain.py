@@ -5,13 +5,13 @@ charges before the holdout window, register it, and let the promotion gate decid
 Order of what is written, so that a ``kill -9`` at any moment leaves a consistent registry:
 
 1. the artifact file (a temporary name, renamed when complete: :mod:`.artifacts`);
-2. the ``models`` row (status ``candidate``) -- only while the station's lease is still held;
-3. the event ``trained``;
-4. the promotion (one transaction) and the event ``promotion``.
+2. the ``models`` row (status ``candidate``) -- only while the station's lease is still held --
+   together with the event ``trained`` (one transaction);
+3. the promotion (one transaction) and the event ``promotion``.
 
 A kill between 1 and 2 leaves a file no row points at: :func:`recover` removes such files
 once they are older than a lease's time to live (nobody can still be about to register
-them). A kill between 2 and 4 leaves a candidate without a decision: :func:`recover` takes
+them). A kill between 2 and 3 leaves a candidate without a decision: :func:`recover` takes
 the decision. Nothing is ever half registered: a row is one insert.
 """
 
@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Connection, select
 
 from qcllp.plant.config import PlantConfig
 from qcllp.store import Model, RetrainerEvent, Store
 
 from .charge_windows import recent_charges
-from .events import events, record_event
+from .events import events, insert_event, record_event
 from .leases import HeldLease, LeaseBusy, station_lease_name
 from .promotion import PromotionDecision, decide_promotion
 from .train import TrainingError, train_station
@@ -101,30 +101,27 @@ def retrain_station(
             reason = f"no new final-QC counts since model {last[0]['model_id']} was trained"
             return _skipped(store, station, reason)
         until = labeled.iloc[-size].to_pydatetime()
-        started = time.perf_counter()
+        detail = {**fingerprint, "until": until, "forced": force}
+
+        def trained(conn: Connection, model_id: int) -> None:
+            insert_event(
+                conn,
+                "trained",
+                "candidate",
+                f"trained on the labeled charges before {until:%Y-%m-%d %H:%M} UTC"
+                + (" (drift)" if force else ""),
+                station=station,
+                model_id=model_id,
+                detail=detail,
+            )
+
         try:
-            result = train_station(store, config, station, until=until, progress=say, lease=lease)
+            result = train_station(
+                store, config, station, until=until, progress=say, lease=lease, also=trained
+            )
         except TrainingError as exc:
             record_event(store, "trained", "failed", str(exc), station=station)
             return RetrainOutcome(station, "failed", str(exc))
-        seconds = time.perf_counter() - started
-        record_event(
-            store,
-            "trained",
-            "candidate",
-            f"trained on {result.n_charges} charges before {until:%Y-%m-%d %H:%M} UTC "
-            f"in {seconds:.0f} s" + (" (drift)" if force else ""),
-            station=station,
-            model_id=result.model_id,
-            detail={
-                **fingerprint,
-                "until": until,
-                "seconds": round(seconds, 1),
-                "n_sticks": result.n_sticks,
-                "method": result.method,
-                "forced": force,
-            },
-        )
         lease.check()
         decision = decide_promotion(store, config, station, result.model_id)
     outcome = "promoted" if decision.promoted else "kept"

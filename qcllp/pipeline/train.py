@@ -454,12 +454,14 @@ def train_station(
     n_splits: int | None = None,
     progress: Progress = None,
     lease: HeldLease | None = None,
+    also: Callable[[Any, int], None] | None = None,
 ) -> TrainingResult:
     """Train, validate and register one station model; returns what was recorded.
 
     The station's training lease (:mod:`.leases`) is held throughout, so a daemon and a person
     never train one station at once (:class:`.leases.LeaseBusy` names who holds it); ``lease``:
-    one the caller already holds. The model is registered only if the lease is still held.
+    one the caller already holds. The model is registered only if the lease is still held;
+    ``also`` as for :func:`.registry.register_model`.
     """
     if lease is None:
         name = station_lease_name(config.station(station).name)
@@ -476,6 +478,7 @@ def train_station(
                 n_splits=n_splits,
                 progress=progress,
                 lease=held,
+                also=also,
             )
     say = progress or (lambda _msg: None)
     plan = training_plan(
@@ -493,7 +496,7 @@ def train_station(
         plan, data, station_costs(config, station), times=times, progress=progress
     ).model
     lease.check()
-    result = record_model(store, config, model, data)
+    result = record_model(store, config, model, data, also=also)
     say(f"{station}: registered model {result.model_id} ({plan.method.name}) as a candidate")
     return result
 
@@ -559,14 +562,21 @@ def _station_model(
 
 
 def record_model(
-    store: Store, config: PlantConfig, model: StationModel, data: LabeledData
+    store: Store,
+    config: PlantConfig,
+    model: StationModel,
+    data: LabeledData,
+    *,
+    also: Callable[[Any, int], None] | None = None,
 ) -> TrainingResult:
-    """Write the model's artifact and register it as a candidate."""
+    """Write the model's artifact and register it as a candidate (``also``: as for
+    :func:`.registry.register_model`)."""
     created = datetime.now().astimezone()
     stem = f"{model.station}-{model.method}-{created:%Y%m%dT%H%M%S%f}"
     path, sha = save_station_model(model, store.models_dir or config.models_dir, stem)
     model_id = register_model(
         store,
+        also=also,
         station=model.station,
         method=model.method,
         target=model.target,

@@ -297,7 +297,9 @@ class RetrainerService:
 
     def retrain(self, stations: list[str] | None = None, force: bool = False) -> dict[str, Any]:
         """Retrain the stations in line order; each decision is an event row."""
-        decide_undecided(self.store, self.config)  # a decision a database outage interrupted
+        # a decision a crash or a database outage interrupted (its lease has expired by now)
+        for line in decide_undecided(self.store, self.config):
+            _log("recovered", action=line)
         outcomes: dict[str, str] = {}
         for station in stations or self.stations:
             if self.stopping.is_set():
