@@ -132,7 +132,7 @@ class FileMemo:
             st = file.stat()
         except OSError:
             return None
-        return (str(file.resolve()), st.st_size, st.st_mtime_ns)
+        return (str(file), st.st_size, st.st_mtime_ns)
 
     def __contains__(self, key: object) -> bool:
         return key is not None and key in self._handled

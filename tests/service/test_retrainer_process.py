@@ -66,13 +66,21 @@ class DaemonPlant:
     """A plant folder: ``plant.yaml`` (fast training, watched folders, short intervals), its
     database, the drop folders, and the files of the retraining test plant to drop."""
 
-    def __init__(self, folder: Path, source, *, retrain_interval_s: float, history: bool):
+    def __init__(
+        self,
+        folder: Path,
+        source,
+        *,
+        retrain_interval_s: float,
+        history: bool,
+        url: str | None = None,
+    ):
         self.folder, self.source = folder, source
         self.drop = folder / "drop"
         for kind in ("measurements", "defects"):
             (self.drop / kind).mkdir(parents=True)
         self.database = folder / "plant.sqlite"
-        self.url = f"sqlite:///{self.database}"
+        self.url = url or f"sqlite:///{self.database}"
         if history:
             source.copy_to(folder).close()
         else:
@@ -132,9 +140,11 @@ def start_daemon() -> Iterator:
         daemon.stop_if_running()
 
 
-def make_plant(tmp_path, source, *, retrain_interval_s=3600.0, history=False) -> DaemonPlant:
+def make_plant(
+    tmp_path, source, *, retrain_interval_s=3600.0, history=False, url=None
+) -> DaemonPlant:
     return DaemonPlant(
-        tmp_path / "plant", source, retrain_interval_s=retrain_interval_s, history=history
+        tmp_path / "plant", source, retrain_interval_s=retrain_interval_s, history=history, url=url
     )
 
 
@@ -162,9 +172,10 @@ def assert_registry_consistent(plant: DaemonPlant) -> None:
 
 # ----------------------------------------------------------------------------- the tests
 def test_dropped_files_are_ingested_and_the_station_trained_promoted_and_reported(
-    tmp_path, retrain_plant, start_daemon
+    tmp_path, retrain_plant, start_daemon, store_url
 ):
-    plant = make_plant(tmp_path, retrain_plant, retrain_interval_s=1.0)
+    url = None if store_url.startswith("sqlite") else store_url  # PostgreSQL: the test server
+    plant = make_plant(tmp_path, retrain_plant, retrain_interval_s=1.0, url=url)
     daemon = start_daemon(plant)
     daemon.leading()
     plant.drop_files("history")
