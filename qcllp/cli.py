@@ -586,13 +586,21 @@ def _num(value: Any, spec: str = "+.0f") -> str:
 @click.option(
     "--output", type=click.Path(dir_okay=False), default="qcllp-report.html", show_default=True
 )
+@click.option(
+    "--truth",
+    type=click.Path(exists=True, dir_okay=False),
+    help="CSV charge_id,stick_id,defect (simulator truth, inspected sticks): adds fresh ROC AUC "
+    "and realized saving of the flags.",
+)
 @pass_ctx
-def report(ctx: Context, output: str) -> None:
+def report(ctx: Context, output: str, truth: str | None) -> None:
     """Write the self-contained HTML report of every station."""
     from qcllp.pipeline.plant_report import build_plant_report
+    from qcllp.pipeline.station_evaluation import read_stick_truth
 
+    defects = read_stick_truth(truth) if truth else None
     with ctx.store() as store:
-        path = build_plant_report(store, ctx.config, output)
+        path = build_plant_report(store, ctx.config, output, truth=defects)
     ctx.emit({"report": str(path)}, f"report written to {path}")
 
 

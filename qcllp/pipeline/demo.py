@@ -17,18 +17,16 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
-from sklearn.metrics import roc_auc_score
 
 from qcllp.ingest import ingest_defect_counts, ingest_measurements
 from qcllp.plant.config import PlantConfig, example_config_path
 from qcllp.plant.simulate import simulate_plant, write_simulation
 from qcllp.store import Store
 
-from .plant_report import build_plant_report
+from .plant_report import build_plant_report, fresh_figures
 from .registry import promote
 from .scoring import score_station
-from .thresholds import LockoutCosts, realized_saving_per_1000
-from .train import train_station
+from .train import station_costs, train_station
 
 __all__ = ["DEMO_GRIDS", "DemoResult", "run_demo"]
 
@@ -106,13 +104,14 @@ def run_demo(
         ingest_measurements(store, config, folder / "fresh" / "measurements")
 
         truth = fresh.truth.astype({"charge_id": str, "stick_id": str})
-        failing = truth.set_index(["charge_id", "stick_id"])["defect"] != "ok"
+        defect = truth.set_index(["charge_id", "stick_id"])["defect"]
         rows = []
         for station in config.station_names:
             say(f"scoring {station}")
             scored = score_station(store, config, station)
-            rows.append(_station_figures(config, station, scored.scores, scored.threshold, failing))
-        report = build_plant_report(store, config, folder / "report.html")
+            costs = station_costs(config, station)
+            rows.append({"station": station, **fresh_figures(scored.scores, defect != "ok", costs)})
+        report = build_plant_report(store, config, folder / "report.html", truth=defect)
     table = pd.DataFrame(rows).set_index("station")
     return DemoResult(folder, url, report, table, _write_config(config, folder, url))
 
@@ -127,34 +126,3 @@ def _write_config(config: PlantConfig, folder: Path, url: str) -> Path:
     path = folder / "plant.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
     return path
-
-
-def _station_figures(
-    config: PlantConfig, station: str, scores: pd.DataFrame, threshold: float, failing: pd.Series
-) -> dict:
-    """ROC AUC, lock-out precision/recall and the realised saving against the hidden truth
-    (of the sticks the model could score; unscorable ones are counted apart)."""
-    unscorable = int((scores["decision"] == "unscorable").sum())
-    scores = scores[scores["decision"] != "unscorable"]
-    truth = failing.reindex(pd.MultiIndex.from_frame(scores[["charge_id", "stick_id"]]))
-    t = truth.to_numpy(dtype=bool)
-    flagged = (scores["decision"] == "lock_out").to_numpy()
-    station_cfg = config.station(station)
-    costs = LockoutCosts(station_cfg.fail_cost, station_cfg.good_cost)
-    return {
-        "station": station,
-        "sticks": len(scores),
-        "unscorable": unscorable,
-        "defective_share": float(t.mean()),
-        "roc_auc": float(roc_auc_score(t, scores["probability"]))
-        if 0 < t.sum() < len(t)
-        else float("nan"),
-        "locked_out": int(flagged.sum()),
-        "precision": float((flagged & t).sum() / max(flagged.sum(), 1)),
-        "recall": float((flagged & t).sum() / max(t.sum(), 1)),
-        "saving_per_1000": (
-            realized_saving_per_1000(scores["probability"].to_numpy(float), t, threshold, costs)
-            if len(scores)
-            else 0.0
-        ),
-    }

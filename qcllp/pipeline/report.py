@@ -1,9 +1,13 @@
 """The engineers' HTML report: one self-contained file, plots embedded as PNG.
 
-One section per station: predicted versus counted defective share per charge, what the model
-looks at (feature weights or importances), the lock-out rate over time and the active model's
-figures; then a comparison table of all registered models. Self-contained so it can be mailed
-or archived as it is.
+First a summary, one row per station (what :func:`qcllp.pipeline.plant_report.summary_row`
+says: model, lock-out shares, expected saving with its interval, and fresh-charge figures when
+the truth is known), so that the page answers "what does each station do and what is it worth"
+before any plot. Then one section per station: predicted versus counted defective share per
+charge, what the model looks at (signed: red raises the defect risk, blue lowers it), the
+lock-out rate over time and the active model's figures; last a comparison table of all
+registered models. Self-contained so it can be mailed or archived as it is; laid out for a
+screen 1280 px wide (tables scroll inside their box rather than widen the page).
 """
 
 from __future__ import annotations
@@ -61,13 +65,21 @@ def _share_plot(per_charge: pd.DataFrame, station: str) -> str:
 
 
 def _importance_plot(importances: pd.Series, station: str) -> str:
-    """The 12 largest by absolute value, signed (a negative weight lowers the risk)."""
+    """The 12 largest by absolute value, coloured by sign: red where higher values go with
+    more risk, blue where they go with less (an unsigned importance is drawn grey)."""
     top = importances.loc[importances.abs().sort_values().tail(12).index]
+    signed = bool((top < 0).any())
     fig, ax = plt.subplots(figsize=(5.5, 0.3 * len(top) + 1.2))
-    colors = ["tab:red" if v > 0 else "tab:blue" for v in top.to_numpy()]
+    colors = [
+        ("tab:red" if v > 0 else "tab:blue") if signed else "tab:grey" for v in top.to_numpy()
+    ]
     ax.barh(top.index.astype(str), top.to_numpy(), color=colors)
     ax.axvline(0, color="grey", linewidth=0.8)
-    ax.set_xlabel("weight / importance (red: raises the defect risk)")
+    ax.set_xlabel(
+        "correlation with the failure probability (red: higher value, more risk; blue: less)"
+        if signed
+        else "importance (unsigned)"
+    )
     ax.set_title(f"{station}: what the model looks at")
     return _png(fig, f"{station}: feature weights")
 
@@ -75,6 +87,7 @@ def _importance_plot(importances: pd.Series, station: str) -> str:
 def _lockout_plot(rate: pd.Series, station: str) -> str:
     fig, ax = plt.subplots(figsize=(5.5, 3.0))
     ax.plot(rate.index, rate.to_numpy() * 100, marker="o", markersize=3)
+    ax.set_ylim(bottom=0, top=max(1.0, float(rate.max()) * 110))
     ax.set_ylabel("sticks locked out (%)")
     ax.set_title(f"{station}: lock-out rate over time")
     fig.autofmt_xdate()
@@ -88,27 +101,65 @@ def _fmt(value) -> str:
     return str(value)
 
 
-def _table(frame: pd.DataFrame) -> str:
-    return frame.to_html(classes="table", float_format=lambda v: f"{v:.3f}", border=0)
+def _table(frame: pd.DataFrame, classes: str = "table", index: bool = True) -> str:
+    """A table in a box that scrolls sideways if it is wider than the page."""
+    body = frame.to_html(classes=classes, float_format=lambda v: f"{v:.3f}", border=0, index=index)
+    return f"<div class='scroll'>{body}</div>"
+
+
+STYLE = (
+    "body{font-family:sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;"
+    "box-sizing:border-box}"
+    ".scroll{max-width:100%;overflow-x:auto}"
+    "table.table{border-collapse:collapse;margin:.5em 0}table.table td,table.table th"
+    "{padding:.25em .6em;border-bottom:1px solid #ddd;text-align:right}"
+    "table.summary td,table.summary th{text-align:left}"
+    "table.summary thead th{background:#f3f3f3}"
+    "section{margin-bottom:2.5em}img{max-width:100%;margin:.5em 1em .5em 0;vertical-align:top}"
+    "p.note{color:#555;max-width:60em}"
+)
 
 
 def render_report(
-    plant: str, sections: list[StationSection], comparison: pd.DataFrame | None
+    plant: str,
+    sections: list[StationSection],
+    comparison: pd.DataFrame | None,
+    *,
+    summary: pd.DataFrame | None = None,
+    with_truth: bool = False,
 ) -> str:
     """The report as one HTML string."""
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
         f"<title>qcllp report: {html.escape(plant)}</title>",
-        "<style>body{font-family:sans-serif;margin:2em;max-width:75em}"
-        "table.table{border-collapse:collapse}table.table td,table.table th"
-        "{padding:.2em .6em;border-bottom:1px solid #ddd;text-align:right}"
-        "section{margin-bottom:2.5em}img{margin:.5em 1em .5em 0;vertical-align:top}</style>",
+        f"<style>{STYLE}</style>",
         "</head><body>",
         f"<h1>qcllp report: {html.escape(plant)}</h1>",
         f"<p>Generated {datetime.now(UTC):%Y-%m-%d %H:%M} UTC.</p>",
     ]
+    if summary is not None and len(summary):
+        parts.append("<section id='summary'><h2>Summary</h2>")
+        parts.append(_table(summary, classes="table summary", index=False))
+        parts.append(
+            "<p class='note'>Expected saving: what the station's lock-out rule brings per 1,000 "
+            "sticks against locking out nothing, estimated on training charges the rule did "
+            "not see, with a 90 % prediction interval for a period as long as the training "
+            "one. A station whose rule found no threshold with a positive saving bound locks "
+            "out nothing and says so."
+            + (
+                " Fresh figures: the scorer's flags against the per-stick truth given."
+                if with_truth
+                else ""
+            )
+            + "</p>"
+        )
+        parts.append("</section>")
     for section in sections:
-        parts.append(f"<section><h2>Station {html.escape(section.station)}</h2>")
+        parts.append(
+            f"<section class='station' id='station-{html.escape(section.station)}'>"
+            f"<h2>Station {html.escape(section.station)}</h2>"
+        )
         if section.model:
             model_rows = pd.Series(
                 {k: _fmt(v) for k, v in section.model.items()}, dtype=object
@@ -123,7 +174,7 @@ def render_report(
         parts.extend(f"<p>{html.escape(note)}</p>" for note in section.notes)
         parts.append("</section>")
     if comparison is not None and len(comparison):
-        parts.append("<section><h2>Model comparison</h2>")
+        parts.append("<section id='models'><h2>Model comparison</h2>")
         parts.append(_table(comparison))
         parts.append("</section>")
     parts.append("</body></html>")
@@ -131,12 +182,19 @@ def render_report(
 
 
 def write_report(
-    path: Path, plant: str, sections: list[StationSection], comparison: pd.DataFrame | None
+    path: Path,
+    plant: str,
+    sections: list[StationSection],
+    comparison: pd.DataFrame | None,
+    *,
+    summary: pd.DataFrame | None = None,
+    with_truth: bool = False,
 ) -> Path:
     """Render the report and write it to ``path`` (UTF-8); returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_report(plant, sections, comparison), encoding="utf-8")
+    text = render_report(plant, sections, comparison, summary=summary, with_truth=with_truth)
+    path.write_text(text, encoding="utf-8")
     return path
 
 

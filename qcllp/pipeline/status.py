@@ -75,9 +75,8 @@ def plant_status(store: Store, config: PlantConfig, *, alarms: int = 10) -> dict
         training = lease_holder(store, station_lease_name(name))
         drift = {
             e["kind"]: f"{e['outcome']}: {e['reason']}"
-            for e in reversed(
-                events(store, ["count_drift", "feature_drift"], station=name, limit=2)
-            )
+            for kind in ("count_drift", "feature_drift")
+            for e in events(store, [kind], station=name, limit=1)
         }
         stations.append(
             {

@@ -605,14 +605,16 @@ def record_model(
 
 
 def _importances(X: pd.DataFrame, probability: np.ndarray) -> pd.Series:
-    """|correlation| of each feature with the predicted failure probability (model-agnostic)."""
+    """Correlation of each feature with the predicted failure probability (model-agnostic),
+    signed: positive where higher values go with more risk; largest magnitude first."""
     Z = X.to_numpy(float)
     Z = Z - Z.mean(axis=0)
     p = probability - probability.mean()
     denom = np.sqrt((Z * Z).sum(axis=0) * (p * p).sum())
     with np.errstate(invalid="ignore", divide="ignore"):
-        corr = np.where(denom > 0, np.abs(Z.T @ p) / denom, 0.0)
-    return pd.Series(corr, index=X.columns).sort_values(ascending=False)
+        corr = np.where(denom > 0, (Z.T @ p) / denom, 0.0)
+    order = np.argsort(-np.abs(corr), kind="stable")
+    return pd.Series(corr[order], index=X.columns[order])
 
 
 def _jsonable(values: dict[str, Any]) -> dict[str, Any]:

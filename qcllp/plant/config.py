@@ -13,6 +13,7 @@ Schema (see ``plant_config/example.yaml`` for a full example)::
     name: str                         # plant name; names the default SQLite file
     timezone: str                     # IANA zone for naive input timestamps (default "UTC")
     encoding: str                     # text encoding of CSV input files (default "utf-8")
+    currency: str                     # of the lock-out costs, in reports (default "EUR")
     database_url: str                 # optional; default sqlite:///<config dir>/<name>.sqlite
     defect_types: [str, ...]          # quality classes besides the implicit "ok"
     stations:                         # in line order
@@ -297,6 +298,7 @@ class PlantConfig:
     scorer: Scorer = field(default_factory=Scorer)
     retrainer: Retrainer = field(default_factory=Retrainer)
     encoding: str = "utf-8"  # of CSV input files; an ASCII-compatible codec (utf-8, cp1252, ...)
+    currency: str = "EUR"  # of fail_cost / good_cost: how reports print money
 
     @property
     def classes(self) -> tuple[str, ...]:
@@ -553,6 +555,7 @@ class _Validator:
             optional=[
                 "timezone",
                 "encoding",
+                "currency",
                 "database_url",
                 "connectors",
                 "schedules",
@@ -566,6 +569,9 @@ class _Validator:
         name = self.string(m, "name", "")
         timezone = self.timezone(m)
         encoding = self.encoding(m)
+        currency = self.string(m, "currency", "", default="EUR")
+        if currency is not None and not 1 <= len(currency.strip()) <= 8:
+            self.error("currency", f"must be a short code or sign such as EUR, got {currency!r}")
         defect_types = self.defect_types(m.get("defect_types", _MISSING))
         stations_raw = self.stations_raw(m.get("stations", _MISSING))
         schedules = self.schedules(m.get("schedules", {}), stations_raw)
@@ -605,6 +611,7 @@ class _Validator:
             scorer=scorer,
             retrainer=retrainer,
             encoding=encoding,
+            currency=(currency or "EUR").strip(),
         )
 
     def encoding(self, m: Mapping) -> str | None:

@@ -48,7 +48,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.jobstores.memory import MemoryJobStore
@@ -87,6 +87,7 @@ LEASE = RETRAINER_LEASE
 EXIT_LEASE_LOST = 3
 _BACKOFF_S = (1, 2, 4, 8, 15, 30, 60)
 _SERVICE: RetrainerService | None = None  # the jobs in the persistent store refer to it
+T = TypeVar("T")
 
 
 def run_job(name: str, *args: Any) -> None:
@@ -217,7 +218,7 @@ class RetrainerService:
                 self.state.running = None
                 self.state.last_runs[name] = f"{datetime.now(UTC).isoformat()} {outcome}"
 
-    def _with_retries(self, name: str, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    def _with_retries(self, name: str, work: Callable[[], T]) -> T:
         """``work()``, again after a database error, with backoff, until it succeeds or the
         daemon stops (then the last error is raised)."""
         for attempt in range(len(_BACKOFF_S) + 1):
@@ -465,7 +466,7 @@ def _lead(service: RetrainerService, stop: threading.Event) -> int:
             _log("recovered", action=line)
         scheduler = _scheduler(store, config)
         scheduler.start(paused=True)
-        service._with_retries("schedule", lambda: _reconcile_jobs(scheduler, config) or {})
+        service._with_retries("schedule", lambda: _reconcile_jobs(scheduler, config))
 
         def queue_retrain(station: str) -> None:
             scheduler.add_job(

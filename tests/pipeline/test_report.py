@@ -8,6 +8,7 @@ import json
 import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -115,3 +116,98 @@ def test_every_report_image_loads_in_headless_chromium(tmp_path):
     control.write_text(path.read_text().replace("</body>", BROKEN_IMG + PROBE + "</body>"))
     assert _images_loaded_in_chromium(probed, tmp_path) == [True, True, True]
     assert _images_loaded_in_chromium(control, tmp_path) == [True, True, True, False]
+
+
+# ----------------------------------------------------------------------------- the plant's report
+LAYOUT_PROBE = (
+    "<script>window.addEventListener('load', () => {"
+    "const w = window.innerWidth;"
+    "const wide = [...document.querySelectorAll('body *')]"
+    ".filter(e => !e.closest('.scroll') && e.getBoundingClientRect().right > w + 1)"
+    ".map(e => e.tagName + (e.id ? '#' + e.id : ''));"
+    "const h2 = [...document.querySelectorAll('h2')].map(e => e.textContent);"
+    "document.body.setAttribute('data-layout', JSON.stringify({width: w,"
+    " scroll: document.documentElement.scrollWidth, wide: wide, headings: h2}));"
+    "});</script>"
+)
+
+
+@pytest.fixture(scope="module")
+def plant_report(history_plant, tmp_path_factory):
+    """The report of the history plant: every station trained, promoted, its fresh charges
+    scored, the simulator's truth given."""
+    from qcllp.pipeline.plant_report import build_plant_report
+    from qcllp.pipeline.registry import promote
+    from qcllp.pipeline.scoring import score_station
+    from qcllp.pipeline.train import train_station
+    from qcllp.store import Store
+
+    folder = tmp_path_factory.mktemp("plant_report")
+    config = history_plant.config
+    with Store.open(history_plant.copy_to(folder)) as store:
+        for station in config.station_names:
+            promote(store, train_station(store, config, station).model_id)
+            score_station(store, config, station)
+        truth = history_plant.fresh.truth.astype(str).set_index(["charge_id", "stick_id"])
+        path = build_plant_report(store, config, folder / "report.html", truth=truth["defect"])
+    return path, config
+
+
+def test_the_summary_comes_first_with_every_station_and_its_figures(plant_report):
+    path, config = plant_report
+    text = path.read_text()
+    summary = text.index("<h2>Summary</h2>")
+    assert summary < text.index("<h2>Station ")
+    for station in config.station_names:
+        assert f"<td>{station}</td>" in text.split("<h2>Station ")[0]
+        assert f"id='station-{station}'" in text
+    assert "expected saving per 1,000 sticks (90 % interval)" in text
+    assert "fresh ROC AUC" in text and f"realized saving per 1,000 ({config.currency})" in text
+    assert "roc_auc" not in text.split("<h2>Model comparison</h2>")[1]  # no column of Nones
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install chromium)")
+def test_the_plant_report_fits_a_1280_px_screen_in_headless_chromium(plant_report, tmp_path):
+    path, config = plant_report
+    probed = path.with_name("probed.html")
+    probed.write_text(path.read_text().replace("</body>", LAYOUT_PROBE + "</body>"))
+    common = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+        "--window-size=1280,1000",
+        "--virtual-time-budget=10000",
+    ]
+    result = subprocess.run(
+        [*common, "--dump-dom", probed.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    found = re.search(r'data-layout="([^"]*)"', result.stdout)
+    assert found, f"the probe did not run; chromium said: {result.stderr[-500:]}"
+    layout = json.loads(found.group(1).replace("&quot;", '"'))
+    assert layout["width"] == 1280
+    assert layout["scroll"] <= 1280 and layout["wide"] == [], layout
+    assert layout["headings"][0] == "Summary"
+    assert layout["headings"][1 : 1 + len(config.station_names)] == [
+        f"Station {s}" for s in config.station_names
+    ]
+    shot = tmp_path / "report-1280.png"
+    subprocess.run(
+        [*common, f"--screenshot={shot}", path.as_uri()],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    assert shot.read_bytes().startswith(b"\x89PNG")
+    keep = Path(tempfile.gettempdir()) / "qcllp-report-1280.png"  # for a person to look at
+    shutil.copy(shot, keep)
