@@ -17,6 +17,7 @@ Conventions (``DESIGN.md``):
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 
@@ -29,6 +30,7 @@ __all__ = [
     "check_features",
     "check_llp_input",
     "counts_to_shares",
+    "IdentifiabilityWarning",
     "plain_value",
 ]
 
@@ -177,7 +179,7 @@ def check_llp_input(
     if isinstance(proportions, pd.Series):
         binary = True
         classes = np.array([0, 1])
-        shares = proportions.to_numpy(dtype=float)
+        shares = _numeric(proportions.to_frame("share of class 1"))[:, 0]
         _check_share_range(shares[:, None], proportions.index, ["share of class 1"])
         table = np.column_stack([1.0 - shares, shares])
     elif isinstance(proportions, pd.DataFrame):
@@ -190,8 +192,8 @@ def check_llp_input(
             )
         if proportions.columns.has_duplicates:
             dup = proportions.columns[proportions.columns.duplicated()][0]
-            raise ValueError(f"proportions has the class column {dup!r} twice")
-        table = proportions.to_numpy(dtype=float)
+            raise ValueError(f"proportions has the class column {plain_value(dup)!r} twice")
+        table = _numeric(proportions)
         _check_share_range(table, proportions.index, list(proportions.columns))
         row_sums = table.sum(axis=1)
         off = np.abs(row_sums - 1.0) > ROW_SUM_TOLERANCE
@@ -209,7 +211,8 @@ def check_llp_input(
         )
     index = proportions.index
     if index.has_duplicates:
-        raise ValueError(f"proportions lists bag {index[index.duplicated()][0]!r} twice")
+        twice = plain_value(index[index.duplicated()][0])
+        raise ValueError(f"proportions lists bag {twice!r} twice")
 
     bag_codes = index.get_indexer(pd.Index(bags_a))
     if (bag_codes < 0).any():
@@ -229,6 +232,8 @@ def check_llp_input(
             "there is nothing to learn"
         )
 
+    if y is None:  # known instance labels identify what the shares cannot
+        _warn_unidentifiable(table)
     known = _encode_known(y, classes, Xa.shape[0])
     return LLPProblem(
         X=Xa,
@@ -261,7 +266,7 @@ def _as_feature_matrix(X) -> tuple[np.ndarray, np.ndarray | None]:
         names = np.asarray(X.columns, dtype=object)
         non_numeric = [c for c, t in X.dtypes.items() if not pd.api.types.is_numeric_dtype(t)]
         if non_numeric:
-            raise ValueError(f"X column {non_numeric[0]!r} is not numeric")
+            raise ValueError(f"X column {plain_value(non_numeric[0])!r} is not numeric")
         Xa = X.to_numpy(dtype=float)
     else:
         try:
@@ -279,7 +284,7 @@ def _check_finite(Xa: np.ndarray, names: np.ndarray | None) -> None:
     bad = ~np.isfinite(Xa)
     if bad.any():
         row, col = np.argwhere(bad)[0]
-        column = names[col] if names is not None else col
+        column = plain_value(names[col]) if names is not None else int(col)
         raise ValueError(
             f"X has {int(bad.sum())} NaN/inf value(s), first at row {row}, column {column!r}; "
             "impute missing readings before fitting"
@@ -291,8 +296,54 @@ def _check_share_range(table: np.ndarray, index: pd.Index, columns: list) -> Non
     if bad.any():
         i, j = np.argwhere(bad)[0]
         raise ValueError(
-            f"bag {plain_value(index[i])!r}, {columns[j]!r}: "
+            f"bag {plain_value(index[i])!r}, {plain_value(columns[j])!r}: "
             f"share {plain_value(table[i, j])!r} is outside [0, 1]"
+        )
+
+
+def _numeric(frame: pd.DataFrame) -> np.ndarray:
+    """The shares as floats; a cell that is not a number is named by bag and column."""
+    try:
+        return frame.to_numpy(dtype=float)
+    except (TypeError, ValueError):
+        pass
+    for column in frame.columns:
+        converted = pd.to_numeric(frame[column], errors="coerce")
+        bad = converted.isna() & frame[column].notna()
+        if bad.any():
+            bag = frame.index[int(np.argmax(bad.to_numpy()))]
+            value = frame[column].loc[bag]
+            raise ValueError(
+                f"bag {plain_value(bag)!r}, {plain_value(column)!r}: share "
+                f"{plain_value(value)!r} is not a number"
+            )
+    return frame.apply(pd.to_numeric).to_numpy(dtype=float)
+
+
+class IdentifiabilityWarning(UserWarning):
+    """The bags given cannot pin the model down: it fits, but what it learned is arbitrary."""
+
+
+def _warn_unidentifiable(table: np.ndarray) -> None:
+    """Warn when the bags cannot identify the model: one bag, or bags that all have the same
+    shares, say only that share -- any model predicting it for every instance fits them
+    exactly, so what is learned is arbitrary. (Fewer bags than features is not warned about:
+    the learners are regularized -- the SVM margin, MeanMap's ridge -- and a plant's training
+    set of a few dozen charges with more features is a normal, if weak, case.)"""
+    if len(table) < 2:
+        warnings.warn(
+            "only 1 bag: its share alone cannot identify a model (any model predicting that "
+            "share for every instance fits); give the learner several bags with different shares",
+            IdentifiabilityWarning,
+            stacklevel=3,
+        )
+    elif np.ptp(table, axis=0).max() < 1e-12:
+        warnings.warn(
+            f"all {len(table)} bags have the same class shares: they cannot identify a model "
+            "(any model predicting those shares for every instance fits); give bags whose "
+            "shares differ",
+            IdentifiabilityWarning,
+            stacklevel=3,
         )
 
 

@@ -153,3 +153,41 @@ def test_prediction_features_must_match_the_fitted_columns():
     frame = pd.DataFrame(np.zeros((2, 2)), columns=["force", "temp"])
     with pytest.raises(ValueError, match="in a different order"):
         check_features(frame, 2, np.array(["temp", "force"], dtype=object))
+
+
+def test_a_share_that_is_not_a_number_names_its_bag_and_column():
+    X = np.zeros((4, 2))
+    bags = ["a", "a", "b", "b"]
+    with pytest.raises(
+        ValueError, match=r"bag 'b', 'share of class 1': share 'lo' is not a number"
+    ):
+        check_llp_input(X, bags, pd.Series([0.5, "lo"], index=["a", "b"], dtype=object))
+    table = pd.DataFrame({"ok": [0.5, 0.7], 1: [0.5, "x"]}, index=["a", "b"])
+    with pytest.raises(ValueError, match=r"bag 'b', 1: share 'x' is not a number"):
+        check_llp_input(X, bags, table)
+
+
+def test_integer_column_names_print_as_plain_numbers():
+    frame = pd.DataFrame({0: [1.0, 2.0, 3.0, 4.0], 1: [1.0, np.nan, 3.0, 4.0]})
+    with pytest.raises(ValueError, match=r"first at row 1, column 1;") as caught:
+        check_llp_input(frame, ["a", "a", "b", "b"], pd.Series([0.2, 0.6], index=["a", "b"]))
+    assert "np." not in str(caught.value)
+    table = pd.DataFrame({0: [0.5, 0.5], 1: [0.5, 1.5]}, index=[10, 11])
+    with pytest.raises(ValueError, match=r"bag 11, 1: share 1.5 is outside") as caught:
+        check_llp_input(np.zeros((4, 2)), [10, 10, 11, 11], table)
+    assert "np." not in str(caught.value)
+
+
+def test_bags_that_cannot_identify_a_model_are_warned_about():
+    from qcllp.learn.problem import IdentifiabilityWarning
+
+    X = np.arange(8.0).reshape(4, 2)
+    with pytest.warns(IdentifiabilityWarning, match="only 1 bag"):
+        check_llp_input(X, ["a"] * 4, pd.Series([0.25], index=["a"]))
+    with pytest.warns(IdentifiabilityWarning, match="all 2 bags have the same class shares"):
+        check_llp_input(X, ["a", "a", "b", "b"], pd.Series([0.5, 0.5], index=["a", "b"]))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_llp_input(X, ["a", "a", "b", "b"], pd.Series([0.0, 1.0], index=["a", "b"]))
