@@ -9,7 +9,7 @@ model has seen neither the bag's rows nor its proportions.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -124,6 +124,12 @@ class BagGridSearchCV(BaseEstimator):
     ``rank_test_bag_error``, ``mean_fit_time``, ``params``), ``best_params_``,
     ``best_bag_error_``, ``best_index_`` and, with ``refit=True``, ``best_estimator_`` fitted on
     all bags. Ties go to the earlier candidate in grid order.
+
+    ``progress(done, total, seconds)`` is called after every finished fit (``total`` counts
+    candidates x folds plus the refit; ``seconds`` since the search started): a search of slow
+    learners can say how far it is. It is a plain callable, not a logger, so that
+    :mod:`qcllp.learn` stays free of I/O; joblib hands results back in order as they finish
+    (``return_as="generator"``).
     """
 
     def __init__(
@@ -136,6 +142,7 @@ class BagGridSearchCV(BaseEstimator):
         refit: bool = True,
         random_state=None,
         verbose: int = 0,
+        progress: Callable[[int, int, float], None] | None = None,
     ):
         self.estimator = estimator
         self.param_grid = param_grid
@@ -144,6 +151,7 @@ class BagGridSearchCV(BaseEstimator):
         self.refit = refit
         self.random_state = random_state
         self.verbose = verbose
+        self.progress = progress
 
     def fit(self, X, bags, proportions: pd.Series | pd.DataFrame, **fit_params):
         """Score every candidate on every fold, then refit the best on all bags."""
@@ -160,13 +168,19 @@ class BagGridSearchCV(BaseEstimator):
         )
         folds = list(splitter.split(X, groups=bags))
         candidates = list(ParameterGrid(self.param_grid))
-        results = Parallel(n_jobs=self.n_jobs, verbose=self.verbose)(
+        total = len(candidates) * len(folds) + int(self.refit)
+        started = time.perf_counter()
+        results = []
+        for result in Parallel(n_jobs=self.n_jobs, verbose=self.verbose, return_as="generator")(
             delayed(_fit_and_score)(
                 self.estimator, params, X, bags, proportions, tr, te, fit_params
             )
             for params in candidates
             for tr, te in folds
-        )
+        ):
+            results.append(result)
+            if self.progress is not None:
+                self.progress(len(results), total, time.perf_counter() - started)
         errors = np.array([e for e, _ in results]).reshape(len(candidates), len(folds))
         times = np.array([t for _, t in results]).reshape(len(candidates), len(folds))
         mean = errors.mean(axis=1)
@@ -189,6 +203,8 @@ class BagGridSearchCV(BaseEstimator):
             self.best_estimator_ = clone(self.estimator).set_params(**self.best_params_)
             self.best_estimator_.fit(X, bags, proportions, **fit_params)
             self.classes_ = self.best_estimator_.classes_
+            if self.progress is not None:
+                self.progress(total, total, time.perf_counter() - started)
         return self
 
     def predict(self, X) -> np.ndarray:

@@ -83,6 +83,7 @@ __all__ = [
 ]
 
 Progress = Callable[[str], None] | None
+PROGRESS_EVERY_S = 5.0  # a grid search says how far it is at most this often
 
 
 class TrainingError(ValueError):
@@ -328,29 +329,59 @@ def training_plan(
     )
 
 
-def search_parameters(plan: TrainingPlan, data: LabeledData, folds: int) -> SearchResult:
-    """Bag-aware grid search (Yu et al. eq. 23 on held-out charges), refitted on all charges."""
+def search_parameters(
+    plan: TrainingPlan, data: LabeledData, folds: int, progress: Progress = None
+) -> SearchResult:
+    """Bag-aware grid search (Yu et al. eq. 23 on held-out charges), refitted on all charges.
+
+    ``progress`` hears how far a search of slow fits is (:func:`search_progress`)."""
     X, bags, props = data.features.X, data.bags, data.proportions
     estimator = plan.method.estimator(plan.seed)
     if not plan.grid:
         return SearchResult(clone(estimator).fit(X, bags, props), {}, float("nan"))
     cv = BagKFold(folds, shuffle=True, random_state=plan.seed)
-    search = BagGridSearchCV(estimator, plan.grid, cv=cv, random_state=plan.seed)
+    search = BagGridSearchCV(
+        estimator,
+        plan.grid,
+        cv=cv,
+        random_state=plan.seed,
+        progress=search_progress(progress, f"{plan.station}: {data.target}"),
+    )
     search.fit(X, bags, props)
     return SearchResult(
         search.best_estimator_, dict(search.best_params_), float(search.best_bag_error_)
     )
 
 
-def search_per_type(plan: TrainingPlan, data: LabeledData, folds: int) -> SearchResult:
+def search_progress(
+    say: Progress, what: str, every_s: float = PROGRESS_EVERY_S
+) -> Callable[[int, int, float], None] | None:
+    """A grid search's progress as lines for ``say``: at most one every ``every_s`` seconds,
+    so a search of fast fits stays silent and a slow one (twin-psvm: ~25 s a fit at plant
+    size) says how far it is and how long it has run."""
+    if say is None:
+        return None
+    last = [0.0]
+
+    def tick(done: int, total: int, seconds: float) -> None:
+        if seconds - last[0] >= every_s or (done == total and seconds >= every_s):
+            last[0] = seconds
+            say(f"{what}: {done}/{total} fits done in {seconds:.0f} s")
+
+    return tick
+
+
+def search_per_type(
+    plan: TrainingPlan, data: LabeledData, folds: int, progress: Progress = None
+) -> SearchResult:
     """One bag-aware grid search per defect type, each on its own shares; the any-defect model
     combines the chosen learners (:class:`qcllp.learn.PerDefectClassifier`), refitted on all
     charges. Types final QC never counted in these charges cannot be learned and are left out
     (they add nothing to the failure probability)."""
     types = [t for t in data.type_shares.columns if data.type_shares[t].to_numpy().sum() > 0]
     if not types:
-        return search_parameters(plan, data, folds)
-    found = {t: search_parameters(plan, data.for_type(t), folds) for t in types}
+        return search_parameters(plan, data, folds, progress)
+    found = {t: search_parameters(plan, data.for_type(t), folds, progress) for t in types}
     combine = plan.any_defect.removeprefix("per-type-")
     estimator = PerDefectClassifier(
         [(t, clone(r.estimator)) for t, r in found.items()], combine=combine
@@ -428,7 +459,7 @@ def fit_station_model(
         f"{plan.station}: {plan.method.name} grid search ({what}) over {data.n_charges} "
         f"charges, {len(data.features.X)} sticks"
     )
-    search = (search_per_type if plan.per_type else search_parameters)(plan, data, folds)
+    search = (search_per_type if plan.per_type else search_parameters)(plan, data, folds, say)
     say(f"{plan.station}: charge-grouped validation ({folds} folds)")
     decision = decide_lockout(plan, data, search.estimator, folds, costs)
     times = pd.Series(dtype="datetime64[ns, UTC]") if times is None else times

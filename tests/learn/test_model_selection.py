@@ -118,3 +118,44 @@ def test_cross_val_error_is_zero_for_the_true_rule_and_positive_otherwise(thresh
     assert right.shape == (4,)
     assert np.allclose(right, 0)
     assert (wrong > 0.2).all()
+
+
+@pytest.mark.parametrize("n_jobs", [None, 2])
+def test_grid_search_reports_every_finished_fit_to_its_progress_callback(thresholded_data, n_jobs):
+    X, _, bags, shares = thresholded_data
+    heard: list[tuple[int, int, float]] = []
+    grid = {"threshold": [-0.5, 0.0, 0.3]}
+    search = BagGridSearchCV(
+        ThresholdOnFirstFeature(),
+        grid,
+        cv=4,
+        random_state=0,
+        n_jobs=n_jobs,
+        progress=lambda done, total, seconds: heard.append((done, total, seconds)),
+    )
+    search.fit(X, bags, shares)
+    assert [d for d, _, _ in heard] == list(range(1, 3 * 4 + 2))  # 12 fits and the refit
+    assert {t for _, t, _ in heard} == {13}
+    seconds = [s for _, _, s in heard]
+    assert seconds == sorted(seconds) and seconds[0] >= 0
+    assert search.best_params_ == {"threshold": 0.3}  # the callback changes nothing
+
+
+def test_search_progress_speaks_at_most_every_few_seconds():
+    from qcllp.pipeline.train import search_progress
+
+    said: list[str] = []
+    tick = search_progress(said.append, "cooling: crack", every_s=5.0)
+    for done, seconds in [(1, 1.0), (2, 4.9), (3, 5.2), (4, 7.0), (5, 10.4), (6, 10.5)]:
+        tick(done, 6, seconds)
+    assert said == [
+        "cooling: crack: 3/6 fits done in 5 s",
+        "cooling: crack: 5/6 fits done in 10 s",
+        "cooling: crack: 6/6 fits done in 10 s",  # the last one always, once it took a while
+    ]
+    assert search_progress(None, "x") is None
+    quiet: list[str] = []
+    fast = search_progress(quiet.append, "fast")
+    for done in range(1, 4):
+        fast(done, 3, 0.1 * done)
+    assert quiet == []  # a search of fast fits says nothing
