@@ -86,11 +86,32 @@ class Chunk:
         return self.first_row + positions if self.rows is None else self.rows[positions]
 
 
+MAX_RAW_FIELD = 1000  # characters of one field kept in a quarantined row's ``raw``
+
+
 def raw_json(frame: pd.DataFrame, positions: np.ndarray) -> list[str]:
-    """The rows of ``frame`` at ``positions`` as JSON objects (the quarantine's ``raw``)."""
+    """The rows of ``frame`` at ``positions`` as JSON objects (the quarantine's ``raw``).
+
+    A text field longer than :data:`MAX_RAW_FIELD` characters is kept as its beginning and a
+    note of its length: the quarantine must show what was wrong, not store a 20 MB id again.
+    """
     if not len(positions):
         return []
-    rows = frame.iloc[positions]
+    rows = frame.iloc[positions].copy()
+    for column in rows.columns:
+        if not pd.api.types.is_string_dtype(rows[column]):
+            continue
+        text = rows[column]
+        lengths = text.str.len()
+        long = lengths > MAX_RAW_FIELD
+        if long.any():
+            rows[column] = text.where(
+                ~long,
+                text.str.slice(0, MAX_RAW_FIELD)
+                + "... ["
+                + lengths.map(lambda n: f"{n:,.0f}")
+                + " characters]",
+            )
     return rows.to_json(orient="records", lines=True, date_format="iso").splitlines()
 
 

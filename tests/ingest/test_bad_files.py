@@ -158,9 +158,11 @@ def test_an_id_of_20_million_characters_is_quarantined_on_both_engines(store_url
         "measurements: 5 records, 4 stored, 0 duplicates, 1 quarantined (id_too_long: 1)"
     )
     assert counts(store_url) == (4, 0, 1)
-    [(row, detail)] = quarantined(store_url, "row_number, detail")
+    [(row, detail, raw)] = quarantined(store_url, "row_number, detail, raw")
     assert row == 3
     assert detail == "stick_id is 20,000,000 characters long; ids may have at most 128"
+    assert len(raw) < 2000 and raw.count("x") == 1000  # its beginning, not 20 MB again
+    assert "... [20,000,000 characters]" in raw and '"charge_id":"c1"' in raw
 
 
 def test_ids_of_128_characters_are_stored_and_129_quarantined(store_url, tmp_path):

@@ -66,6 +66,7 @@ def test_three_classes_are_learned_natively_and_predicted_as_column_labels():
     assert model.predict_proba(X).shape == (1500, 3)
 
 
+@pytest.mark.filterwarnings("ignore::qcllp.learn.problem.IdentifiabilityWarning")  # on purpose
 def test_known_instance_labels_lower_the_error_when_proportions_cannot_orient_the_classes():
     # Every bag is half positive: the proportions say nothing about which cluster is which
     # class, so without labels a model is right or wrong by chance; eq. (8) adds Err_T.
