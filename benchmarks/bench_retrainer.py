@@ -8,9 +8,11 @@ poll -- an idle ingest poll (nothing new) of a drop folder holding N already ing
     .venv/bin/python benchmarks/bench_retrainer.py poll [--files 100,1000] [--repeats 5]
 
   N defect-count files (one charge each, the cheapest batch to build) are ingested once; then
-  the poll is timed as ``qcllp ingest`` does it (every file's SHA-256 read and looked up) and
-  as the daemon does it (:class:`qcllp.ingest.batches.FileMemo`: files handled before are
-  passed over by path, size and mtime). Target: the daemon's poll flat in N.
+  the poll is timed as ``qcllp ingest`` does it (every file's SHA-256 read and looked up), as
+  the daemon does it (:class:`qcllp.ingest.batches.FileMemo`: files handled before are passed
+  over by path, size and mtime, but the folder is still listed) and with the connector's
+  ``archive`` folder (done files moved out: the watched folder is empty). Target: the
+  daemon's poll flat in N.
 
 drift -- one drift check (both signals) of one station after new counts arrived, with H
 history charges stored::
@@ -74,8 +76,11 @@ def timed(fn, repeats: int) -> list[float]:
 def poll(args: argparse.Namespace) -> None:
     config = load_plant_config(CONFIG)
     print(f"\n## idle poll of a drop folder ({machine()}; median of {args.repeats})\n")
-    print("| files in the folder | `qcllp ingest` (checksum every file) | daemon (FileMemo) |")
-    print("|---:|---:|---:|")
+    print(
+        "| files already ingested | `qcllp ingest` (checksum every file) | daemon (FileMemo) "
+        "| daemon with `archive` |"
+    )
+    print("|---:|---:|---:|---:|")
     for n in [int(x) for x in args.files.split(",")]:
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp) / "defects"
@@ -91,9 +96,18 @@ def poll(args: argparse.Namespace) -> None:
                     lambda s=store, f=folder, m=memo: ingest_defect_counts(s, config, f, memo=m),
                     args.repeats,
                 )
+                done = Path(tmp) / "done"
+                ingest_defect_counts(store, config, folder, archive=done)  # moves them all
+                archived = timed(
+                    lambda s=store, f=folder, m=memo, d=done: ingest_defect_counts(
+                        s, config, f, memo=m, archive=d
+                    ),
+                    args.repeats,
+                )
         print(
             f"| {n:,} | {1000 * statistics.median(plain):.1f} ms "
-            f"| {1000 * statistics.median(daemon):.1f} ms |"
+            f"| {1000 * statistics.median(daemon):.1f} ms "
+            f"| {1000 * statistics.median(archived):.2f} ms |"
         )
 
 

@@ -20,6 +20,7 @@ Under the writer lock the batch checks again whether the same content was ingest
 from __future__ import annotations
 
 import logging
+import shutil
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -152,6 +153,7 @@ def ingest_files(
     make_body: Callable[[Path, str, Callable[[int], None]], Body],
     progress: Callable[[int], None] | None = None,
     memo: FileMemo | None = None,
+    archive: str | Path | None = None,
 ) -> IngestReport:
     """One batch per new file under ``path``; files already ingested (checksum) are skipped.
 
@@ -159,7 +161,10 @@ def ingest_files(
     for a file that cannot be ingested at all: it is listed in ``files_failed`` and the other
     files go on) and returns the batch body; ``tick(records_done_in_file)`` drives
     ``progress`` with the running total of the call. ``memo``: files handled by earlier calls
-    of a poller are passed over without reading them (:class:`FileMemo`).
+    of a poller are passed over without reading them (:class:`FileMemo`). ``archive``: a folder
+    every stored or already-stored file is moved to after its batch committed (a kill in
+    between leaves it in place; the next poll finds its checksum stored and moves it then);
+    a file that failed stays where it is, for a person to look at.
     """
     report = IngestReport(kind=kind)
     memo = memo if memo is not None else FileMemo()
@@ -171,6 +176,7 @@ def ingest_files(
         if already_ingested(store, kind, checksum):
             report.files_skipped.append(str(file))
             memo.remember(key)
+            _archive(file, archive)
             continue
 
         def tick(n: int, done: int = report.records) -> None:
@@ -185,9 +191,28 @@ def ingest_files(
             memo.remember(key)
             continue
         memo.remember(key)
+        _archive(file, archive)
         if one is None:
             report.files_skipped.append(str(file))
             continue
         one.files_ingested.append(str(file))
         report.add(one)
     return report
+
+
+def _archive(file: Path, archive: str | Path | None) -> None:
+    """Move a done file into ``archive`` (a name taken there gets a numbered suffix); a file
+    that cannot be moved stays, with a warning -- it is stored, so nothing is lost."""
+    if archive is None:
+        return
+    folder = Path(archive)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / file.name
+        n = 1
+        while target.exists():
+            target = folder / f"{file.stem}.{n}{file.suffix}"
+            n += 1
+        shutil.move(str(file), str(target))
+    except OSError as exc:
+        log.warning("could not move %s to %s: %s", file, folder, exc)

@@ -49,6 +49,7 @@ def ingest_from_config(
                 chunk_rows=measurements.chunk_rows or DEFAULT_CHUNK_ROWS,
                 progress=progress,
                 memo=memo,
+                archive=measurements.archive,
             ),
         )
     defects = connectors.defects
@@ -63,6 +64,7 @@ def ingest_from_config(
                 fmt=defects.format,
                 pattern=defects.pattern,
                 memo=memo,
+                archive=defects.archive,
             ),
         )
     for name, source in connectors.sql.items():

@@ -45,9 +45,11 @@ def ingest_defect_counts(
     pattern: str | None = None,
     encoding: str | None = None,
     memo: FileMemo | None = None,
+    archive: str | Path | None = None,
 ) -> IngestReport:
     """Ingest a defect-count file, or the new files of a folder (one batch per file); CSV
-    text in ``encoding`` (``None``: the plant config's); ``memo`` as for measurements."""
+    text in ``encoding`` (``None``: the plant config's); ``memo`` and ``archive`` as for
+    measurements."""
     encoding = encoding or config.encoding
 
     def make_body(file: Path, fformat: str, tick: Callable[[int], None]):  # noqa: ANN202
@@ -60,7 +62,14 @@ def ingest_defect_counts(
         return body
 
     return ingest_files(
-        store, "defect_counts", path, pattern=pattern, fmt=fmt, make_body=make_body, memo=memo
+        store,
+        "defect_counts",
+        path,
+        pattern=pattern,
+        fmt=fmt,
+        make_body=make_body,
+        memo=memo,
+        archive=archive,
     )
 
 

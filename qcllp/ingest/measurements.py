@@ -56,6 +56,7 @@ def ingest_measurements(
     progress: Progress = None,
     encoding: str | None = None,
     memo: FileMemo | None = None,
+    archive: str | Path | None = None,
 ) -> IngestReport:
     """Ingest a measurement file, or the new files of a folder.
 
@@ -64,7 +65,8 @@ def ingest_measurements(
     config's. ``progress(records_done)`` is called after each chunk with the running total of
     this call. A file that cannot be ingested at all (not CSV or Parquet, missing columns) is
     listed in ``files_failed`` and the other files go on; nothing of it is stored. ``memo``:
-    a poller's record of the files it handled (:class:`qcllp.ingest.batches.FileMemo`).
+    a poller's record of the files it handled (:class:`qcllp.ingest.batches.FileMemo`);
+    ``archive``: where done files are moved (:func:`qcllp.ingest.batches.ingest_files`).
     """
     encoding = encoding or config.encoding
 
@@ -88,6 +90,7 @@ def ingest_measurements(
         make_body=make_body,
         progress=progress,
         memo=memo,
+        archive=archive,
     )
 
 

@@ -25,8 +25,8 @@ Schema (see ``plant_config/example.yaml`` for a full example)::
         sensors:
           - {name: str, unit: str, min: float, max: float}
     connectors:                       # optional
-      measurements: {path, format: csv|parquet, layout: long|wide, pattern, chunk_rows}
-      defects: {path, format: csv|parquet, pattern}
+      measurements: {path, format: csv|parquet, layout: long|wide, pattern, chunk_rows, archive}
+      defects: {path, format: csv|parquet, pattern, archive}   # archive: folder for done files
       sql: {<source name>: {url, table | query, watermark, kind: measurements|defects,
                             columns: {<long-format name>: <source column>}, chunk_rows}}
     schedules:                        # optional
@@ -245,7 +245,9 @@ class FileConnector:
     """A drop file or folder of measurement or defect-count files.
 
     ``format`` ``None``: from each file's suffix; ``layout`` (measurements) ``None``: from the
-    columns; ``chunk_rows`` ``None``: the ingester's default.
+    columns; ``chunk_rows`` ``None``: the ingester's default. ``archive``: a folder the files
+    are moved to once stored (or found already stored), so a watched folder holds only what
+    is still to do and its poll stays as cheap as the new files; ``None``: files stay.
     """
 
     path: str
@@ -253,6 +255,7 @@ class FileConnector:
     pattern: str | None = None
     layout: str | None = None
     chunk_rows: int | None = None
+    archive: str | None = None
 
 
 @dataclass(frozen=True)
@@ -919,7 +922,8 @@ class _Validator:
         return Connectors(measurements=measurements, defects=defects, sql=sql)
 
     def file_connector(self, raw: Any, key: str, extra: list[str]) -> FileConnector | None:
-        m = self.mapping(raw, key, required=["path"], optional=["format", "pattern", *extra])
+        optional = ["format", "pattern", "archive", *extra]
+        m = self.mapping(raw, key, required=["path"], optional=optional)
         if m is None:
             return None
         path = self.path(m, "path", key)
@@ -927,14 +931,18 @@ class _Validator:
         layout = self.choice(m, "layout", key, ["long", "wide"]) if "layout" in extra else None
         pattern = self.string(m, "pattern", key) if "pattern" in m else None
         chunk_rows = self.integer(m, "chunk_rows", key, min_value=1) if "chunk_rows" in m else None
+        archive = self.path(m, "archive", key) if "archive" in m else None
         if path is None:
             return None
+        if archive is not None and Path(archive).resolve() == Path(path).resolve():
+            self.error(_join(key, "archive"), "must be another folder than path")
         return FileConnector(
             path=path,
             format=fmt,
             pattern=pattern,
             layout=(layout or "long") if "layout" in extra else None,
             chunk_rows=chunk_rows,
+            archive=archive,
         )
 
     def sql_source(self, name: str, raw: Any, key: str) -> SqlSource | None:
