@@ -85,6 +85,7 @@ log = logging.getLogger("qcllp.retrainer")
 
 LEASE = RETRAINER_LEASE
 EXIT_LEASE_LOST = 3
+EXIT_DATABASE = 1  # the database stayed away at start: systemd starts the daemon again
 _BACKOFF_S = (1, 2, 4, 8, 15, 30, 60)
 _SERVICE: RetrainerService | None = None  # the jobs in the persistent store refer to it
 T = TypeVar("T")
@@ -417,8 +418,12 @@ def run_retrainer(store: Store, config: PlantConfig, *, port: int | None = None)
         stations=service.stations,
     )
     code = 0
-    if _wait_for_lease(service, stop):
-        code = _lead(service, stop)
+    try:
+        if _wait_for_lease(service, stop):
+            code = _lead(service, stop)
+    except SQLAlchemyError as exc:  # the database stayed away through every retry at start
+        code = 0 if stop.is_set() else EXIT_DATABASE
+        _log("database_unreachable", level=logging.ERROR, error=one_line(exc), exit_code=code)
     service.stopping.set()
     http.stop()
     _log("stopped", holder=service.holder, exit_code=code)
@@ -466,31 +471,45 @@ def _lead(service: RetrainerService, stop: threading.Event) -> int:
             _log("recovered", action=line)
         scheduler = _scheduler(store, config)
         scheduler.start(paused=True)
-        service._with_retries("schedule", lambda: _reconcile_jobs(scheduler, config))
+        try:
+            return _run_scheduler(service, scheduler, lease, stop)
+        finally:
+            service.stopping.set()
+            if scheduler.running:  # a running job finishes or abandons at a phase boundary
+                scheduler.shutdown(wait=True)
+            service.metrics.leader.set(0)
 
-        def queue_retrain(station: str) -> None:
-            scheduler.add_job(
-                run_job,
-                "date",
-                args=("retrain", [station], True),
-                id=f"drift-retrain-{station}",
-                jobstore="volatile",
-                replace_existing=True,
-                misfire_grace_time=None,
-            )
 
-        service.queue_retrain = queue_retrain
-        scheduler.resume()
-        while not stop.wait(1.0):
-            if lease.lost:
-                break
-        code = EXIT_LEASE_LOST if lease.lost and not stop.is_set() else 0
-        if code:
-            _log("lease_lost", level=logging.ERROR, holder=service.holder)
-        _log("stopping", holder=service.holder)
-        service.stopping.set()
-        scheduler.shutdown(wait=True)  # a running job finishes or abandons at a phase boundary
-    service.metrics.leader.set(0)
+def _run_scheduler(
+    service: RetrainerService,
+    scheduler: BackgroundScheduler,
+    lease: HeldLease,
+    stop: threading.Event,
+) -> int:
+    """Schedule the jobs, let them run until stopped or the lease is lost; the exit code."""
+    config = service.config
+    service._with_retries("schedule", lambda: _reconcile_jobs(scheduler, config))
+
+    def queue_retrain(station: str) -> None:
+        scheduler.add_job(
+            run_job,
+            "date",
+            args=("retrain", [station], True),
+            id=f"drift-retrain-{station}",
+            jobstore="volatile",
+            replace_existing=True,
+            misfire_grace_time=None,
+        )
+
+    service.queue_retrain = queue_retrain
+    scheduler.resume()
+    while not stop.wait(1.0):
+        if lease.lost:
+            break
+    code = EXIT_LEASE_LOST if lease.lost and not stop.is_set() else 0
+    if code:
+        _log("lease_lost", level=logging.ERROR, holder=service.holder)
+    _log("stopping", holder=service.holder)
     return code
 
 
