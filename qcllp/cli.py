@@ -289,8 +289,8 @@ def _time(value: str | None) -> datetime | None:
 @click.option(
     "--method",
     "method_name",
-    help="kmeans-labeler, alter-psvm, conv-psvm, "
-    "twin-psvm, invcal, meanmap (default: the config's).",
+    help="kmeans-labeler, alter-psvm, conv-psvm, twin-psvm, invcal, meanmap, or auto (each "
+    "of the config's methods, the best kept per station) (default: the config's).",
 )
 @click.option(
     "--target",
@@ -328,13 +328,22 @@ def _trained_line(r) -> str:  # noqa: ANN001 - a TrainingResult
         if m.get("lockout_declined")
         else f"threshold {m['threshold']:.3f}"
     )
-    return (
+    line = (
         f"model {r.model_id}: {r.station} {r.method} on {r.n_charges} charges / {r.n_sticks} "
         f"sticks, bag error {m['bag_error']:.3f}, {rule}, expected saving "
         f"{m['expected_saving_per_1000']:+.0f} per 1,000 sticks "
         f"(90 % interval {m['saving_low_per_1000']:+.0f} to {m['saving_high_per_1000']:+.0f}, "
         "on charges it did not see)"
     )
+    for trial in r.params.get("auto", []):  # --method auto: what each method did
+        mark = "*" if trial["method"] == r.method else " "
+        line += (
+            f"\n  {mark} {trial['method']:<15} CV bag error {trial['cv_bag_error']:.4f}, "
+            f"expected saving {trial['expected_saving_per_1000']:+.0f} "
+            f"[{trial['saving_low_per_1000']:+.0f}, {trial['saving_high_per_1000']:+.0f}], "
+            f"{trial['seconds']:.0f} s"
+        )
+    return line
 
 
 # ----------------------------------------------------------------------------- evaluate

@@ -162,6 +162,12 @@ def build_plant_report(
             **{k: v for k, v in figures.items() if v is not None},
         }
         section = StationSection(station, details)
+        for trial in (chosen["params"] or {}).get("auto", []):  # trained with --method auto
+            section.notes.append(
+                f"auto tried {trial['method']}: CV bag error {trial['cv_bag_error']:.4f}, "
+                f"expected saving {trial['expected_saving_per_1000']:+.0f} per 1,000 sticks"
+                + (" (kept)" if trial["method"] == chosen["method"] else "")
+            )
         try:
             model = load_model(store, chosen["id"]).model
             section.per_charge = model.per_charge

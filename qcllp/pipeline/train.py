@@ -31,6 +31,7 @@ time by the number of folds, which a nightly retraining on two cores cannot affo
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -63,12 +64,18 @@ from .thresholds import (
 )
 
 __all__ = [
+    "AUTO",
+    "AUTO_METHODS",
     "LabeledData",
+    "MethodTrial",
     "StationFit",
     "TrainingError",
     "TrainingPlan",
     "TrainingResult",
+    "auto_methods",
+    "choose_method",
     "decide_lockout",
+    "is_auto",
     "fit_proportions",
     "fit_station_model",
     "labeled_data",
@@ -329,6 +336,58 @@ def training_plan(
     )
 
 
+AUTO = "auto"
+AUTO_METHODS = ("alter-psvm", "invcal", "meanmap", "kmeans-labeler")
+
+
+def is_auto(method_name: str | None, config: PlantConfig) -> bool:
+    """Whether the method is chosen per station (``--method auto``, or the config's
+    ``default_method: auto`` when no method is named)."""
+    name = method_name or config.training.default_method
+    return name.strip().lower() == AUTO
+
+
+def auto_methods(config: PlantConfig) -> list[str]:
+    """The methods ``auto`` tries: those the config gives grids for, else :data:`AUTO_METHODS`
+    (not conv-psvm and twin-psvm: the slowest, and on the simulated plant not better)."""
+    named = [canonical_name(k) for k in config.training.methods]
+    return list(dict.fromkeys(named)) or list(AUTO_METHODS)
+
+
+@dataclass(frozen=True)
+class MethodTrial:
+    """One method tried by ``auto`` on a station: its bag-level CV error (Yu et al. eq. 23,
+    held-out charges) and the saving its lock-out rule brings on held-out charges."""
+
+    method: str
+    cv_bag_error: float
+    saving: SavingEstimate
+    declined: bool
+    seconds: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "cv_bag_error": self.cv_bag_error,
+            "expected_saving_per_1000": self.saving.per_1000,
+            "saving_low_per_1000": self.saving.low,
+            "saving_high_per_1000": self.saving.high,
+            "lockout_declined": self.declined,
+            "seconds": round(self.seconds, 1),
+        }
+
+
+def choose_method(trials: list[MethodTrial]) -> int:
+    """The trial to keep: the largest expected saving on held-out charges (what a lock-out
+    decision is for), ties -- typically every method declining, all at 0 -- broken by the
+    lower bag-level CV error, then by the order tried."""
+    keys = [
+        (-t.saving.per_1000, t.cv_bag_error if np.isfinite(t.cv_bag_error) else np.inf, i)
+        for i, t in enumerate(trials)
+    ]
+    return min(keys)[2]
+
+
 def search_parameters(
     plan: TrainingPlan, data: LabeledData, folds: int, progress: Progress = None
 ) -> SearchResult:
@@ -512,20 +571,34 @@ def train_station(
                 also=also,
             )
     say = progress or (lambda _msg: None)
-    plan = training_plan(
-        config,
-        station,
-        method_name=method_name,
-        target=target,
-        random_state=random_state,
-        n_splits=n_splits,
-    )
+    names = auto_methods(config) if is_auto(method_name, config) else [method_name]
+    plans = [
+        training_plan(
+            config,
+            station,
+            method_name=name,
+            target=target,
+            random_state=random_state,
+            n_splits=n_splits,
+        )
+        for name in names
+    ]
     say(f"{station}: reading features of labeled charges")
     data = labeled_data(store, config, station, target=target, since=since, until=until)
     times = store.read_charge_times().reindex(data.proportions.index)
-    model = fit_station_model(
-        plan, data, station_costs(config, station), times=times, progress=progress
-    ).model
+    costs = station_costs(config, station)
+    fits, trials = [], []
+    for plan in plans:
+        started = time.perf_counter()
+        fit = fit_station_model(plan, data, costs, times=times, progress=progress)
+        fits.append(fit)
+        trials.append(_trial(plan, fit, time.perf_counter() - started))
+    best = choose_method(trials)
+    model = fits[best].model
+    if len(trials) > 1:
+        comparison = [t.as_dict() for t in trials]
+        model = replace(model, params={**model.params, "auto": comparison})
+        say(f"{station}: auto chose {trials[best].method} of {', '.join(names)}")
     lease.check()
     result = record_model(store, config, model, data, also=also)
     say(f"{station}: registered model {result.model_id} ({plan.method.name}) as a candidate")
@@ -541,13 +614,13 @@ def train_stations(
     """Train every station in line order (or the given ones); ``options`` as
     :func:`train_station`. Names are checked before the first (long) training starts."""
     names = list(stations) if stations else list(config.station_names)
+    method_name = options.get("method_name")
+    methods = auto_methods(config) if is_auto(method_name, config) else [method_name]
     for name in names:
-        training_plan(
-            config,
-            name,
-            method_name=options.get("method_name"),
-            target=options.get("target", "defective"),
-        )
+        for chosen in methods:
+            training_plan(
+                config, name, method_name=chosen, target=options.get("target", "defective")
+            )
     return [train_station(store, config, name, **options) for name in names]
 
 
@@ -589,6 +662,17 @@ def _station_model(
         trained_until=_py_time(times.max()),
         per_charge=decision.evaluation.per_charge,
         importances=_importances(X, decision.evaluation.probability),
+    )
+
+
+def _trial(plan: TrainingPlan, fit: StationFit, seconds: float) -> MethodTrial:
+    metrics = fit.model.metrics
+    return MethodTrial(
+        plan.method.name,
+        float(metrics.get("cv_bag_error", float("nan"))),
+        fit.decision.saving,
+        bool(fit.decision.choice.declined),
+        seconds,
     )
 
 

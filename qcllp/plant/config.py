@@ -42,7 +42,7 @@ Schema (see ``plant_config/example.yaml`` for a full example)::
        misfire_grace_s, lease_ttl_s,
        drift: {window_charges, bag_error_ratio, psi_max}}
     training:                         # optional
-      default_method: str
+      default_method: str             # one of ``methods``, or "auto" (try each, keep the best)
       methods: {<method>: {<param>: [values, ...]}}
       cv: int >= 2
       random_state: int
@@ -1023,7 +1023,8 @@ class _Validator:
                             self.error(f"{k}.{p}", "must be a non-empty list of values")
                         else:
                             grids.setdefault(str(meth), {})[str(p)] = list(values)
-            if isinstance(methods, Mapping) and isinstance(default, str) and default not in methods:
+            named = isinstance(default, str) and default != "auto" and default not in methods
+            if isinstance(methods, Mapping) and named:
                 self.error(
                     "training.default_method",
                     f"{default!r} is not among training.methods ({', '.join(map(str, methods))})",

@@ -320,3 +320,18 @@ def test_train_of_a_station_someone_else_is_training_exits_1_naming_the_holder(p
     status = json.loads(run("--json", "status", db=plant["db"]).stdout)
     assert status["retrainer"] == {"leader": None, "jobs": []}
     assert all(s["training_by"] is None for s in status["stations"])
+
+
+def test_train_with_method_auto_prints_what_each_method_did(plant, tmp_path):
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    raw["training"]["methods"] = {"inv_cal": {"C_p": [1.0]}, "meanmap": {"reg": [1.0]}}
+    config = tmp_path / "auto.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    args = ["--config", str(config), "--db", plant["db"], "train", "--station", "rolling"]
+    result = CliRunner().invoke(main, [*args, "--method", "auto"])
+    assert result.exit_code == 0, (result.output, result.exception)
+    trials = [line for line in result.stdout.splitlines() if "CV bag error" in line]
+    assert len(trials) == 2 and sum(line.lstrip().startswith("*") for line in trials) == 1
+    assert {
+        line.split()[1] if line.lstrip().startswith("*") else line.split()[0] for line in trials
+    } == {"invcal", "meanmap"}

@@ -138,3 +138,45 @@ def test_every_station_is_checked_before_the_first_training_starts(history_plant
         train_stations(store, history_plant.config, ["furnace", "oven"])
     with Store.open(url) as store:
         assert store.execute_sql("SELECT count(*) FROM models") == [(0,)]
+
+
+def test_auto_tries_every_configured_method_and_keeps_the_best_with_its_comparison(
+    history_plant, tmp_path
+):
+    from qcllp.pipeline.train import is_auto
+
+    training = Training(
+        default_method="auto",
+        methods={"invcal": {"C_p": [1.0]}, "meanmap": {"reg": [1.0]}},
+        cv=2,
+        bootstrap=5,
+    )
+    config = replace(history_plant.config, training=training)
+    assert is_auto(None, config) and is_auto("AUTO", history_plant.config)
+    store = Store.open(history_plant.copy_to(tmp_path))
+    said: list[str] = []
+    result = train_station(store, config, "cooling", progress=said.append)
+    comparison = result.params["auto"]
+    assert [c["method"] for c in comparison] == ["invcal", "meanmap"]
+    assert all(np.isfinite(c["cv_bag_error"]) and c["seconds"] >= 0 for c in comparison)
+    best = min(
+        comparison,
+        key=lambda c: (-c["expected_saving_per_1000"], c["cv_bag_error"]),
+    )
+    assert result.method == best["method"]
+    assert get_model(store, result.model_id)["params"]["auto"] == comparison  # kept with it
+    assert any(line.startswith("cooling: auto chose ") for line in said)
+    store.close()
+
+
+def test_the_auto_rule_prefers_the_saving_then_the_bag_error():
+    from qcllp.pipeline.thresholds import SavingEstimate
+    from qcllp.pipeline.train import MethodTrial, choose_method
+
+    def trial(name, error, saving):
+        return MethodTrial(name, error, SavingEstimate(saving, saving - 5, saving + 5), False, 1.0)
+
+    assert choose_method([trial("a", 0.05, 0.0), trial("b", 0.09, 12.0)]) == 1
+    assert choose_method([trial("a", 0.05, 0.0), trial("b", 0.04, 0.0)]) == 1
+    assert choose_method([trial("a", 0.05, 0.0), trial("b", 0.05, 0.0)]) == 0
+    assert choose_method([trial("a", float("nan"), 0.0), trial("b", 0.2, 0.0)]) == 1
