@@ -774,8 +774,12 @@ class _Validator:
             host=self.string(m, "host", key) if "host" in m else d.host,
             port=pick(self.integer(m, "port", key, min_value=1), d.port),
             stations=tuple(chosen),
-            holdout_charges=pick(self.integer(m, "holdout_charges", key, min_value=2), 20),
-            min_holdout_charges=pick(self.integer(m, "min_holdout_charges", key, min_value=2), 8),
+            holdout_charges=pick(
+                self.integer(m, "holdout_charges", key, min_value=2), d.holdout_charges
+            ),
+            min_holdout_charges=pick(
+                self.integer(m, "min_holdout_charges", key, min_value=2), d.min_holdout_charges
+            ),
             promotion_margin=pick(
                 self.number(m, "promotion_margin", key, default=None, min_value=0.0),
                 d.promotion_margin,

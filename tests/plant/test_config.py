@@ -314,3 +314,29 @@ def test_sql_source_is_checked_and_its_relative_sqlite_file_resolves(tmp_path, e
     assert "connectors.sql.bad.url: not a valid SQLAlchemy URL" in text
     assert "connectors.sql.bad.table: give exactly one of 'table' or 'query'" in text
     assert "connectors.sql.bad.kind: must be one of measurements, defects" in text
+
+
+def test_the_retrainer_section_is_read_and_checked(example_mapping):
+    m = copy.deepcopy(example_mapping)
+    m["retrainer"] = {
+        "stations": ["cooling", "rolling"],
+        "holdout_charges": 30,
+        "drift": {"window_charges": 10, "psi_max": 0.4},
+    }
+    m["schedules"] = {"retrain_interval_s": 600}
+    config = parse_plant_config(m, source="plant.yaml")
+    r = config.retrainer
+    assert r.stations == ("cooling", "rolling") and r.holdout_charges == 30
+    assert r.min_holdout_charges == 8 and r.drift_window_charges == 10 and r.drift_psi_max == 0.4
+    assert config.schedules.retrain_interval_s == 600
+    m["retrainer"] = {"stations": ["coiler"], "holdout_charges": 1, "drift": {"psi": 1}}
+    m["schedules"] = {"retrain_interval_s": 600, "retrain_cron": "0 3 * * *"}
+    with pytest.raises(ConfigError) as caught:
+        parse_plant_config(m, source="plant.yaml")
+    errors = caught.value.errors
+    assert "plant.yaml: retrainer.stations[0]: unknown station 'coiler'" in errors
+    assert "plant.yaml: retrainer.holdout_charges: must be >= 2, got 1" in errors
+    assert any(e.startswith("plant.yaml: retrainer.drift.psi: unknown key") for e in errors)
+    assert "plant.yaml: schedules.retrain_cron: give either retrain_interval_s or retrain_cron" in (
+        errors
+    )
