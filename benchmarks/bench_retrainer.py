@@ -24,9 +24,20 @@ history charges stored::
   the daemon (the first check builds it and is reported apart).
 
 retrain -- one station's retraining (train up to the holdout, register, gate) with the plant
-config's training setup (default: alter-psvm grid, per-type models, 5 folds, 30 resamples)::
+config's training setup (default: alter-psvm grid, per-type models, 5 folds, 30 resamples;
+``--method auto``: every method with a grid in the config, the best kept, each one's figures
+printed)::
 
-    .venv/bin/python benchmarks/bench_retrainer.py retrain [--charges 100] [--station cooling]
+    .venv/bin/python benchmarks/bench_retrainer.py retrain [--charges 100] [--station cooling] \
+        [--method auto]
+
+signals -- what the two drift signals see: one simulation of 62 charges split in time, the
+first 48 (with counts) train each station's model (fast setup, holdout 12), the last 14 arrive
+as they are, with four sensors reading 3 standard deviations high (``shifted``), or with the
+defect rate tripled (``worse``); per station the feature signal's top PSI against its limit and
+the count signal's bag error against its limit::
+
+    .venv/bin/python benchmarks/bench_retrainer.py signals [--seed 1]
 """
 
 from __future__ import annotations
@@ -34,6 +45,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import shutil
 import sqlite3
 import statistics
 import tempfile
@@ -45,8 +57,8 @@ import pandas as pd
 
 from qcllp.ingest import ingest_defect_counts, ingest_measurements
 from qcllp.ingest.batches import FileMemo
-from qcllp.pipeline.drift import watch_station
-from qcllp.pipeline.registry import load_model
+from qcllp.pipeline.drift import count_drift, feature_drift, watch_station
+from qcllp.pipeline.registry import get_model, load_model
 from qcllp.pipeline.retrain import retrain_station
 from qcllp.plant.config import Retrainer, Training, load_plant_config
 from qcllp.plant.simulate import simulate_plant, write_simulation
@@ -151,12 +163,15 @@ def drift(args: argparse.Namespace) -> None:
 
 def retrain(args: argparse.Namespace) -> None:
     config = load_plant_config(CONFIG)
+    if args.method:
+        config = replace(config, training=replace(config.training, default_method=args.method))
     print(f"\n## one retraining of {args.station} ({machine()})\n")
     with tempfile.TemporaryDirectory() as tmp:
         store = _plant(Path(tmp), args.charges, config)
         started = time.perf_counter()
         outcome = retrain_station(store, config, args.station)
         seconds = time.perf_counter() - started
+        trials = get_model(store, outcome.model_id)["params"].get("auto", [])
         store.close()
     t = config.training
     print("| charges | method | folds | resamples | seconds | outcome |")
@@ -165,6 +180,61 @@ def retrain(args: argparse.Namespace) -> None:
         f"| {args.charges} | {t.default_method} ({t.any_defect}) | {t.cv} | {t.bootstrap} "
         f"| {seconds:.1f} | {outcome.outcome}: {outcome.reason} |"
     )
+    if trials:
+        print("\n| method | CV bag error | expected saving per 1,000 [90 %] | declined | s |")
+        print("|---|---:|---:|---|---:|")
+        for r in trials:
+            print(
+                f"| {r['method']} | {r['cv_bag_error']:.4f} "
+                f"| {r['expected_saving_per_1000']:+.0f} [{r['saving_low_per_1000']:+.0f}, "
+                f"{r['saving_high_per_1000']:+.0f}] | {r['lockout_declined']} | {r['seconds']} |"
+            )
+
+
+def signals(args: argparse.Namespace) -> None:
+    base = load_plant_config(CONFIG)
+    config = replace(
+        base,
+        training=FAST,
+        retrainer=Retrainer(holdout_charges=12, min_holdout_charges=6, drift_window_charges=12),
+    )
+    history, later = 48, 14
+    shift = {s: 3.0 for s in ("furnace.temperature", "rolling.force")}
+    shift |= {"cooling.water_flow": 3.0, "straightening.force": 3.0}
+    kinds = {
+        "same": simulate_plant(config, history + later, random_state=args.seed),
+        "shifted": simulate_plant(
+            config, history + later, random_state=args.seed, sensor_shift=shift
+        ),
+        "worse": simulate_plant(config, history + later, random_state=args.seed, defect_rate=0.45),
+    }
+    print(f"\n## drift signals, seed {args.seed} ({machine()})\n")
+    print("| later charges | station | top PSI / limit | alarm | bag error / limit | alarm |")
+    print("|---|---|---:|---|---:|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        write_simulation(kinds["same"].charges(0, history), root / "history")
+        with Store.open(f"sqlite:///{root / 'history.sqlite'}") as store:
+            ingest_measurements(store, config, root / "history" / "measurements")
+            ingest_defect_counts(store, config, root / "history" / "defects")
+            trained = {s: retrain_station(store, config, s).outcome for s in config.station_names}
+        for kind, sim in kinds.items():
+            write_simulation(sim.charges(history, history + later), root / kind)
+            shutil.copy(root / "history.sqlite", root / f"{kind}.sqlite")
+            with Store.open(f"sqlite:///{root / f'{kind}.sqlite'}") as store:
+                ingest_measurements(store, config, root / kind / "measurements")
+                ingest_defect_counts(store, config, root / kind / "defects")
+                for station in config.station_names:
+                    if trained[station] != "promoted":
+                        print(f"| {kind} | {station} | no model promoted | | | |")
+                        continue
+                    loaded = load_model(store, station=station)
+                    f = feature_drift(store, config, station, loaded)
+                    c = count_drift(store, config, station, loaded)
+                    print(
+                        f"| {kind} | {station} | {f.psi.iloc[0]:.2f} / {f.limit:.2f} | {f.alarm} "
+                        f"| {c.bag_error:.3f} / {c.limit:.3f} | {c.alarm} |"
+                    )
 
 
 def main() -> None:
@@ -179,8 +249,11 @@ def main() -> None:
     r = sub.add_parser("retrain")
     r.add_argument("--charges", type=int, default=100)
     r.add_argument("--station", default="cooling")
+    r.add_argument("--method", help="e.g. auto (default: the config's)")
+    g = sub.add_parser("signals")
+    g.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
-    {"poll": poll, "drift": drift, "retrain": retrain}[args.part](args)
+    {"poll": poll, "drift": drift, "retrain": retrain, "signals": signals}[args.part](args)
 
 
 if __name__ == "__main__":

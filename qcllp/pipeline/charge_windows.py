@@ -12,7 +12,7 @@ from datetime import datetime
 import pandas as pd
 from sqlalchemy import select
 
-from qcllp.store import Charge, DefectCountConflict, Store, us_to_utc
+from qcllp.store import Charge, DefectCountConflict, Store, stored_utc, us_to_utc
 
 __all__ = ["recent_charges"]
 
@@ -53,6 +53,4 @@ def recent_charges(
 
 def _us(value: datetime) -> int:
     """Epoch microseconds of a time; a time without zone is UTC (as SQLite returns them)."""
-    ts = pd.Timestamp(value)
-    ts = ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")
-    return int(ts.value // 1000)
+    return int(pd.Timestamp(stored_utc(value)).value // 1000)

@@ -45,12 +45,12 @@ import numpy as np
 import pandas as pd
 
 from qcllp.features import station_features
-from qcllp.plant.config import PlantConfig
+from qcllp.plant.config import PlantConfig, Retrainer
 from qcllp.store import Store
 
 from .charge_windows import recent_charges
 from .events import events, record_event
-from .promotion import holdout_figures
+from .promotion import holdout_figures, labeled_counts, window_data
 from .registry import LoadedModel
 from .scoring import record_alarm
 from .train import station_costs
@@ -165,14 +165,12 @@ def count_drift(
         after=loaded.record["trained_until"],
         limit=settings.drift_window_charges,
     ).index
-    counts = store.read_defect_counts(list(config.defect_types)).reindex(window).dropna()
-    if len(counts) < max(2, settings.drift_window_charges // 2):
+    counts = labeled_counts(store, config, window)
+    if len(counts) < _enough(settings):
         return None
-    features = station_features(store, config, station, charge_ids=list(counts.index))
+    features, shares = window_data(store, config, station, counts)
     if features.X.empty:
         return None
-    shares = counts[list(config.defect_types)].sum(axis=1) / counts["n_sticks"]
-    shares = shares.reindex(pd.unique(features.bags.to_numpy()))
     figures = holdout_figures(loaded.model, features, shares, station_costs(config, station))
     reference = max(float(loaded.model.metrics.get("calibration_error", 0.0)), REFERENCE_FLOOR)
     return CountDrift(
@@ -249,7 +247,7 @@ def feature_drift(
     recent = recent_charges(
         store, labeled=False, after=record["trained_until"], limit=settings.drift_window_charges
     ).index
-    if len(recent) < max(2, settings.drift_window_charges // 2):
+    if len(recent) < _enough(settings):
         return None
     cache = {} if reference_cache is None else reference_cache
     if loaded.id not in cache:
@@ -333,6 +331,11 @@ def _signal(
         record_alarm(store, "retrainer", station, kind, f"model {model_id}: {reason}")
         return True
     return False
+
+
+def _enough(settings: Retrainer) -> int:
+    """Charges a drift verdict needs: half a window (at least 2)."""
+    return max(2, settings.drift_window_charges // 2)
 
 
 def _just_before(value: Any) -> Any:

@@ -34,7 +34,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import delete, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
-from qcllp.store import Lease, Store, dialect_insert
+from qcllp.store import Lease, Store, dialect_insert, stored_utc
 
 __all__ = [
     "HeldLease",
@@ -103,17 +103,12 @@ def acquire(store: Store, name: str, holder: str, ttl_s: float) -> bool:
         ).one()
         if row.holder == holder:
             values = {"expires_at": expires}
-        elif _utc(row.expires_at) < now:  # the holder is gone: a new tenure
+        elif stored_utc(row.expires_at) < now:  # the holder is gone: a new tenure
             values = {"holder": holder, "acquired_at": now, "expires_at": expires}
         else:
             return False
         conn.execute(update(_T).where(_T.c.name == name).values(**values))
     return True
-
-
-def _utc(value: datetime) -> datetime:
-    """SQLite hands timestamps back without their zone; they are stored in UTC."""
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def renew(store: Store, name: str, holder: str, ttl_s: float) -> bool:
@@ -142,7 +137,7 @@ def lease_holder(store: Store, name: str) -> tuple[str, datetime] | None:
         row = conn.execute(select(_T.c.holder, _T.c.expires_at).where(_T.c.name == name)).first()
     if row is None:
         return None
-    expires = _utc(row.expires_at)
+    expires = stored_utc(row.expires_at)
     return None if expires < _now() else (row.holder, expires)
 
 

@@ -25,7 +25,7 @@ from .artifacts import ArtifactError
 from .registry import list_models, load_model
 from .report import StationSection, write_report
 from .scoring import flags_frame
-from .thresholds import LockoutCosts
+from .thresholds import LockoutCosts, lockout_saving_per_1000
 from .train import station_costs
 
 __all__ = ["build_plant_report", "comparison_table", "fresh_figures", "summary_row"]
@@ -74,7 +74,6 @@ def fresh_figures(decided: pd.DataFrame, failing: pd.Series, costs: LockoutCosts
     known = truth.notna().to_numpy()
     scored, t = scored[known], truth.to_numpy()[known].astype(bool)
     locked = (scored["decision"] == "lock_out").to_numpy()
-    saving = costs.fail_cost * np.sum(locked & t) - costs.good_cost * np.sum(locked & ~t)
     return {
         "sticks": len(scored),
         "unscorable": unscorable,
@@ -85,7 +84,7 @@ def fresh_figures(decided: pd.DataFrame, failing: pd.Series, costs: LockoutCosts
         "locked_out": int(locked.sum()),
         "precision": float((locked & t).sum() / max(locked.sum(), 1)),
         "recall": float((locked & t).sum() / max(t.sum(), 1)),
-        "saving_per_1000": float(1000 * saving / len(t)) if len(t) else 0.0,
+        "saving_per_1000": lockout_saving_per_1000(locked, t, costs) if len(t) else 0.0,
     }
 
 

@@ -44,7 +44,7 @@ from sqlalchemy import Connection
 from qcllp.features import StationFeatures, station_features
 from qcllp.learn.calibration import CountCalibrator
 from qcllp.plant.config import PlantConfig
-from qcllp.store import Store
+from qcllp.store import Store, stored_utc
 
 from .artifacts import ArtifactError
 from .charge_windows import recent_charges
@@ -61,6 +61,8 @@ __all__ = [
     "decide_promotion",
     "holdout_figures",
     "judge",
+    "labeled_counts",
+    "window_data",
 ]
 
 
@@ -228,9 +230,9 @@ def _evaluate(
     ends = [record["trained_until"]]
     if champion is not None:
         ends.append(champion.record["trained_until"])
-    after = max((e for e in ends if e is not None), default=None, key=_utc)
+    after = max((e for e in ends if e is not None), default=None, key=stored_utc)
     window = recent_charges(store, labeled=True, after=after, limit=settings.holdout_charges).index
-    counts = store.read_defect_counts(list(config.defect_types)).reindex(window).dropna()
+    counts = labeled_counts(store, config, window)
     holdout = [str(c) for c in counts.index]
     if len(holdout) < settings.min_holdout_charges:
         return PromotionDecision(
@@ -241,9 +243,7 @@ def _evaluate(
             f"(needs {settings.min_holdout_charges}); the active model stays" + champion_note,
             holdout=holdout,
         )
-    features = station_features(store, config, station, charge_ids=holdout)
-    shares = counts[list(config.defect_types)].sum(axis=1) / counts["n_sticks"]
-    shares = shares.reindex(pd.unique(features.bags.to_numpy()))
+    features, shares = window_data(store, config, station, counts)
     costs = station_costs(config, station)
     cand = holdout_figures(candidate.model, features, shares, costs, model_id=candidate_id)
     champ = (
@@ -260,6 +260,22 @@ def _evaluate(
     )
 
 
+def labeled_counts(store: Store, config: PlantConfig, charges: pd.Index) -> pd.DataFrame:
+    """Final-QC counts of these charges (those with complete, unconflicted counts)."""
+    return store.read_defect_counts(list(config.defect_types)).reindex(charges).dropna()
+
+
+def window_data(
+    store: Store, config: PlantConfig, station: str, counts: pd.DataFrame
+) -> tuple[StationFeatures, pd.Series]:
+    """The station features of a window of labeled charges and each charge's failing share
+    (final QC), for the charges with readings at the station: what the promotion gate and the
+    drift watch judge a model on."""
+    features = station_features(store, config, station, charge_ids=list(counts.index))
+    shares = counts[list(config.defect_types)].sum(axis=1) / counts["n_sticks"]
+    return features, shares.reindex(pd.unique(features.bags.to_numpy()))
+
+
 def _baseline_bag_error(
     store: Store, config: PlantConfig, model: StationModel, shares: pd.Series
 ) -> float:
@@ -272,8 +288,3 @@ def _baseline_bag_error(
     else:  # an artifact without its per-charge table: the holdout's own mean (lenient)
         mean = float(shares.mean())
     return float(np.mean(np.abs(shares.to_numpy(float) - mean)))
-
-
-def _utc(value: Any) -> pd.Timestamp:
-    ts = pd.Timestamp(value)
-    return ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")

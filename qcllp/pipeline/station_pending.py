@@ -10,7 +10,7 @@ reading there. Everything here runs inside the step's transaction (:mod:`.scorin
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 import pandas as pd
 from sqlalchemy import Connection, bindparam, delete, func, select, update
@@ -24,6 +24,7 @@ from qcllp.store import (
     ScorerPending,
     dialect_insert,
     rows_frame,
+    stored_utc,
 )
 
 __all__ = ["MAX_BATCHES_PER_STEP", "backlog", "due_sticks", "forget_pending", "postpone", "take_in"]
@@ -207,10 +208,7 @@ def backlog(conn: Connection, station: str, seq: int, now: datetime) -> tuple[in
     pending, oldest_due = conn.execute(
         select(func.count(), func.min(p.c.due_at)).where(p.c.station == station)
     ).one()
-    ages = [(now - _utc(t)).total_seconds() for t in (oldest_batch, oldest_due) if t is not None]
+    ages = [
+        (now - stored_utc(t)).total_seconds() for t in (oldest_batch, oldest_due) if t is not None
+    ]
     return int(pending), max([0.0, *ages])
-
-
-def _utc(value: datetime) -> datetime:
-    """SQLite returns stored UTC times without their zone."""
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value

@@ -25,6 +25,7 @@ from qcllp.store import (
     ScorerCheckpoint,
     ScorerPending,
     Store,
+    stored_utc,
 )
 
 from .events import events
@@ -126,8 +127,7 @@ def _age_h(model: dict[str, Any], now: datetime) -> float | None:
     since = model.get("promoted_at") or model.get("created_at")
     if since is None:
         return None
-    since = since if since.tzinfo else since.replace(tzinfo=UTC)
-    return round((now - since).total_seconds() / 3600, 1)
+    return round((now - stored_utc(since)).total_seconds() / 3600, 1)
 
 
 def _retrainer(store: Store) -> dict[str, Any]:

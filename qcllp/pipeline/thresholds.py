@@ -60,6 +60,7 @@ __all__ = [
     "held_out_saving",
     "lockout_rate_bound",
     "lockout_rule",
+    "lockout_saving_per_1000",
     "realized_saving_per_1000",
 ]
 
@@ -388,11 +389,21 @@ def realized_saving_per_1000(
     threshold, or one per stick) actually brings when the per-stick truth ``defective`` (0/1)
     is known, against locking out nothing."""
     p = np.asarray(probability, dtype=float)
+    if p.shape != np.shape(defective):
+        raise ValueError(f"{len(p)} probabilities but {len(defective)} truth values")
+    return lockout_saving_per_1000(p >= threshold, defective, costs)
+
+
+def lockout_saving_per_1000(
+    locked: np.ndarray, defective: np.ndarray, costs: LockoutCosts
+) -> float:
+    """The saving per 1,000 sticks of the lock-outs ``locked`` (bool, one per stick) against
+    the per-stick truth ``defective`` (0/1), against locking out nothing."""
+    locked = np.asarray(locked, dtype=bool)
     bad = np.asarray(defective).astype(bool)
-    if p.shape != bad.shape:
-        raise ValueError(f"{len(p)} probabilities but {len(bad)} truth values")
-    if len(p) == 0:
+    if locked.shape != bad.shape:
+        raise ValueError(f"{len(locked)} decisions but {len(bad)} truth values")
+    if len(locked) == 0:
         raise ValueError("cannot measure a saving without sticks")
-    locked = p >= threshold
     saving = costs.fail_cost * np.sum(locked & bad) - costs.good_cost * np.sum(locked & ~bad)
-    return float(1000 * saving / len(p))
+    return float(1000 * saving / len(locked))

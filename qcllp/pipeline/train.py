@@ -76,6 +76,7 @@ __all__ = [
     "choose_method",
     "decide_lockout",
     "is_auto",
+    "methods_to_try",
     "fit_proportions",
     "fit_station_model",
     "labeled_data",
@@ -354,6 +355,12 @@ def auto_methods(config: PlantConfig) -> list[str]:
     return list(dict.fromkeys(named)) or list(AUTO_METHODS)
 
 
+def methods_to_try(config: PlantConfig, method_name: str | None) -> list[str | None]:
+    """The methods a training fits: every :func:`auto_methods` for ``auto``, else the one
+    named (``None``: the config's default)."""
+    return list(auto_methods(config)) if is_auto(method_name, config) else [method_name]
+
+
 @dataclass(frozen=True)
 class MethodTrial:
     """One method tried by ``auto`` on a station: its bag-level CV error (Yu et al. eq. 23,
@@ -571,7 +578,7 @@ def train_station(
                 also=also,
             )
     say = progress or (lambda _msg: None)
-    names = auto_methods(config) if is_auto(method_name, config) else [method_name]
+    names = methods_to_try(config, method_name)
     plans = [
         training_plan(
             config,
@@ -615,7 +622,7 @@ def train_stations(
     :func:`train_station`. Names are checked before the first (long) training starts."""
     names = list(stations) if stations else list(config.station_names)
     method_name = options.get("method_name")
-    methods = auto_methods(config) if is_auto(method_name, config) else [method_name]
+    methods = methods_to_try(config, method_name)
     for name in names:
         for chosen in methods:
             training_plan(

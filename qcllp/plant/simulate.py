@@ -122,6 +122,18 @@ class SimulatedPlant:
         found a defect of any type."""
         return self.truth.set_index(["charge_id", "stick_id"])["defect"] != "ok"
 
+    def charges(self, start: int, stop: int) -> SimulatedPlant:
+        """Charges ``start..stop-1`` (in simulation order) with their readings, counts and
+        truth: one simulated plant split in time (another seed would be another plant)."""
+        ids = set(self.defect_counts["charge_id"].iloc[start:stop])
+
+        def keep(frame: pd.DataFrame) -> pd.DataFrame:
+            return frame[frame["charge_id"].isin(ids)]
+
+        return SimulatedPlant(
+            self.config, keep(self.readings), keep(self.defect_counts), keep(self.truth)
+        )
+
     def defective_shares(self) -> pd.Series:
         """Per charge_id, the share of sticks with a defect of any type, from the defect counts
         (what an LLP learner gets as the bags' proportions)."""

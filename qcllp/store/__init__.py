@@ -11,6 +11,7 @@ from qcllp.store.core import (
     dialect_insert,
     placeholders,
     rows_frame,
+    stored_utc,
     us_to_utc,
 )
 from qcllp.store.schema import (
@@ -63,5 +64,6 @@ __all__ = [
     "dialect_insert",
     "placeholders",
     "rows_frame",
+    "stored_utc",
     "us_to_utc",
 ]

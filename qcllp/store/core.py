@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +47,7 @@ __all__ = [
     "dialect_insert",
     "placeholders",
     "rows_frame",
+    "stored_utc",
     "us_to_utc",
 ]
 
@@ -55,6 +57,12 @@ IN_CHUNK = 2000  # ids per IN (...) list: far below SQLite's and psycopg's param
 
 class StoreError(RuntimeError):
     """The database cannot be used (missing and create=False, or newer than this qcllp)."""
+
+
+def stored_utc(value: datetime) -> datetime:
+    """A timestamp read back from the store, zone-aware: SQLite returns the UTC times it
+    stored without their zone (PostgreSQL's come back aware and are left as they are)."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
 
 
 def us_to_utc(values) -> pd.Series | pd.DatetimeIndex:

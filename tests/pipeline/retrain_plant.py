@@ -17,7 +17,7 @@ from pathlib import Path
 
 from qcllp.ingest import ingest_defect_counts, ingest_measurements
 from qcllp.plant.config import PlantConfig, Retrainer
-from qcllp.plant.simulate import SimulatedPlant, simulate_plant, write_simulation
+from qcllp.plant.simulate import simulate_plant, write_simulation
 from qcllp.store import Store
 
 HISTORY = 48
@@ -28,16 +28,6 @@ WORSE_RATE = 0.45  # the history's defect rate is the simulator's default, 0.15
 RETRAINER = Retrainer(
     holdout_charges=12, min_holdout_charges=6, drift_window_charges=12, lease_ttl_s=30
 )
-
-
-def part(sim: SimulatedPlant, lo: int, hi: int) -> SimulatedPlant:
-    """Charges ``lo..hi-1`` of a simulation (its readings, counts and truth)."""
-    ids = set(sim.defect_counts["charge_id"].iloc[lo:hi])
-
-    def keep(frame):
-        return frame[frame["charge_id"].isin(ids)]
-
-    return SimulatedPlant(sim.config, keep(sim.readings), keep(sim.defect_counts), keep(sim.truth))
 
 
 @dataclass(frozen=True)
@@ -61,9 +51,9 @@ def build(fast_config: PlantConfig, folder: Path) -> RetrainPlant:
     same = simulate_plant(config, HISTORY + LATER, random_state=SEED)
     shifted = simulate_plant(config, HISTORY + LATER, random_state=SEED, sensor_shift=SHIFT)
     worse = simulate_plant(config, HISTORY + LATER, random_state=SEED, defect_rate=WORSE_RATE)
-    write_simulation(part(same, 0, HISTORY), folder / "history")
+    write_simulation(same.charges(0, HISTORY), folder / "history")
     for kind, sim in (("same", same), ("shifted", shifted), ("worse", worse)):
-        write_simulation(part(sim, HISTORY, HISTORY + LATER), folder / kind)
+        write_simulation(sim.charges(HISTORY, HISTORY + LATER), folder / kind)
     with Store.open(f"sqlite:///{folder / 'plant.sqlite'}") as store:
         ingest_measurements(store, config, folder / "history" / "measurements")
         ingest_defect_counts(store, config, folder / "history" / "defects")
