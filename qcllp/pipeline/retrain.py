@@ -63,7 +63,8 @@ def retrain_station(
     progress: Callable[[str], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> RetrainOutcome:
-    """Train a candidate for ``station`` up to the holdout window and run the promotion gate.
+    """Train a candidate for ``station`` on the newest ``retrainer.training_charges`` labeled
+    charges before the holdout window and run the promotion gate.
 
     Skipped when no labeled charge arrived since the station's last daemon training (unless
     ``force``: a drift alarm), when the station's lease is held elsewhere, or when there are
@@ -101,14 +102,19 @@ def retrain_station(
             reason = f"no new final-QC counts since model {last[0]['model_id']} was trained"
             return _skipped(store, station, reason)
         until = labeled.iloc[-size].to_pydatetime()
-        detail = {**fingerprint, "until": until, "forced": force}
+        window = settings.training_charges
+        first = len(labeled) - size - window
+        since = labeled.iloc[first].to_pydatetime() if window and first > 0 else None
+        detail = {**fingerprint, "since": since, "until": until, "forced": force}
 
         def trained(conn: Connection, model_id: int) -> None:
             insert_event(
                 conn,
                 "trained",
                 "candidate",
-                f"trained on the labeled charges before {until:%Y-%m-%d %H:%M} UTC"
+                "trained on the labeled charges "
+                + (f"from {since:%Y-%m-%d %H:%M} " if since else "")
+                + f"before {until:%Y-%m-%d %H:%M} UTC"
                 + (" (drift)" if force else ""),
                 station=station,
                 model_id=model_id,
@@ -117,7 +123,14 @@ def retrain_station(
 
         try:
             result = train_station(
-                store, config, station, until=until, progress=say, lease=lease, also=trained
+                store,
+                config,
+                station,
+                since=since,
+                until=until,
+                progress=say,
+                lease=lease,
+                also=trained,
             )
         except TrainingError as exc:
             record_event(store, "trained", "failed", str(exc), station=station)

@@ -38,8 +38,8 @@ Schema (see ``plant_config/example.yaml`` for a full example)::
     scorer:                           # optional: the station scoring services
       {host, base_port, max_lag_s, max_batch_sticks, sink_dir, guard_min_sticks}
     retrainer:                        # optional: the retraining daemon (qcllp serve retrainer)
-      {host, port, stations, holdout_charges, min_holdout_charges, promotion_margin,
-       misfire_grace_s, lease_ttl_s,
+      {host, port, stations, training_charges, holdout_charges, min_holdout_charges,
+       promotion_margin, misfire_grace_s, lease_ttl_s,
        drift: {window_charges, bag_error_ratio, psi_max}}
     training:                         # optional
       default_method: str             # one of ``methods``, or "auto" (try each, keep the best)
@@ -194,7 +194,10 @@ class Scorer:
 class Retrainer:
     """The retraining daemon (``qcllp serve retrainer``, :mod:`qcllp.service.retrainer`).
 
-    ``stations``: the stations it retrains (empty: all). ``holdout_charges``: the most recent
+    ``stations``: the stations it retrains (empty: all). ``training_charges``: a candidate
+    learns from at most this many labeled charges, the newest before the holdout (0: all): the
+    process the model must follow is the recent one, and a nightly training stays as long in
+    the third year as in the first. ``holdout_charges``: the most recent
     labeled charges, kept out of the candidate's training, on which candidate and active model
     are compared; fewer than ``min_holdout_charges`` that neither model saw, and no model is
     promoted. ``promotion_margin``: how much lower (relative) the candidate's bag-level error
@@ -210,6 +213,7 @@ class Retrainer:
     host: str = "127.0.0.1"
     port: int = 9469
     stations: tuple[str, ...] = ()
+    training_charges: int = 400
     holdout_charges: int = 20
     min_holdout_charges: int = 8
     promotion_margin: float = 0.02
@@ -742,7 +746,8 @@ class _Validator:
         )
 
     def retrainer(self, raw: Any, *, stations: tuple[Station, ...]) -> Retrainer:
-        fields = ["host", "port", "stations", "holdout_charges", "min_holdout_charges"]
+        fields = ["host", "port", "stations", "training_charges", "holdout_charges"]
+        fields += ["min_holdout_charges"]
         fields += ["promotion_margin", "misfire_grace_s", "lease_ttl_s", "drift"]
         m = self.mapping(raw, "retrainer", required=[], optional=fields)
         d = Retrainer()
@@ -774,6 +779,9 @@ class _Validator:
             host=self.string(m, "host", key) if "host" in m else d.host,
             port=pick(self.integer(m, "port", key, min_value=1), d.port),
             stations=tuple(chosen),
+            training_charges=pick(
+                self.integer(m, "training_charges", key, min_value=0), d.training_charges
+            ),
             holdout_charges=pick(
                 self.integer(m, "holdout_charges", key, min_value=2), d.holdout_charges
             ),

@@ -121,6 +121,25 @@ def test_no_promotion_without_charges_that_neither_model_was_trained_on(retrain_
     store.close()
 
 
+def test_a_candidate_learns_from_the_newest_training_charges_before_the_holdout(
+    retrain_plant, tmp_path
+):
+    store = retrain_plant.copy_to(tmp_path)
+    settings = replace(retrain_plant.config.retrainer, training_charges=20)
+    config = replace(retrain_plant.config, retrainer=settings)
+    outcome = retrain_station(store, config, STATION)
+    assert outcome.model_id is not None, outcome.reason
+    record = list_models(store, STATION)[0]
+    times = store.read_charge_times().sort_values()
+    window = times.index[48 - settings.holdout_charges - 20 : 48 - settings.holdout_charges]
+    assert record["n_charges"] == 20
+    assert pd.Timestamp(record["trained_from"], tz="UTC") == times[window[0]]
+    assert pd.Timestamp(record["trained_until"], tz="UTC") == times[window[-1]]
+    (trained,) = events(store, ["trained"], station=STATION)
+    assert trained["reason"].startswith("trained on the labeled charges from ")
+    store.close()
+
+
 def test_too_few_labeled_charges_skip_with_the_reason(retrain_plant, tmp_path):
     store = retrain_plant.copy_to(tmp_path)
     config = replace(

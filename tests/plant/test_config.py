@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from qcllp.plant import ConfigError, load_plant_config, parse_plant_config
-from qcllp.plant.config import Connectors, Training
+from qcllp.plant.config import Connectors, Retrainer, Training
 from tests.plant.conftest import EXAMPLE
 
 
@@ -321,12 +321,14 @@ def test_the_retrainer_section_is_read_and_checked(example_mapping):
     m["retrainer"] = {
         "stations": ["cooling", "rolling"],
         "holdout_charges": 30,
+        "training_charges": 0,
         "drift": {"window_charges": 10, "psi_max": 0.4},
     }
     m["schedules"] = {"retrain_interval_s": 600}
     config = parse_plant_config(m, source="plant.yaml")
     r = config.retrainer
     assert r.stations == ("cooling", "rolling") and r.holdout_charges == 30
+    assert r.training_charges == 0 and Retrainer().training_charges == 400
     assert r.min_holdout_charges == 8 and r.drift_window_charges == 10 and r.drift_psi_max == 0.4
     assert config.schedules.retrain_interval_s == 600
     m["retrainer"] = {"stations": ["coiler"], "holdout_charges": 1, "drift": {"psi": 1}}
