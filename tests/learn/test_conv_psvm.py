@@ -71,13 +71,12 @@ def test_toy_set_with_rbf_kernel_is_classified_at_least_95_percent_right(toy):
 
 
 def test_heart_bags_of_8_no_worse_than_alter_psvm_minus_3_points(heart, heart_fits):
-    """Mean train accuracy over three bag draws against AlterPSVM's."""
+    """Mean train accuracy over three bag draws against the paper's AlterPSVM (10 random
+    restarts)."""
     X, y = heart
     conv = np.mean([(model.predict(X) == y).mean() for _, _, model in heart_fits])
-    alter = [
-        (AlterPSVM(random_state=0).fit(X, bags, shares).predict(X) == y).mean()
-        for bags, shares, _ in heart_fits
-    ]
+    paper = AlterPSVM(init=None, n_restarts=10, random_state=0)
+    alter = [(paper.fit(X, bags, shares).predict(X) == y).mean() for bags, shares, _ in heart_fits]
     assert conv >= np.mean(alter) - 0.03
 
 
