@@ -7,24 +7,43 @@
 (b) Heart (../shared/data/heart.csv): 5-fold CV x 5 repeats, random bags of 2..64, the number
     of clusters chosen by the bag-level grid search on the training bags (no instance labels),
     accuracy on the test fold, next to the pSVM paper's figures for the same protocol.
+(c) Plant (issue 16 item 7): a training plant of 100 charges and a separately seeded fresh plant
+    of 60 (``benchmarks/bench_plant_quality.py``'s ``plants``), one model per defect type
+    summed (the pipeline's ``per-type-sum``), ROC AUC of the any-defect probability on the
+    fresh sticks against hidden truth. ``before``: the registry's former learner (min-max,
+    exhaustive labeling, cluster compositions as probabilities, k = 8); ``after``: its learner
+    now, standardized features, k = 16 with greedy labeling and a logistic regression trained
+    on the cluster compositions (``final_target="composition"``); ``oracle``: logistic
+    regression on the training plant's hidden per-stick labels. Fixed k, no grid search (the
+    pipeline's search picks k per type).
+    Target: AUC >= 0.80 at cooling and straightening.
 
     python benchmarks/bench_kmeans_labeler.py            # everything
     python benchmarks/bench_kmeans_labeler.py --quick    # n up to 100k, 1 repeat on heart
+    python benchmarks/bench_kmeans_labeler.py --part plant --seeds 0 1 2 --scenarios shared sepA
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from sklearn.base import clone
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
-from qcllp.learn import BagGridSearchCV, BagKFold, KMeansLabeler
-from qcllp.learn.synthetic import bags_from_labels, make_gaussian_mixture
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from qcllp.learn import BagGridSearchCV, BagKFold, KMeansLabeler, PerDefectClassifier  # noqa: E402
+from qcllp.learn.synthetic import bags_from_labels, make_gaussian_mixture  # noqa: E402
 
 HEART = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "heart.csv"
 BAG_SIZES = (2, 4, 8, 16, 32, 64)
@@ -89,17 +108,94 @@ def bench_heart(repeats: int) -> None:
         print(f"{name + ' (paper)':<24}" + "".join(f"{v:>14.2f}" for v in figures))
 
 
+def plant_variants(seed: int) -> dict[str, KMeansLabeler]:
+    """``before``: the method registry's former learner at k = 8; ``after``: its learner now."""
+    return {
+        "before": KMeansLabeler(n_clusters=8, maxgen=5, psize=15, random_state=seed),
+        "after": KMeansLabeler(
+            n_clusters=16,
+            labeling="greedy",
+            maxgen=5,
+            psize=15,
+            scale="standard",
+            final_estimator=LogisticRegression(max_iter=1000),
+            final_target="composition",
+            random_state=seed,
+        ),
+    }
+
+
+def bench_plant(scenarios: list[str], seeds: list[int], stations: list[str]) -> None:
+    from bench_plant_quality import CONFIG, plants
+
+    from qcllp.features import build_station_features
+    from qcllp.pipeline.train import labeled_from_frames
+    from qcllp.plant.config import load_plant_config
+
+    config = load_plant_config(CONFIG)
+    print("\n(c) plant: per-type-sum, ROC AUC on fresh charges (train 100 charges, fresh 60)")
+    print(
+        f"{'scenario':<9}{'seed':>5} {'station':<14}{'before':>8}{'after':>8}{'oracle':>8}"
+        f"{'before s':>10}{'after s':>9}"
+    )
+    results = []
+    for scenario in scenarios:
+        for seed in seeds:
+            train, test = plants(config, scenario, seed, 100, 60)
+            for station in stations:
+                ftr = build_station_features(train.readings, config, station)
+                fte = build_station_features(
+                    test.readings, config, station, imputation=ftr.imputation
+                )
+                counts = train.defect_counts.set_index("charge_id")
+                data = labeled_from_frames(config, station, ftr, counts)
+                truth = train.truth.set_index(["charge_id", "stick_id"])["defect"]
+                fresh = test.truth.set_index(["charge_id", "stick_id"])["defect"]
+                bad_train = (truth.reindex(ftr.X.index) != "ok").to_numpy()
+                bad = (fresh.reindex(fte.X.index) != "ok").to_numpy()
+                row = {}
+                for name, learner in plant_variants(seed).items():
+                    model = PerDefectClassifier(
+                        [(t, clone(learner)) for t in data.type_shares.columns]
+                    )
+                    started = time.perf_counter()
+                    model.fit(ftr.X, data.bags, data.type_shares)
+                    row[f"{name} s"] = time.perf_counter() - started
+                    row[name] = roc_auc_score(bad, model.predict_proba(fte.X)[:, 1])
+                oracle = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
+                oracle.fit(ftr.X, bad_train)
+                row["oracle"] = roc_auc_score(bad, oracle.predict_proba(fte.X)[:, 1])
+                results.append(row)
+                print(
+                    f"{scenario:<9}{seed:>5} {station:<14}{row['before']:>8.3f}"
+                    f"{row['after']:>8.3f}{row['oracle']:>8.3f}{row['before s']:>10.1f}"
+                    f"{row['after s']:>9.1f}",
+                    flush=True,
+                )
+    table = pd.DataFrame(results)
+    print(
+        f"{'median':<29}{table['before'].median():>8.3f}{table['after'].median():>8.3f}"
+        f"{table['oracle'].median():>8.3f}{table['before s'].median():>10.1f}"
+        f"{table['after s'].median():>9.1f}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="n up to 100k, 1 repeat on heart")
-    parser.add_argument("--part", choices=["scale", "heart", "all"], default="all")
+    parser.add_argument("--part", choices=["scale", "heart", "plant", "all"], default="all")
     parser.add_argument("--repeats", type=int, help="CV repeats on heart (default 5, quick 1)")
+    parser.add_argument("--scenarios", nargs="*", default=["shared"], help="plant scenarios")
+    parser.add_argument("--seeds", nargs="*", type=int, default=[0, 1], help="plant seeds")
+    parser.add_argument("--stations", nargs="*", default=["cooling", "straightening"])
     args = parser.parse_args()
     sizes = [10_000, 100_000] if args.quick else [10_000, 100_000, 1_000_000]
     if args.part in ("scale", "all"):
         bench_scale(sizes, repeats=1 if args.quick else 3)
     if args.part in ("heart", "all"):
         bench_heart(repeats=args.repeats or (1 if args.quick else 5))
+    if args.part in ("plant", "all"):
+        bench_plant(args.scenarios, args.seeds[:1] if args.quick else args.seeds, args.stations)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,10 @@ from .train import station_costs, train_station
 __all__ = ["DEMO_GRIDS", "DemoResult", "run_demo"]
 
 # Smaller searches than a nightly retraining, so the demo stays around two minutes.
-DEMO_GRIDS = {"alter-psvm": {"C": [0.1, 1.0], "C_p": [10.0]}, "kmeans-labeler": {"n_clusters": [6]}}
+DEMO_GRIDS = {
+    "alter-psvm": {"C": [0.1, 1.0], "C_p": [10.0]},
+    "kmeans-labeler": {"n_clusters": [16]},
+}
 
 
 @dataclass(frozen=True)

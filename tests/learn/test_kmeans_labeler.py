@@ -167,3 +167,79 @@ def test_clustering_a_sample_of_rows_still_labels_every_row(gaussians):
     X, y, bags, shares = gaussians
     model = KMeansLabeler(kmeans_max_rows=300, random_state=0, **FAST).fit(X, bags, shares)
     assert np.mean(model.predict(X) == y) >= 0.9
+
+
+def _plant_like(seed: int = 0):
+    """Bags whose defect share follows one informative feature, next to features that are
+    noise: discrete reading counts (3..8) that min-max scaling spreads over [0, 1] and so
+    lets dominate k-means, and Gaussian noise. The defect rate is low (about 13 %), so most
+    clusters are mostly ok and labeled "ok"."""
+    rng = np.random.default_rng(seed)
+    n_bags, size = 60, 40
+    bag_of = np.repeat(np.arange(n_bags), size)
+    level = rng.normal(0.0, 0.7, n_bags)[bag_of] + rng.normal(0.0, 0.7, len(bag_of))
+    counts = rng.integers(3, 9, (len(bag_of), 1)).astype(float)
+    noise = rng.normal(size=(len(bag_of), 3))
+    X = np.column_stack([level, counts, noise])
+    risk = 1.0 / (1.0 + np.exp(-(3.0 * level - 4.0)))
+    y = (rng.random(len(bag_of)) < risk).astype(int)
+    bags = np.array([f"charge-{b}" for b in bag_of])
+    shares = pd.Series(y).groupby(bags).mean()
+    return X, y, bags, shares
+
+
+def _auc(y, score) -> float:
+    from sklearn.metrics import roc_auc_score
+
+    return float(roc_auc_score(y, score))
+
+
+def test_standard_scaling_keeps_a_discrete_noise_feature_from_taking_over_the_clusters():
+    X, y, bags, shares = _plant_like()
+    params = {"n_clusters": 4, "maxgen": 2, "psize": 6, "random_state": 0}
+    minmax = KMeansLabeler(**params).fit(X, bags, shares)
+    standard = KMeansLabeler(scale="standard", **params).fit(X, bags, shares)
+    assert np.allclose(standard._scaled(X).mean(axis=0), 0.0)
+    assert np.allclose(standard._scaled(X).std(axis=0), 1.0)
+    assert np.all(standard.cluster_centers_[:, 1] >= 3) and np.all(
+        standard.cluster_centers_[:, 1] <= 8
+    )
+    auc_minmax = _auc(y, minmax.predict_proba(X)[:, 1])
+    auc_standard = _auc(y, standard.predict_proba(X)[:, 1])
+    assert auc_standard >= auc_minmax + 0.1, (auc_minmax, auc_standard)
+
+
+def test_a_final_estimator_on_cluster_compositions_ranks_within_clusters():
+    X, y, bags, shares = _plant_like()
+    params = {"n_clusters": 8, "maxgen": 2, "psize": 6, "scale": "standard", "random_state": 0}
+    clusters = KMeansLabeler(**params).fit(X, bags, shares)
+    assert np.mean(clusters.cluster_labels_ == 1) <= 0.25  # a rare class: few defect clusters
+    soft = KMeansLabeler(
+        final_estimator=LogisticRegression(), final_target="composition", **params
+    ).fit(X, bags, shares)
+    proba = soft.predict_proba(X)[:, 1]
+    assert len(np.unique(proba)) > 100  # a ranking within clusters, not k values
+    auc_clusters = _auc(y, clusters.predict_proba(X)[:, 1])
+    assert _auc(y, proba) >= max(0.85, auc_clusters + 0.05), (auc_clusters, _auc(y, proba))
+    assert abs(proba.mean() - y.mean()) < 0.03  # compositions keep the sample's defect share
+    again = KMeansLabeler(
+        final_estimator=LogisticRegression(), final_target="composition", **params
+    ).fit(X, bags, shares)
+    assert np.array_equal(again.predict_proba(X)[:, 1], proba)
+
+
+def test_composition_target_needs_sample_weight_and_honours_known_labels(gaussians):
+    from sklearn.neighbors import KNeighborsClassifier
+
+    from qcllp.learn.kmeans_labeler import _composition_targets
+
+    X, _, bags, shares = gaussians
+    with pytest.raises(ValueError, match="sample_weight"):
+        KMeansLabeler(
+            final_estimator=KNeighborsClassifier(), final_target="composition", **FAST
+        ).fit(X, bags, shares)
+    theta = np.array([[0.75, 0.25], [1.0, 0.0], [0.5, 0.5]])
+    rows, codes, weights = _composition_targets(theta, np.array([-1, -1, 1]))
+    assert rows.tolist() == [0, 1, 0, 2]
+    assert codes.tolist() == [0, 0, 1, 1]
+    assert weights.tolist() == [0.75, 1.0, 0.25, 1.0]

@@ -26,7 +26,7 @@ def test_an_unknown_method_lists_the_known_ones():
 def test_grids_of_scaled_learners_address_the_inner_estimator():
     assert method("invcal").param_grid({"C_p": [1.0]}) == {"estimator__C_p": [1.0]}
     assert method("invcal").param_grid({"estimator__C_p": [2]}) == {"estimator__C_p": [2]}
-    assert method("kmeans-labeler").param_grid() == {"n_clusters": [4, 8]}
+    assert method("kmeans-labeler").param_grid() == {"n_clusters": [8, 16]}
 
 
 def test_every_method_builds_a_clonable_estimator_with_its_seed():
