@@ -182,10 +182,12 @@ class Store:
         except OperationalError as exc:
             engine.dispose()
             reason = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
-            raise StoreError(
-                f"cannot open the plant database {shown}: {reason}; check that the server "
-                "runs and that the URL, user and database name are right"
-            ) from exc
+            hint = (
+                "check that its folder exists and can be written"
+                if engine.dialect.name == "sqlite"
+                else "check that the server runs and that the URL, user and database name are right"
+            )
+            raise StoreError(f"cannot open the plant database {shown}: {reason}; {hint}") from exc
         if current is None and not create:
             engine.dispose()
             raise StoreError(f"{shown} has no qcllp schema")

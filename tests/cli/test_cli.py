@@ -262,6 +262,10 @@ def test_demo_runs_end_to_end_as_a_real_process(tmp_path):
         ),
         ("mysql://user:S3cret@host/plant", "mysql://user:***@host/plant: no database driver"),
         ("not a url", "not a database URL"),
+        (
+            "sqlite:////no/such/folder/plant.sqlite",
+            "unable to open database file; check that its folder exists and can be written",
+        ),
     ],
 )
 def test_a_database_that_cannot_be_opened_is_one_line_without_the_password(url, message):
