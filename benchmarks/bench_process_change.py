@@ -1,0 +1,254 @@
+"""The retraining daemon over simulated weeks: a plant whose process changes halfway.
+
+One simulated plant (``plant_config/example.yaml``, ``--scenario``; ``sepA``: each defect type
+arises at its own station, scale at cooling) delivers ``--per-week`` charges a week for
+``--weeks`` weeks. From week ``--change-week`` on a sensor of ``--station`` reads
+``--shift`` latent standard deviations higher (a drifted or recalibrated sensor: the sticks and
+their defects are those of the unchanged plant; the same seed simulated twice, spliced in time
+with :meth:`~qcllp.plant.simulate.SimulatedPlant.charges`).
+
+Every week, as on the line: the week's measurement files are dropped into the watched folder
+and ingested, the station's sticks are decided by the model active at that moment, final QC's
+counts arrive in the defects folder and are ingested (the drift watch runs after each ingest),
+and the weekly retraining runs. All of it through :class:`qcllp.service.retrainer.
+RetrainerService`, the daemon's jobs (ingest with drift watch, retrain with the promotion gate)
+without its scheduler, so simulated weeks take minutes, not weeks. A drift alarm queues a
+retraining, which here coincides with the weekly one.
+
+Two lines are compared on the same sticks: **with the daemon** (the jobs above) and **without**
+(the first promoted model stays). Per week: the active model, its bag-level error on the
+week's counts (Yu et al. eq. 23: mean |predicted - counted defective share| over the week's
+charges), its share of sticks locked out and the realized saving per 1,000 sticks against the
+hidden truth (fail_cost per failing stick locked out minus good_cost per good one) as the line
+sees it, with the scorer's lock-out guard (a model locking out far more than in training is
+suspended, :mod:`qcllp.pipeline.lockout_guard`), and in brackets what the model's own
+decisions are worth without the guard. ``--window`` limits the daemon's training to the most
+recent labeled charges before the holdout (``retrainer.training_charges``).
+
+    python benchmarks/bench_process_change.py     # 35 minutes on 2 cores shared with other work
+    python benchmarks/bench_process_change.py --weeks 10 --change-week 6
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from qcllp.features import build_station_features
+from qcllp.pipeline.registry import active_model, load_model
+from qcllp.pipeline.thresholds import guard_trip, lockout_saving_per_1000
+from qcllp.pipeline.train import station_costs
+from qcllp.plant.config import Connectors, FileConnector, load_plant_config
+from qcllp.plant.simulate import SimulatedPlant, simulate_plant, write_simulation
+from qcllp.service.retrainer import RetrainerService
+from qcllp.store import Store
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "plant_config" / "example.yaml"
+LINES = ("daemon", "no daemon")
+SCENARIOS = {
+    "shared": None,
+    "sepA": {"crack": "furnace", "bend": "rolling", "scale": "cooling"},
+}
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+@dataclass
+class Guard:
+    """The scorer's lock-out guard (:mod:`qcllp.pipeline.lockout_guard`) for one line: per
+    model, its decisions and lock-outs so far and whether its lock-outs are suspended."""
+
+    min_sticks: int
+    counts: dict[int, list[int]] = field(default_factory=dict)  # model -> [decided, locked]
+    suspended: set[int] = field(default_factory=set)
+
+    def apply(self, model_id: int, bound: float | None, wants: np.ndarray) -> np.ndarray:
+        if bound is None:
+            return wants
+        if model_id in self.suspended:
+            return np.zeros_like(wants)
+        decided, locked = self.counts.setdefault(model_id, [0, 0])
+        at = guard_trip(wants, bound, self.min_sticks, decided=decided, locked_before=locked)
+        out = wants.copy()
+        if at is not None:
+            self.suspended.add(model_id)
+            out[at:] = False
+        self.counts[model_id] = [decided + len(wants), locked + int(wants.sum())]
+        return out
+
+
+def week_figures(loaded, plant: SimulatedPlant, config, station: str, guard: Guard) -> dict:
+    """Bag error, lock-out share and realized saving (with and without the guard) of the
+    model ``loaded`` on one week's sticks, decided in line order."""
+    if loaded is None:
+        return {"bag_error": np.nan, "locked": 0.0, "saving": 0.0, "unguarded": 0.0}
+    model = loaded.model
+    features = build_station_features(plant.readings, config, station, imputation=model.imputation)
+    X = features.X.sort_index()  # charge ids and stick ids number them in line order
+    p = model.failure_probability(X)
+    truth = plant.truth.set_index(["charge_id", "stick_id"])["defect"].reindex(X.index)
+    bad = (truth != "ok").to_numpy()
+    predicted = pd.Series(p, index=X.index).groupby(level="charge_id").mean()
+    counted = plant.defective_shares().reindex(predicted.index)
+    wants = p >= model.threshold
+    locked = guard.apply(loaded.id, model.lockout_rate_bound, wants)
+    costs = station_costs(config, station)
+    return {
+        "bag_error": float(np.mean(np.abs(predicted - counted))),
+        "locked": float(locked.mean()),
+        "saving": lockout_saving_per_1000(locked, bad, costs),
+        "unguarded": lockout_saving_per_1000(wants, bad, costs),
+    }
+
+
+def run(args: argparse.Namespace) -> pd.DataFrame:
+    base = load_plant_config(CONFIG)
+    n = args.weeks * args.per_week
+    stations = SCENARIOS[args.scenario]
+    sensor = base.station(args.station).sensor_names[0]
+    same = simulate_plant(base, n, random_state=args.seed, defect_stations=stations)
+    changed = simulate_plant(
+        base,
+        n,
+        random_state=args.seed,
+        defect_stations=stations,
+        sensor_shift={f"{args.station}.{sensor}": args.shift},
+    )
+    say(
+        f"simulated {n} charges; from week {args.change_week}: "
+        f"{args.station}.{sensor} +{args.shift} sd"
+    )
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        drop = {k: tmp / "drop" / k for k in ("measurements", "defects")}
+        for d in drop.values():
+            d.mkdir(parents=True)
+        config = replace(
+            base,
+            path=tmp / "plant.yaml",
+            connectors=Connectors(
+                measurements=FileConnector(str(drop["measurements"]), format="csv"),
+                defects=FileConnector(str(drop["defects"]), format="csv"),
+            ),
+            retrainer=replace(
+                base.retrainer, stations=(args.station,), training_charges=args.window
+            ),
+        )
+        with Store.open(f"sqlite:///{tmp / 'plant.sqlite'}") as store:
+            service = RetrainerService(store, config)
+            alarms: list[str] = []
+            service.queue_retrain = alarms.append
+            frozen = None  # the line without the daemon: the first promoted model stays
+            guards = {line: Guard(config.scorer.guard_min_sticks) for line in LINES}
+            for week in range(1, args.weeks + 1):
+                sim = same if week < args.change_week else changed
+                lo = (week - 1) * args.per_week
+                plant = sim.charges(lo, lo + args.per_week)
+                files = write_simulation(plant, tmp / f"week{week:02d}")
+                for path in files["measurements"]:
+                    shutil.copy(path, drop["measurements"] / f"w{week:02d}-{path.name}")
+                service.run("ingest")
+                record = active_model(store, args.station)
+                active = load_model(store, record["id"]) if record else None
+                if frozen is None and active is not None:
+                    frozen = active
+                for line, loaded in zip(LINES, (active, frozen), strict=True):
+                    figures = week_figures(loaded, plant, config, args.station, guards[line])
+                    rows.append(
+                        {
+                            "week": week,
+                            "line": line,
+                            "model": loaded.id if loaded else None,
+                            "changed": week >= args.change_week,
+                            **figures,
+                        }
+                    )
+                alarms.clear()
+                shutil.copy(files["defects"], drop["defects"] / f"w{week:02d}.csv")
+                service.run("ingest")
+                alarm = bool(alarms)
+                started = time.perf_counter()
+                if week >= args.first_training_week:
+                    service.run("retrain")
+                newest = active_model(store, args.station)
+                rows[-2]["alarm"] = rows[-1]["alarm"] = alarm
+                say(
+                    f"week {week:2d}: active {rows[-2]['model']} saving "
+                    f"{rows[-2]['saving']:+.0f} (no daemon {rows[-1]['saving']:+.0f}); "
+                    f"count alarm {alarm}; retrain {time.perf_counter() - started:.0f} s -> "
+                    f"active {newest['id'] if newest else None}"
+                )
+    return pd.DataFrame(rows)
+
+
+def table(rows: pd.DataFrame, args: argparse.Namespace) -> str:
+    wide = rows.pivot(index="week", columns="line")
+    out = [
+        f"## {args.station}: sensor +{args.shift} sd from week {args.change_week} "
+        f"({args.scenario}, seed {args.seed}, {args.per_week} charges a week, training window "
+        f"{args.window or 'all'} charges)\n",
+        "| week | count alarm | daemon: model | bag error | locked | saving / 1,000 "
+        "(no guard) | no daemon: model | bag error | locked | saving / 1,000 (no guard) |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for week, r in wide.iterrows():
+        mark = " *" if r[("changed", "daemon")] else ""
+
+        def cells(line: str, r=r) -> str:
+            model, error = r[("model", line)], r[("bag_error", line)]
+            return (
+                f"{'-' if pd.isna(model) else int(model)} "
+                f"| {'-' if pd.isna(error) else f'{error:.3f}'} "
+                f"| {100 * r[('locked', line)]:.1f} % | {r[('saving', line)]:+.0f} "
+                f"({r[('unguarded', line)]:+.0f})"
+            )
+
+        alarm = "yes" if r[("alarm", "daemon")] else ""
+        out.append(f"| {week}{mark} | {alarm} | {cells('daemon')} | {cells('no daemon')} |")
+    for column, what in (("saving", "with the guard"), ("unguarded", "without it")):
+        before = rows[~rows["changed"]].groupby("line")[column].mean()
+        after = rows[rows["changed"]].groupby("line")[column].mean()
+        out.append(
+            f"\nMean saving per 1,000 sticks {what}: weeks 1-{args.change_week - 1} daemon "
+            f"{before['daemon']:+.0f}, no daemon {before['no daemon']:+.0f}; weeks "
+            f"{args.change_week}-{args.weeks} (after the change, * above) daemon "
+            f"{after['daemon']:+.0f}, no daemon {after['no daemon']:+.0f}."
+        )
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--weeks", type=int, default=14)
+    parser.add_argument("--per-week", type=int, default=25)
+    parser.add_argument("--change-week", type=int, default=8)
+    parser.add_argument("--first-training-week", type=int, default=4)
+    parser.add_argument("--station", default="cooling")
+    parser.add_argument("--scenario", default="sepA", choices=SCENARIOS)
+    parser.add_argument("--shift", type=float, default=2.0)
+    parser.add_argument("--window", type=int, default=100, help="0: all labeled charges")
+    parser.add_argument("--seed", type=int, default=3)
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    rows = run(args)
+    print(table(rows, args))
+    print(f"\n({time.perf_counter() - started:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
