@@ -12,10 +12,10 @@
     summed (the pipeline's ``per-type-sum``), ROC AUC of the any-defect probability on the
     fresh sticks against hidden truth. ``before``: the registry's former learner (min-max,
     exhaustive labeling, cluster compositions as probabilities, k = 8); ``after``: its learner
-    now, standardized features, k = 16 with greedy labeling and a logistic regression trained
-    on the cluster compositions (``final_target="composition"``); ``oracle``: logistic
-    regression on the training plant's hidden per-stick labels. Fixed k, no grid search (the
-    pipeline's search picks k per type).
+    now, standardized features, k = 16 with greedy labeling, 2 generations and a logistic
+    regression trained on the cluster compositions (``final_target="composition"``);
+    ``oracle``: logistic regression on the training plant's hidden per-stick labels. Fixed k,
+    no grid search (the pipeline's search picks k per type).
     Target: AUC >= 0.80 at cooling and straightening.
 
     python benchmarks/bench_kmeans_labeler.py            # everything
@@ -115,7 +115,7 @@ def plant_variants(seed: int) -> dict[str, KMeansLabeler]:
         "after": KMeansLabeler(
             n_clusters=16,
             labeling="greedy",
-            maxgen=5,
+            maxgen=2,
             psize=15,
             scale="standard",
             final_estimator=LogisticRegression(max_iter=1000),
