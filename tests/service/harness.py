@@ -63,9 +63,9 @@ class ServiceProcess:
         return self.log_path.read_text(errors="replace")[-tail:]
 
     def events(self) -> list[dict[str, Any]]:
-        """The service's structured (JSON) log lines."""
+        """The service's log: JSON lines only (a line that is not JSON fails the test)."""
         lines = self.log_path.read_text(errors="replace").splitlines()
-        return [json.loads(line) for line in lines if line.startswith("{")]
+        return [json.loads(line) for line in lines if line.strip()]
 
     def get(self, route: str) -> tuple[int, bytes] | None:
         """(status, body), or ``None`` while nothing listens yet."""
