@@ -6,7 +6,7 @@ simulate a fresh batch of charges and ingest its measurements -> score it at eve
 HTML report. Everything lives in one folder on the embedded SQLite database.
 
 The demo trains with a smaller search than a plant's nightly retraining (3 charge folds,
-:data:`DEMO_GRIDS`) so that it finishes in about two minutes on two cores.
+:data:`DEMO_GRIDS`) so that it finishes in two to four minutes on two cores.
 """
 
 from __future__ import annotations
