@@ -34,7 +34,7 @@ class JsonLines(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         message = record.getMessage()
-        if message.startswith("{") and not record.exc_info:
+        if message.startswith("{") and not record.exc_info and _is_json(message):
             return message
         line = {
             "ts": datetime.fromtimestamp(record.created, UTC).isoformat(),
@@ -46,3 +46,11 @@ class JsonLines(logging.Formatter):
         if record.exc_info:
             line["traceback"] = self.formatException(record.exc_info)
         return json.dumps(line, default=str)
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True

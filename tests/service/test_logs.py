@@ -22,6 +22,7 @@ def test_every_record_is_one_json_line_including_library_warnings_and_tracebacks
         logging.getLogger("test.qcllp.logs.apscheduler").warning(
             'Execution of job "ingest" skipped: maximum number of running instances reached (1)'
         )
+        logger.warning("%s", {"a": 1})  # a dict's repr starts with "{" but is not JSON
         try:
             raise ValueError("bad\nartifact")
         except ValueError:
@@ -30,10 +31,11 @@ def test_every_record_is_one_json_line_including_library_warnings_and_tracebacks
         logger.removeHandler(handler)
     lines = stream.getvalue().splitlines()
     records = [json.loads(line) for line in lines]
-    assert len(records) == 3
+    assert len(records) == 4
     assert records[0]["event"] == "retrain" and records[0]["station"] == "cooling"
     assert records[1]["event"] == "log" and records[1]["level"] == "WARNING"
     assert "maximum number of running instances" in records[1]["message"]
     assert records[1]["logger"] == "test.qcllp.logs.apscheduler"
-    assert records[2]["message"] == "unexpected error in job retrain"
-    assert "ValueError: bad" in records[2]["traceback"]
+    assert records[2]["event"] == "log" and records[2]["message"] == "{'a': 1}"
+    assert records[3]["message"] == "unexpected error in job retrain"
+    assert "ValueError: bad" in records[3]["traceback"]
