@@ -124,10 +124,11 @@ METHODS: dict[str, Method] = {
         # Three random restarts, not AlterPSVM's default start from conv-pSVM's labels: with
         # a plant's many charges of varied shares they rank as well (fresh-charge ROC AUC,
         # any defect, cooling and rolling, 2 scenarios x 3 seeds, C = 1, C_p = 10: median
-        # 0.824 against 0.831, every case within 0.026) in about half the time (3.7-5.2 s
-        # against 4.6-10.7 s per fit on 5,000 sticks). The label flips the conv start prevents
-        # need few large bags of near-equal shares (AlterPSVM docstring), and a flipped model
-        # would fail the bag-level search and the held-out saving check anyway.
+        # 0.824 against 0.831, every case within 0.026) in about half the time (0.9-1.3 s
+        # against 1.7-2.7 s per fit on 5,000 sticks; benchmarks/bench_alter_starts.py). The
+        # label flips the conv start prevents need few large bags of near-equal shares
+        # (AlterPSVM docstring), and a flipped model would fail the bag-level search and the
+        # held-out saving check anyway.
         Method(
             "alter-psvm",
             _margin(AlterPSVM, n_restarts=3, init=None),
