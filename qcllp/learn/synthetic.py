@@ -3,7 +3,9 @@
 ``bags_from_labels`` turns any labeled set into an LLP problem the way the papers' protocols
 do (random bags of a fixed size, the last one smaller); ``bags_with_varied_shares`` cuts bags
 whose shares spread out, as a plant's charges do; ``make_gaussian_mixture`` is the
-two-Gaussian mixture of Stolpe & Morik's run-time experiment (Sect. 4.4, Fig. 3).
+two-Gaussian mixture of Stolpe & Morik's run-time experiment (Sect. 4.4, Fig. 3);
+``make_xor`` is an interaction no linear model can rank (defective when too cold *and* too
+much force, or too hot and too little), the test set of the nonlinear learners.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import numpy as np
 import pandas as pd
 from sklearn.utils import check_random_state
 
-__all__ = ["bags_from_labels", "bags_with_varied_shares", "make_gaussian_mixture"]
+__all__ = ["bags_from_labels", "bags_with_varied_shares", "make_gaussian_mixture", "make_xor"]
 
 
 def bags_from_labels(
@@ -78,4 +80,19 @@ def make_gaussian_mixture(
     X += separation * y[:, None]
     X -= X.min(axis=0)
     X /= X.max(axis=0)
+    return X, y
+
+
+def make_xor(
+    n_samples: int, n_noise: int = 2, *, random_state=None
+) -> tuple[np.ndarray, np.ndarray]:
+    """An XOR-like interaction: ``y = 1`` where ``x0 * x1 > 0``, features uniform on [-1, 1].
+
+    ``n_noise`` further uniform features carry no signal. Every linear score ranks the classes
+    at chance (ROC AUC about 0.5): each class has the same mean along every direction. Returns
+    ``(X, y)`` with y in {0, 1}, about half positive.
+    """
+    rng = check_random_state(random_state)
+    X = rng.uniform(-1.0, 1.0, size=(n_samples, 2 + n_noise))
+    y = (X[:, 0] * X[:, 1] > 0).astype(np.int64)
     return X, y

@@ -1,4 +1,5 @@
-"""The shared data sets of the proportion-SVM tests: the pSVM toy set and heart in random bags."""
+"""The shared data sets of the learner tests: the pSVM toy set, heart in random bags, and an
+XOR-like interaction in bags of varied shares (the nonlinear learners' test)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from qcllp.learn.synthetic import bags_from_labels
+from qcllp.learn.synthetic import bags_from_labels, bags_with_varied_shares, make_xor
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 
@@ -25,3 +26,11 @@ def heart(bag_size: int, seed: int = 0):
     y = (df["label"] == 1).astype(int).to_numpy()
     bags, shares = bags_from_labels(y, bag_size, random_state=seed)
     return df.drop(columns="label").to_numpy(), bags, shares, y
+
+
+def xor(n_samples: int = 2000, bag_size: int = 50, seed: int = 0):
+    """:func:`~qcllp.learn.synthetic.make_xor` in bags of ``bag_size`` whose shares spread over
+    [0, 1] (as a plant's charges): X, bags, shares, true 0/1 labels."""
+    X, y = make_xor(n_samples, random_state=seed)
+    bags, shares = bags_with_varied_shares(y, bag_size, random_state=seed)
+    return X, bags, shares, y
