@@ -21,12 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_plant_quality import CONFIG, auc, plants  # noqa: E402
+from bench_plant_quality import CONFIG, auc, plants, station_case  # noqa: E402
 
-from qcllp.features import build_station_features  # noqa: E402
 from qcllp.learn.alter_psvm import AlterPSVM  # noqa: E402
 from qcllp.pipeline.methods import Standardized  # noqa: E402
-from qcllp.pipeline.train import labeled_from_frames  # noqa: E402
 from qcllp.plant.config import load_plant_config  # noqa: E402
 
 STARTS = {
@@ -50,15 +48,8 @@ def main(argv: list[str] | None = None) -> int:
         for seed in args.seeds:
             train, test = plants(config, scenario, seed, 100, 60)
             for station in args.stations:
-                ftr = build_station_features(train.readings, config, station)
-                fte = build_station_features(
-                    test.readings, config, station, imputation=ftr.imputation
-                )
-                counts = train.defect_counts.set_index("charge_id")
-                data = labeled_from_frames(config, station, ftr, counts)
-                kind = test.truth.set_index(["charge_id", "stick_id"])["defect"]
-                bad = (kind.reindex(fte.X.index) != "ok").to_numpy()
-                X_fresh = fte.X.reindex(columns=data.features.X.columns)
+                case = station_case(config, train, test, station)
+                data, X_fresh, bad = case.data, case.X_fresh, case.bad_fresh
                 cells = []
                 for name, start in STARTS.items():
                     model = Standardized(AlterPSVM(C=1.0, C_p=10.0, random_state=0, **start))

@@ -126,10 +126,8 @@ def plant_variants(seed: int) -> dict[str, KMeansLabeler]:
 
 
 def bench_plant(scenarios: list[str], seeds: list[int], stations: list[str]) -> None:
-    from bench_plant_quality import CONFIG, plants
+    from bench_plant_quality import CONFIG, plants, station_case
 
-    from qcllp.features import build_station_features
-    from qcllp.pipeline.train import labeled_from_frames
     from qcllp.plant.config import load_plant_config
 
     config = load_plant_config(CONFIG)
@@ -143,28 +141,20 @@ def bench_plant(scenarios: list[str], seeds: list[int], stations: list[str]) -> 
         for seed in seeds:
             train, test = plants(config, scenario, seed, 100, 60)
             for station in stations:
-                ftr = build_station_features(train.readings, config, station)
-                fte = build_station_features(
-                    test.readings, config, station, imputation=ftr.imputation
-                )
-                counts = train.defect_counts.set_index("charge_id")
-                data = labeled_from_frames(config, station, ftr, counts)
-                truth = train.truth.set_index(["charge_id", "stick_id"])["defect"]
-                fresh = test.truth.set_index(["charge_id", "stick_id"])["defect"]
-                bad_train = (truth.reindex(ftr.X.index) != "ok").to_numpy()
-                bad = (fresh.reindex(fte.X.index) != "ok").to_numpy()
+                case = station_case(config, train, test, station)
+                data, bad_train, bad = case.data, case.bad_train, case.bad_fresh
                 row = {}
                 for name, learner in plant_variants(seed).items():
                     model = PerDefectClassifier(
                         [(t, clone(learner)) for t in data.type_shares.columns]
                     )
                     started = time.perf_counter()
-                    model.fit(ftr.X, data.bags, data.type_shares)
+                    model.fit(data.features.X, data.bags, data.type_shares)
                     row[f"{name} s"] = time.perf_counter() - started
-                    row[name] = roc_auc_score(bad, model.predict_proba(fte.X)[:, 1])
+                    row[name] = roc_auc_score(bad, model.predict_proba(case.X_fresh)[:, 1])
                 oracle = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
-                oracle.fit(ftr.X, bad_train)
-                row["oracle"] = roc_auc_score(bad, oracle.predict_proba(fte.X)[:, 1])
+                oracle.fit(data.features.X, bad_train)
+                row["oracle"] = roc_auc_score(bad, oracle.predict_proba(case.X_fresh)[:, 1])
                 results.append(row)
                 print(
                     f"{scenario:<9}{seed:>5} {station:<14}{row['before']:>8.3f}"

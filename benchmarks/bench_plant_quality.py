@@ -50,6 +50,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -65,9 +66,11 @@ sys.path.insert(0, str(ROOT))
 
 from qcllp.features import build_station_features  # noqa: E402
 from qcllp.learn import PerDefectClassifier  # noqa: E402
+from qcllp.pipeline.guard_rule import GuardCounts, guard_step  # noqa: E402
 from qcllp.pipeline.station_model import defect_probability  # noqa: E402
-from qcllp.pipeline.thresholds import guard_trip, realized_saving_per_1000  # noqa: E402
+from qcllp.pipeline.thresholds import realized_saving_per_1000  # noqa: E402
 from qcllp.pipeline.train import (  # noqa: E402
+    LabeledData,
     fit_station_model,
     labeled_from_frames,
     station_costs,
@@ -126,6 +129,42 @@ def oracles(Xtr, ytr: pd.Series, Xte, yte: pd.Series, types: list[str], seed: in
             lr = make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=2000))
             out["lr"] = auc(b, lr.fit(Xtr, a).predict_proba(Xte)[:, 1])
     return out
+
+
+@dataclass(frozen=True)
+class StationCase:
+    """One station of a training plant and a fresh plant, as the learner benchmarks see it."""
+
+    data: LabeledData  # the training plant's features, charges and counts (``qcllp train``'s)
+    X_fresh: pd.DataFrame  # the fresh plant's features, in the training columns' order
+    kind_train: np.ndarray  # hidden truth per training stick: "ok" or its defect type
+    kind_fresh: np.ndarray  # the same per fresh stick
+
+    @property
+    def bad_train(self) -> np.ndarray:
+        return self.kind_train != "ok"
+
+    @property
+    def bad_fresh(self) -> np.ndarray:
+        return self.kind_fresh != "ok"
+
+
+def station_case(config, train: SimulatedPlant, test: SimulatedPlant, station: str) -> StationCase:
+    """The features and counts ``qcllp train`` would see at ``station`` and the fresh plant's
+    features (imputed with the training imputation), with both plants' hidden truth."""
+    ftr = build_station_features(train.readings, config, station)
+    fte = build_station_features(test.readings, config, station, imputation=ftr.imputation)
+    data = labeled_from_frames(config, station, ftr, train.defect_counts.set_index("charge_id"))
+
+    def kinds(plant: SimulatedPlant, index: pd.Index) -> np.ndarray:
+        return plant.truth.set_index(["charge_id", "stick_id"])["defect"].reindex(index).to_numpy()
+
+    return StationCase(
+        data=data,
+        X_fresh=fte.X.reindex(columns=data.features.X.columns),
+        kind_train=kinds(train, data.features.X.index),
+        kind_fresh=kinds(test, fte.X.index),
+    )
 
 
 def run_case(config, train: SimulatedPlant, test: SimulatedPlant, station: str, args) -> dict:
@@ -192,11 +231,13 @@ def guarded_saving(p, bad, bags, model, costs, config) -> float:
     """The realized saving per 1,000 sticks with the scorer's lock-out guard: the fresh sticks
     decided in charge order, lock-outs suspended from the stick at which the guard trips."""
     order = np.argsort(bags, kind="stable")  # charge ids number the charges in line order
-    locked = (p >= model.threshold)[order]
-    if model.lockout_rate_bound is not None:
-        at = guard_trip(locked, model.lockout_rate_bound, config.scorer.guard_min_sticks)
-        if at is not None:
-            locked[at:] = False
+    locked, _, _ = guard_step(
+        GuardCounts(),
+        (p >= model.threshold)[order],
+        model.lockout_rate_bound,
+        config.scorer.guard_min_sticks,
+        model.lockout_excess_bound,
+    )
     truth = bad[order]
     saving = costs.fail_cost * np.sum(locked & truth) - costs.good_cost * np.sum(locked & ~truth)
     return float(1000 * saving / len(p))

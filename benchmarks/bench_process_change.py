@@ -43,8 +43,9 @@ import numpy as np
 import pandas as pd
 
 from qcllp.features import build_station_features
+from qcllp.pipeline.guard_rule import GuardCounts, guard_step
 from qcllp.pipeline.registry import active_model, load_model
-from qcllp.pipeline.thresholds import guard_trip, lockout_saving_per_1000
+from qcllp.pipeline.thresholds import lockout_saving_per_1000
 from qcllp.pipeline.train import station_costs
 from qcllp.plant.config import Connectors, FileConnector, load_plant_config
 from qcllp.plant.simulate import SimulatedPlant, simulate_plant, write_simulation
@@ -67,25 +68,20 @@ def say(message: str) -> None:
 @dataclass
 class Guard:
     """The scorer's lock-out guard (:mod:`qcllp.pipeline.lockout_guard`) for one line: per
-    model, its decisions and lock-outs so far and whether its lock-outs are suspended."""
+    model, what :func:`~qcllp.pipeline.guard_rule.guard_step` knows of it."""
 
     min_sticks: int
-    counts: dict[int, list[int]] = field(default_factory=dict)  # model -> [decided, locked]
-    suspended: set[int] = field(default_factory=set)
+    counts: dict[int, GuardCounts] = field(default_factory=dict)
 
-    def apply(self, model_id: int, bound: float | None, wants: np.ndarray) -> np.ndarray:
-        if bound is None:
-            return wants
-        if model_id in self.suspended:
-            return np.zeros_like(wants)
-        decided, locked = self.counts.setdefault(model_id, [0, 0])
-        at = guard_trip(wants, bound, self.min_sticks, decided=decided, locked_before=locked)
-        out = wants.copy()
-        if at is not None:
-            self.suspended.add(model_id)
-            out[at:] = False
-        self.counts[model_id] = [decided + len(wants), locked + int(wants.sum())]
-        return out
+    def apply(self, model_id: int, model, wants: np.ndarray) -> np.ndarray:
+        allowed, self.counts[model_id], _ = guard_step(
+            self.counts.get(model_id, GuardCounts()),
+            wants,
+            model.lockout_rate_bound,
+            self.min_sticks,
+            model.lockout_excess_bound,
+        )
+        return allowed
 
 
 def week_figures(loaded, plant: SimulatedPlant, config, station: str, guard: Guard) -> dict:
@@ -102,7 +98,7 @@ def week_figures(loaded, plant: SimulatedPlant, config, station: str, guard: Gua
     predicted = pd.Series(p, index=X.index).groupby(level="charge_id").mean()
     counted = plant.defective_shares().reindex(predicted.index)
     wants = p >= model.threshold
-    locked = guard.apply(loaded.id, model.lockout_rate_bound, wants)
+    locked = guard.apply(loaded.id, model, wants)
     costs = station_costs(config, station)
     return {
         "bag_error": float(np.mean(np.abs(predicted - counted))),

@@ -579,6 +579,14 @@ def status(ctx: Context) -> None:
             lines.append(f"{'':<14} {kind} {text}")
         if s["lockout_suspended"]:
             lines.append(f"{'':<14} {s['lockout_suspended']}")
+        elif s["lockout_guard"]:
+            g = s["lockout_guard"]
+            share = g["locked"] / g["decided"] if g["decided"] else 0.0
+            lines.append(
+                f"{'':<14} lock-out guard: {g['locked']} of {g['decided']} sticks locked out "
+                f"({share:.1%}); recent excess {g['excess']:.0f} sticks "
+                f"(suspends above {_num(g['excess_bound'], '.0f')})"
+            )
     lines += [
         f"DECISION {d['at']:%Y-%m-%d %H:%M} {d['station']} model {d['model_id']} "
         f"{d['outcome']}: {d['reason']}"

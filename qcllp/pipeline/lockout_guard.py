@@ -1,21 +1,22 @@
 """The scorer's lock-out guard: a model that locks out far more than in training is suspended.
 
-A station model is trained on one stretch of the plant's history. When the plant changes --
-a sensor replaced or recalibrated, a new recipe, drift -- its probabilities shift, and a
+A station model is trained on one stretch of the plant's history. When the plant changes -- a
+sensor replaced or recalibrated, a new recipe, drift -- its probabilities shift, and a
 threshold that paid on the training charges locks out good sticks by the hundred (on a
 differently seeded simulated plant, one station locked out 19 % of the sticks instead of 3 %
-and lost 42,000 per 1,000 sticks; ``benchmarks/bench_plant_quality.py``). Final QC reveals
-that only days later. The share of sticks a model locks out is visible at once, and training
-knows how large it may be: :func:`qcllp.pipeline.thresholds.lockout_rate_bound`, stored with
-the model. So the scorer counts, per station and model, the sticks it decided and locked out
-(table ``lockout_guards``, updated in the step's transaction, so a crash never counts twice),
-and once at least ``scorer.guard_min_sticks`` sticks are decided and the share locked out
-exceeds the bound by more than three binomial standard deviations
-(:func:`qcllp.pipeline.thresholds.guard_trip`), the model's lock-outs are **suspended**: from
+and lost 42,000 per 1,000 sticks; ``benchmarks/bench_plant_quality.py``). Final QC reveals that
+only days later. The share of sticks a model locks out is visible at once, and training knows
+how large it may be (:mod:`qcllp.pipeline.guard_rule`, bounds stored with the model). So the
+scorer counts, per station and model, the sticks it decided and locked out (table
+``lockout_guards``, updated in the step's transaction, so a crash never counts twice), and its
+recent excess of lock-outs, and the guard trips when either the share locked out since
+promotion exceeds the bound by more than three binomial standard deviations (after
+``scorer.guard_min_sticks`` decisions) or the recent excess exceeds what a healthy model
+reaches (:mod:`qcllp.pipeline.guard_rule`). Then the model's lock-outs are **suspended**: from
 that stick on, a stick the model would lock out passes with the reason given, an alarm is
-raised once, and ``qcllp status`` shows it. A newly promoted model starts with a fresh count;
-a suspension is lifted by promoting a model (retrained, or the same one again after the cause
-is fixed).
+raised once, and ``qcllp status`` shows it. A newly promoted model starts with a fresh count; a
+suspension is lifted by promoting a model (retrained, or the same one again after the cause is
+fixed).
 
 Why suspend rather than carry on: a suspended station loses only what locking out would have
 saved; a model that no longer fits the plant can lose many times that.
@@ -32,7 +33,7 @@ from sqlalchemy import Connection, select
 
 from qcllp.store import LockoutGuard, dialect_insert
 
-from .thresholds import guard_trip
+from .guard_rule import GuardCounts, excess_path, guard_step
 
 __all__ = ["GuardState", "apply_guard", "guard_state"]
 
@@ -45,12 +46,13 @@ class GuardState:
     locked: int = 0
     suspended_at: datetime | None = None
     reason: str | None = None
+    excess: float = 0.0
 
 
 def guard_state(conn: Connection, station: str, model_id: int) -> GuardState:
     g = LockoutGuard.__table__
     row = conn.execute(
-        select(g.c.decided, g.c.locked, g.c.suspended_at, g.c.reason).where(
+        select(g.c.decided, g.c.locked, g.c.suspended_at, g.c.reason, g.c.excess).where(
             g.c.station == station, g.c.model_id == model_id
         )
     ).first()
@@ -65,42 +67,41 @@ def apply_guard(
     min_sticks: int,
     scores: pd.DataFrame,
     now: datetime,
+    excess_bound: float | None = None,
 ) -> tuple[pd.DataFrame, str | None]:
     """The step's decisions (in decision order) with the guard applied, and the alarm message
     when the guard tripped in this step. Counts are stored in the step's transaction.
 
-    ``bound`` ``None`` (a model trained before the guard existed): decisions pass unchanged.
+    ``bound`` ``None`` (a model trained before the guard existed): decisions pass unchanged;
+    ``excess_bound`` ``None``: the share rule alone.
     """
     if bound is None or scores.empty:
         return scores, None
     state = guard_state(conn, station, model_id)
-    scored = scores["decision"].isin(["lock_out", "pass"]).to_numpy()
-    wants = (scores["decision"] == "lock_out").to_numpy()
-    alarm = None
-    suspended_from = 0 if state.suspended_at is not None else None
-    reason = state.reason
-    if suspended_from is None:
-        at = guard_trip(
-            wants[scored], bound, min_sticks, decided=state.decided, locked_before=state.locked
+    scored = np.flatnonzero(scores["decision"].isin(["lock_out", "pass"]).to_numpy())
+    wants = (scores["decision"] == "lock_out").to_numpy()[scored]
+    before = GuardCounts(state.decided, state.locked, state.excess, state.suspended_at is not None)
+    allowed, after, at = guard_step(before, wants, bound, min_sticks, excess_bound)
+    reason, alarm = state.reason, None
+    if at is not None:
+        decided, locked = state.decided + at + 1, state.locked + int(wants[: at + 1].sum())
+        run = excess_path(wants[: at + 1], bound, state.excess)[-1]
+        reason = (
+            f"lock-out suspended at {station}: model {model_id} locked out {locked} of "
+            f"{decided} sticks ({locked / decided:.1%}), a healthy model at most {bound:.1%}; "
+            f"lately {run:.0f} sticks beyond that rate"
+            + ("" if excess_bound is None else f" (a healthy model at most {excess_bound:.0f})")
+            + "; the plant has changed since training: retrain, or promote the model again "
+            "once the cause is fixed"
         )
-        if at is not None:
-            suspended_from = int(np.flatnonzero(scored)[at])
-            decided = state.decided + at + 1
-            locked = state.locked + int(wants[scored][: at + 1].sum())
-            reason = (
-                f"lock-out suspended at {station}: model {model_id} locked out {locked} of "
-                f"{decided} sticks ({locked / decided:.1%}), a healthy model at most "
-                f"{bound:.1%}; the plant has changed since training: retrain, or promote the "
-                "model again once the cause is fixed"
-            )
-            alarm = reason
+        alarm = reason
+    held = scored[wants & ~allowed]
     out = scores
-    if suspended_from is not None:
-        held = wants & (np.arange(len(scores)) >= suspended_from)
+    if len(held):
         out = scores.copy()
-        out.loc[held, "decision"] = "pass"
-        out.loc[held, "reason"] = reason
-    _store(conn, station, model_id, state, int(scored.sum()), int(wants.sum()), reason, alarm, now)
+        out.iloc[held, out.columns.get_loc("decision")] = "pass"
+        out.iloc[held, out.columns.get_loc("reason")] = reason
+    _store(conn, station, model_id, after, reason, now if alarm else state.suspended_at)
     return out, alarm
 
 
@@ -108,20 +109,18 @@ def _store(
     conn: Connection,
     station: str,
     model_id: int,
-    state: GuardState,
-    decided: int,
-    wanted: int,
+    counts: GuardCounts,
     reason: str | None,
-    alarm: str | None,
-    now: datetime,
+    suspended_at: datetime | None,
 ) -> None:
-    """Counts what the model decided (its wishes, also while suspended: what it would do)."""
+    """Stores the counts after the step (the model's wishes, also while suspended)."""
     values = {
         "station": station,
         "model_id": model_id,
-        "decided": state.decided + decided,
-        "locked": state.locked + wanted,
-        "suspended_at": now if alarm else state.suspended_at,
+        "decided": counts.decided,
+        "locked": counts.locked,
+        "excess": counts.excess,
+        "suspended_at": suspended_at,
         "reason": reason,
     }
     stmt = dialect_insert(conn, LockoutGuard.__table__).values(**values)

@@ -228,6 +228,7 @@ def score_step(
                 config.scorer.guard_min_sticks,
                 scores,
                 now,
+                model.model.lockout_excess_bound,
             )
             if tripped:
                 insert_alarm(conn, "scorer", station, "lockout_suspended", tripped)

@@ -84,8 +84,9 @@ class StationModel:
     money). ``recalibration`` maps the estimator's failure probability (on the logit scale) to
     the probability the threshold was chosen on; ``None`` applies none.
     ``lockout_rate_bound``: the largest share of sticks a healthy model locks out (from its
-    training charges); the scorer suspends lock-outs beyond it (artifacts written before it
-    existed read ``None``: no guard).
+    training charges); ``lockout_excess_bound``: the most sticks it locks out beyond that share
+    in a run. The scorer suspends lock-outs beyond them (:mod:`qcllp.pipeline.guard_rule`;
+    artifacts written before a bound existed read ``None``: that rule is not applied).
     """
 
     station: str
@@ -104,6 +105,7 @@ class StationModel:
     per_charge: pd.DataFrame | None = field(default=None, repr=False)
     importances: pd.Series | None = field(default=None, repr=False)
     lockout_rate_bound: float | None = None  # the scorer's lock-out guard; None: no guard
+    lockout_excess_bound: float | None = None  # its recent-excess rule; None: not applied
 
     def prepare(self, X: pd.DataFrame) -> pd.DataFrame:
         """The columns in training order, missing values filled as at training time."""

@@ -97,6 +97,14 @@ def plant_status(store: Store, config: PlantConfig, *, alarms: int = 10) -> dict
                 "pending_sticks": int(pending.get(name, 0)),
                 "flags": flags.get(name, {}),
                 "lockout_suspended": None if guard is None else guard.reason,
+                "lockout_guard": None
+                if guard is None
+                else {
+                    "decided": int(guard.decided),
+                    "locked": int(guard.locked),
+                    "excess": float(guard.excess),
+                    "excess_bound": model["metrics"].get("lockout_excess_bound"),
+                },
             }
         )
     return {

@@ -56,9 +56,7 @@ __all__ = [
     "ThresholdChoice",
     "charge_savings",
     "count_calibration",
-    "guard_trip",
     "held_out_saving",
-    "lockout_rate_bound",
     "lockout_rule",
     "lockout_saving_per_1000",
     "realized_saving_per_1000",
@@ -338,45 +336,6 @@ def held_out_saving(
     z = float(norm.ppf(0.5 + level / 2))
     half = z * spread * np.sqrt(2.0)
     return SavingEstimate(float(estimate), float(estimate - half), float(estimate + half), level)
-
-
-def lockout_rate_bound(
-    probability: np.ndarray,
-    codes: np.ndarray,
-    threshold: float,
-    *,
-    quantile: float = 0.99,
-    n_boot: int = 400,
-    random_state: int | None = 0,
-) -> float:
-    """The share of sticks the threshold locks out, at its ``quantile`` over bootstrap
-    resamples of the charges: how much a healthy model may lock out (the scorer's lock-out
-    guard, :func:`guard_trip`)."""
-    codes = np.asarray(codes, dtype=np.intp)
-    h = int(codes.max()) + 1 if len(codes) else 0
-    locked = np.bincount(codes, np.asarray(probability) >= threshold, minlength=h)
-    rows = np.bincount(codes, minlength=h)
-    weights = np.random.default_rng(random_state).multinomial(h, np.full(h, 1.0 / h), n_boot)
-    return float(np.quantile((weights @ locked) / (weights @ rows), quantile))
-
-
-def guard_trip(
-    locked: np.ndarray, bound: float, min_sticks: int, *, decided: int = 0, locked_before: int = 0
-) -> int | None:
-    """Position of the first decision at which the share locked out so far is no longer
-    believable for a healthy model, or ``None``.
-
-    ``locked``: the new lock-out decisions (bool) in the order they are made; ``decided`` /
-    ``locked_before``: the counts of earlier decisions of the same model. The share may exceed
-    ``bound`` by three binomial standard deviations; the guard judges only after
-    ``min_sticks`` decisions, so a few unlucky charges do not trip it.
-    """
-    locked = np.asarray(locked, dtype=bool)
-    n = decided + np.arange(1, len(locked) + 1)
-    share = (locked_before + np.cumsum(locked)) / n
-    spread = np.sqrt(max(bound * (1.0 - bound), 1e-4) / n)
-    over = np.flatnonzero((n >= min_sticks) & (share > bound + 3.0 * spread))
-    return int(over[0]) if len(over) else None
 
 
 def realized_saving_per_1000(

@@ -49,6 +49,7 @@ from qcllp.plant.config import DEFAULT_ANY_DEFECT, DEFAULT_BOOTSTRAP, PlantConfi
 from qcllp.store import Store
 
 from .evaluate import Evaluation, cross_validate_charges, score_probabilities
+from .guard_rule import lockout_excess_bound, lockout_rate_bound
 from .leases import HeldLease, station_lease_name
 from .methods import Method, canonical_name, method
 from .registry import register_model, save_station_model
@@ -59,7 +60,6 @@ from .thresholds import (
     ThresholdChoice,
     count_calibration,
     held_out_saving,
-    lockout_rate_bound,
     lockout_rule,
 )
 
@@ -307,6 +307,7 @@ class LockoutDecision:
     raw_probability: np.ndarray  # out of fold, before the recalibration
     saving: SavingEstimate  # of the rule, on charges it did not see
     lockout_rate_bound: float  # the most a healthy model locks out (scorer's guard)
+    lockout_excess_bound: float  # the most it locks out beyond that in a run (the same)
 
 
 def training_plan(
@@ -495,7 +496,8 @@ def decide_lockout(
     saving = held_out_saving(decision, codes, positives, costs, calibrate, groups=folds, **rule)
     evaluation = score_probabilities(oof, bags, shares, threshold=choice.threshold)
     bound = lockout_rate_bound(oof, codes, choice.threshold, random_state=plan.seed)
-    return LockoutDecision(recalibration, choice, costs, evaluation, raw, saving, bound)
+    excess = lockout_excess_bound(oof, codes, choice.threshold, bound, random_state=plan.seed)
+    return LockoutDecision(recalibration, choice, costs, evaluation, raw, saving, bound, excess)
 
 
 @dataclass(frozen=True)
@@ -650,6 +652,7 @@ def _station_model(
         "saving_low_per_1000": decision.saving.low,
         "saving_high_per_1000": decision.saving.high,
         "lockout_rate_bound": decision.lockout_rate_bound,
+        "lockout_excess_bound": decision.lockout_excess_bound,
     }
     X = data.features.X
     return StationModel(
@@ -661,6 +664,7 @@ def _station_model(
         imputation=dict(data.features.imputation),
         threshold=choice.threshold,
         lockout_rate_bound=decision.lockout_rate_bound,
+        lockout_excess_bound=decision.lockout_excess_bound,
         recalibration=decision.recalibration,
         costs=decision.costs,
         params=search.params,

@@ -315,7 +315,8 @@ class ScorerPending(Base):
 
 class LockoutGuard(Base):
     """The scorer's lock-out guard of one model at one station: sticks it decided and locked
-    out, and since when its lock-outs are suspended (it locked out far more than in training:
+    out, its recent excess of lock-outs (CUSUM, :mod:`qcllp.pipeline.guard_rule`), and since
+    when its lock-outs are suspended (it locked out far more than in training:
     the plant is not the one it learned; :mod:`qcllp.pipeline.lockout_guard`)."""
 
     __tablename__ = "lockout_guards"
@@ -326,6 +327,7 @@ class LockoutGuard(Base):
     locked: Mapped[int] = mapped_column(BigInteger, nullable=False)
     suspended_at: Mapped[datetime | None] = mapped_column(TS)
     reason: Mapped[str | None] = mapped_column(Text)
+    excess: Mapped[float] = mapped_column(Float, nullable=False, server_default="0")
 
 
 class Alarm(Base):

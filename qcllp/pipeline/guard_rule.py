@@ -1,0 +1,201 @@
+"""When does a model lock out more than a healthy one would? The lock-out guard's statistics.
+
+Training knows how much a healthy model locks out, from its out-of-fold probabilities on the
+training charges; the scorer (:mod:`qcllp.pipeline.lockout_guard`) watches what it does on the
+line. Two rules, each with its bound computed in training and stored with the model:
+
+* **share since promotion** (:func:`lockout_rate_bound`): the share of sticks locked out may
+  exceed the 99 % bootstrap quantile of the training share by three binomial standard
+  deviations, judged after ``min_sticks`` decisions. It catches a model that never fitted this
+  plant, but a model that was right for months moves its share since promotion only slowly
+  when the plant changes: on the simulated process change the guard tripped after a week of
+  losses (``benchmarks/bench_process_change.py``).
+* **recent excess** (:func:`lockout_excess_bound`): Page's CUSUM (Page 1954, "Continuous
+  inspection schemes") of the lock-outs above the rate bound, ``S_t = max(0, S_{t-1} + x_t -
+  k)`` with ``x_t`` 1 for a lock-out and ``k`` the rate bound: the number of sticks locked out
+  beyond the healthy rate since the last quiet stretch. It forgets a healthy history by
+  construction, so a sudden change trips it within a few charges, whatever came before. Its
+  limit ``h`` is calibrated on the training charges rather than taken from a binomial formula:
+  lock-outs cluster in charges (a defect-rich charge has many), so a healthy model reaches
+  excesses far above the independent-sticks figure. ``h`` is the 99 % quantile, over bootstrap
+  sequences of training charges in random order, of the largest excess a healthy model reaches
+  within ``horizon`` charges (default 1,000: most of a year at 25 charges a week; long on
+  purpose, the guard must not trip on a healthy model), computed at charge granularity (within
+  a charge the excess can pass its end-of-charge value by at most that charge's lock-outs).
+  It is judged from the first decision and needs no minimum count: ``h`` already holds what a
+  run of unlucky charges can do.
+
+Why CUSUM and not a sliding window: it needs one number of state per model (the scorer's
+table row), costs O(new decisions) per step, and is the classical optimal detector of a rate
+increase; a window of the last N decisions would need their history read on every poll.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = [
+    "GuardCounts",
+    "guard_step",
+    "GuardVerdict",
+    "excess_path",
+    "guard_trip",
+    "lockout_excess_bound",
+    "lockout_rate_bound",
+]
+
+HORIZON_CHARGES = 1000
+MIN_EXCESS = 3.0  # sticks; a model that locked out (almost) nothing in training
+
+
+def lockout_rate_bound(
+    probability: np.ndarray,
+    codes: np.ndarray,
+    threshold: float,
+    *,
+    quantile: float = 0.99,
+    n_boot: int = 400,
+    random_state: int | None = 0,
+) -> float:
+    """The share of sticks the threshold locks out, at its ``quantile`` over bootstrap
+    resamples of the charges: how much a healthy model may lock out."""
+    locked, rows = _per_charge(probability, codes, threshold)
+    h = len(rows)
+    weights = np.random.default_rng(random_state).multinomial(h, np.full(h, 1.0 / h), n_boot)
+    return float(np.quantile((weights @ locked) / (weights @ rows), quantile))
+
+
+def lockout_excess_bound(
+    probability: np.ndarray,
+    codes: np.ndarray,
+    threshold: float,
+    rate_bound: float,
+    *,
+    horizon: int = HORIZON_CHARGES,
+    quantile: float = 0.99,
+    n_boot: int = 400,
+    random_state: int | None = 0,
+) -> float:
+    """The most sticks a healthy model locks out beyond ``rate_bound`` in a run (the CUSUM's
+    largest value within ``horizon`` charges), at its ``quantile`` over bootstrap sequences of
+    the training charges; at least :data:`MIN_EXCESS` (module docstring)."""
+    locked, rows = _per_charge(probability, codes, threshold)
+    increments = locked - rate_bound * rows
+    rng = np.random.default_rng(random_state)
+    cusum = np.zeros(n_boot)
+    largest = np.zeros(n_boot)
+    draws = rng.integers(0, len(rows), size=(horizon, n_boot))
+    for increment in increments[draws]:  # one charge after another, all draws at once
+        cusum = np.maximum(cusum + increment, 0.0)
+        np.maximum(largest, cusum, out=largest)
+    return float(max(np.quantile(largest, quantile), MIN_EXCESS))
+
+
+def excess_path(locked: np.ndarray, rate_bound: float, excess_before: float = 0.0) -> np.ndarray:
+    """The CUSUM ``S_t`` after each decision, from ``excess_before``: Lindley's recursion in
+    closed form, ``S_t = C_t - min(0, min_{s <= t} C_s)`` with ``C_t = S_0 + sum_{s <= t}
+    (x_s - k)``."""
+    walk = excess_before + np.cumsum(np.asarray(locked, dtype=float) - rate_bound)
+    return walk - np.minimum(np.minimum.accumulate(walk), 0.0)
+
+
+class GuardVerdict(NamedTuple):
+    """Where the guard trips in the new decisions (``None``: it does not), and the CUSUM after
+    the last of them (stored for the next step)."""
+
+    at: int | None
+    excess: float
+
+
+def guard_trip(
+    locked: np.ndarray,
+    bound: float,
+    min_sticks: int,
+    *,
+    decided: int = 0,
+    locked_before: int = 0,
+    excess_bound: float | None = None,
+    excess_before: float = 0.0,
+) -> GuardVerdict:
+    """Where, in the new decisions ``locked`` (bool, in the order they are made), the model's
+    lock-outs stop being believable for a healthy model, and the excess to carry on.
+
+    ``decided`` / ``locked_before`` count the same model's earlier decisions, ``excess_before``
+    its CUSUM after them. Trips at the first decision at which either rule of the module
+    docstring does: the share since promotion (after ``min_sticks`` decisions) exceeds
+    ``bound`` by three binomial standard deviations, or the recent excess exceeds
+    ``excess_bound`` (``None``: a model trained before that rule, judged by the share alone).
+    """
+    locked = np.asarray(locked, dtype=bool)
+    n = decided + np.arange(1, len(locked) + 1)
+    share = (locked_before + np.cumsum(locked)) / n
+    spread = np.sqrt(max(bound * (1.0 - bound), 1e-4) / n)
+    over = (n >= min_sticks) & (share > bound + 3.0 * spread)
+    path = excess_path(locked, bound, excess_before)
+    if excess_bound is not None:
+        over |= path > excess_bound
+    hits = np.flatnonzero(over)
+    return GuardVerdict(
+        int(hits[0]) if len(hits) else None, float(path[-1]) if len(path) else excess_before
+    )
+
+
+@dataclass(frozen=True)
+class GuardCounts:
+    """What the guard knows of one model: its decisions and lock-outs so far (its wishes, also
+    while suspended), its recent excess, and whether its lock-outs are suspended."""
+
+    decided: int = 0
+    locked: int = 0
+    excess: float = 0.0
+    suspended: bool = False
+
+
+def guard_step(
+    counts: GuardCounts,
+    wants: np.ndarray,
+    bound: float | None,
+    min_sticks: int,
+    excess_bound: float | None = None,
+) -> tuple[np.ndarray, GuardCounts, int | None]:
+    """One step of the guard on the lock-outs a model ``wants`` (bool, in decision order):
+    the lock-outs allowed, the counts after the step, and where it tripped in this step (or
+    ``None``). ``bound`` ``None``: no guard, everything allowed. The scorer's
+    :func:`qcllp.pipeline.lockout_guard.apply_guard` keeps the counts in the database; the
+    benchmarks keep them in memory."""
+    wants = np.asarray(wants, dtype=bool)
+    if bound is None:
+        return wants, counts, None
+    verdict = guard_trip(
+        wants,
+        bound,
+        min_sticks,
+        decided=counts.decided,
+        locked_before=counts.locked,
+        excess_bound=excess_bound,
+        excess_before=counts.excess,
+    )
+    at = None if counts.suspended else verdict.at
+    allowed = np.zeros_like(wants) if counts.suspended else wants.copy()
+    if at is not None:
+        allowed[at:] = False
+    after = GuardCounts(
+        counts.decided + len(wants),
+        counts.locked + int(wants.sum()),
+        verdict.excess,
+        counts.suspended or at is not None,
+    )
+    return allowed, after, at
+
+
+def _per_charge(
+    probability: np.ndarray, codes: np.ndarray, threshold: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sticks locked out and sticks, per charge."""
+    codes = np.asarray(codes, dtype=np.intp)
+    h = int(codes.max()) + 1 if len(codes) else 0
+    locked = np.bincount(codes, np.asarray(probability) >= threshold, minlength=h)
+    return locked.astype(float), np.bincount(codes, minlength=h).astype(float)
