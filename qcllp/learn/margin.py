@@ -1,12 +1,14 @@
-"""Common frame of the large-margin LLP learners (pSVM family, InvCal, MeanMap).
+"""Common frame of the LLP learners with a binary scoring core (the pSVM family, InvCal, the
+mean maps, LLPFC, the boosted and EM learners).
 
 Each learner implements a *binary* core: rows, their bag index, the positive share per bag and
 optionally known labels in, a model with ``decision_function`` out (positive = class 1). This
 base class turns that into the full estimator contract: validation, one-vs-rest for more than
 two classes (class j against the rest has known per-bag shares: column j of the proportions),
 probabilities calibrated on the training bags (:class:`BagCalibrator`) and reproducible seeds
-per binary task. Parameters are checked against the learner's ``_parameter_constraints`` at the
-start of ``fit`` (:mod:`qcllp.learn.params`).
+per binary task, drawn up front, so a learner with ``n_jobs`` fits the one-vs-rest tasks in
+parallel (joblib) and gives the same model for any ``n_jobs``. Parameters are checked against
+the learner's ``_parameter_constraints`` at the start of ``fit`` (:mod:`qcllp.learn.params`).
 
 :func:`binary_scores` fits the binary core of one learner on another's coded arrays: how
 alter-pSVM and conv-pSVM start from InvCal's (or conv-pSVM's) decision values.
@@ -18,6 +20,7 @@ from typing import Protocol
 
 import numpy as np
 import pandas as pd
+from joblib import Parallel, delayed
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 
@@ -64,13 +67,16 @@ class MarginLLPClassifier(LLPClassifierMixin, BaseEstimator):
         rng = check_random_state(getattr(self, "random_state", None))
         tasks = self._binary_tasks(problem)
         seeds = rng.randint(np.iinfo(np.int32).max, size=len(tasks))
-        self.estimators_, self.calibrators_ = [], []
-        for (shares, known), seed in zip(tasks, seeds, strict=True):
-            model = self._fit_binary(
+        n_jobs = getattr(self, "n_jobs", None) if len(tasks) > 1 else None
+        models = Parallel(n_jobs=n_jobs)(
+            delayed(self._fit_binary)(
                 problem.X, problem.bag_codes, shares, known, np.random.RandomState(seed)
             )
+            for (shares, known), seed in zip(tasks, seeds, strict=True)
+        )
+        self.estimators_, self.calibrators_ = list(models), []
+        for model, (shares, _) in zip(models, tasks, strict=True):
             decision = model.decision_function(problem.X)
-            self.estimators_.append(model)
             self.calibrators_.append(BagCalibrator().fit(decision, problem.bag_codes, shares))
         return self
 
