@@ -45,8 +45,8 @@ from .metrics import (
 )
 from .model_selection import BagGridSearchCV, BagKFold, bag_cross_val_error
 from .per_defect import PerDefectClassifier
-from .proportion_boosting import ProportionBoosting
 from .problem import LLPProblem, check_features, check_llp_input, counts_to_shares
+from .proportion_boosting import ProportionBoosting
 from .twin_psvm import TwinPSVM
 from .wellsvm import WellSVM
 

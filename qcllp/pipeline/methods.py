@@ -23,7 +23,15 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
-from qcllp.learn import KMeansLabeler, LLPClassifierMixin
+from qcllp.learn import (
+    EMLLP,
+    LLPFC,
+    AlternatingMeanMap,
+    KMeansLabeler,
+    LaplacianMeanMap,
+    LLPClassifierMixin,
+    ProportionBoosting,
+)
 from qcllp.learn.alter_psvm import AlterPSVM
 from qcllp.learn.baselines import InvCal, MeanMap
 from qcllp.learn.conv_psvm import ConvPSVM
@@ -156,6 +164,22 @@ METHODS: dict[str, Method] = {
         ),
         Method("invcal", _margin(InvCal), {"C_p": [0.1, 1.0, 10.0]}, standardized=True),
         Method("meanmap", _margin(MeanMap), {"reg": [0.1, 1.0]}, standardized=True),
+        # The learners of the issue "Beyond the seeds" (benchmarks/bench_learners.py).
+        Method("lmm", _margin(LaplacianMeanMap), {"reg": [0.1, 1.0]}, standardized=True),
+        Method("amm", _margin(AlternatingMeanMap), {"reg": [0.1, 1.0]}, standardized=True),
+        Method("llpfc", _margin(LLPFC, base="logistic"), {"C": [0.1, 1.0]}, standardized=True),
+        Method(
+            "proportion-boosting",
+            lambda seed: ProportionBoosting(random_state=seed),
+            {"max_depth": [2, 3]},
+            standardized=False,
+        ),
+        Method(
+            "em-llp",
+            lambda seed: EMLLP(base="logistic", random_state=seed),
+            {"C": [0.1, 1.0]},
+            standardized=False,
+        ),
     ]
 }
 

@@ -189,9 +189,9 @@ def test_works_inside_bag_grid_search():
     X, bags, shares, _ = xor(900, 30)
     search = BagGridSearchCV(
         LLPFC(max_iter=40, n_rounds=4, random_state=0),
-        {"learning_rate": [0.01, 0.3]},
+        {"max_leaf_nodes": [2, 15]},  # stumps add up x0 and x1 alone: no XOR
         cv=3,
         random_state=0,
     ).fit(X, bags, shares)
-    assert search.best_params_ == {"learning_rate": 0.3}
+    assert search.best_params_ == {"max_leaf_nodes": 15}
     assert search.best_estimator_.predict_proba(X).shape == (len(X), 2)

@@ -180,3 +180,26 @@ def test_the_auto_rule_prefers_the_saving_then_the_bag_error():
     assert choose_method([trial("a", 0.05, 0.0), trial("b", 0.04, 0.0)]) == 1
     assert choose_method([trial("a", 0.05, 0.0), trial("b", 0.05, 0.0)]) == 0
     assert choose_method([trial("a", float("nan"), 0.0), trial("b", 0.2, 0.0)]) == 1
+
+
+def test_the_nonlinear_learners_train_a_station_through_the_whole_pipeline(history_plant, tmp_path):
+    """Every learner of the issue "Beyond the seeds" is selectable by name: grid search on
+    charges, per-type models, count calibration, threshold, artifact."""
+    methods = {
+        "lmm": {"reg": [1.0]},
+        "amm": {"reg": [1.0], "max_iter": [3]},
+        "llpfc": {"C": [1.0]},
+        "proportion_boosting": {"n_estimators": [30]},
+        "em_llp": {"C": [1.0], "max_iter": [2]},
+    }
+    training = Training(default_method="auto", methods=methods, cv=2, bootstrap=5)
+    config = replace(history_plant.config, training=training)
+    with Store.open(history_plant.copy_to(tmp_path)) as store:
+        result = train_station(store, config, "cooling", random_state=0)
+        comparison = {c["method"]: c for c in result.params["auto"]}
+        model = load_model(store, result.model_id).model
+        X = station_features(store, config, "cooling").X
+    assert set(comparison) == {"lmm", "amm", "llpfc", "proportion-boosting", "em-llp"}
+    errors = {m: c["cv_bag_error"] for m, c in comparison.items()}
+    assert all(0.0 <= e < 0.2 for e in errors.values()), errors
+    assert model.method == result.method and model.failure_probability(X).std() > 0
