@@ -122,6 +122,35 @@ class _CountLayout:
         value = dist[np.arange(self.h), self.k]
         return np.log(np.maximum(np.where(self.inside, value, 0.0), 1e-300))
 
+    def logpmf_and_grad(self, p: np.ndarray, dp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`logpmf` and its derivatives along ``dp`` ((m, n): the derivatives of every
+        row's ``p`` by m parameters), by forward-mode differentiation of the recursion: with
+        ``diff = shift(dist) - dist`` a row of probability ``p`` maps ``dist`` to ``dist + p
+        diff``, so the derivatives map to ``ddist + p ddiff + dp diff``. One pass costs about
+        twice :meth:`logpmf`, where finite differences cost m + 1 passes. Returns ((h,), (m,
+        h)); the derivative is 0 where the value is clipped."""
+        m = len(dp)
+        table = np.zeros((self.h, self.width))
+        table[self.cells] = np.asarray(p, dtype=float)[self.rows]
+        dtable = np.zeros((m, self.h, self.width))
+        dtable[:, self.cells[0], self.cells[1]] = np.asarray(dp, dtype=float)[:, self.rows]
+        dist = np.zeros((self.h, self.top + 1))
+        dist[:, 0] = 1.0
+        ddist = np.zeros((m, self.h, self.top + 1))
+        for j in range(self.width):
+            pj, dpj = table[:, j : j + 1], dtable[:, :, j : j + 1]
+            diff = -dist
+            diff[:, 1:] += dist[:, :-1]
+            ddiff = -ddist
+            ddiff[:, :, 1:] += ddist[:, :, :-1]
+            ddist = ddist + pj * ddiff + dpj * diff
+            dist = dist + pj * diff
+        bags = np.arange(self.h)
+        value = np.where(self.inside, dist[bags, self.k], 0.0)
+        kept = value > 1e-300
+        grad = np.where(kept, ddist[:, bags, self.k] / np.where(kept, value, 1.0), 0.0)
+        return np.log(np.maximum(value, 1e-300)), grad
+
 
 class CountCalibrator:
     """Monotone map ``P(class 1) = ceiling * sigmoid(a f + b)``, ``a >= 0``, ``0 < ceiling <=
@@ -160,10 +189,14 @@ class CountCalibrator:
 
         layout = _CountLayout(codes, counts, h)
 
-        def loss(theta: np.ndarray) -> float:
+        def loss(theta: np.ndarray) -> tuple[float, np.ndarray]:
             a, b, top = theta
-            ll = layout.logpmf(top * expit(a * z + b))
-            return -float(ll.sum()) / max(h, 1) + self.l2 * a * a
+            s = expit(a * z + b)
+            slope = top * s * (1.0 - s)
+            ll, dll = layout.logpmf_and_grad(top * s, np.stack([slope * z, slope, s]))
+            value = -float(ll.sum()) / max(h, 1) + self.l2 * a * a
+            grad = -dll.sum(axis=1) / max(h, 1) + np.array([2.0 * self.l2 * a, 0.0, 0.0])
+            return value, grad
 
         rate = float(np.clip(counts.sum() / max(len(f), 1), 1e-6, 1 - 1e-6))
         top_bounds = (1e-3, 1.0) if self.ceiling else (1.0, 1.0)
@@ -177,6 +210,7 @@ class CountCalibrator:
             result = minimize(
                 loss,
                 np.clip(start, [0, -np.inf, top_bounds[0]], [np.inf, np.inf, top_bounds[1]]),
+                jac=True,
                 method="L-BFGS-B",
                 bounds=[(0, None), (None, None), top_bounds],
             )
