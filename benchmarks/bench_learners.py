@@ -10,10 +10,11 @@ supervised oracles trained with the hidden per-stick labels (issue "Beyond the s
 (p) ``plant``: per scenario, seed and station a training plant of 100 charges and a separately
     seeded fresh plant of 60 (``bench_plant_quality.plants``), features as ``qcllp train``
     builds them; every learner as the any-defect decision of the pipeline's default
-    (``PerDefectClassifier``: one model per defect type, probabilities summed), standardized
-    features, default parameters; ROC AUC on the fresh sticks against the hidden truth, and
-    the fit time of all types together. Oracles: logistic regression (``lr``) and
-    gradient boosting (``gb``) on the training plant's hidden any-defect labels.
+    (``PerDefectClassifier``: one model per defect type, probabilities summed; ``--any-defect
+    direct``: one model on the any-defect shares), standardized features, default
+    parameters; ROC AUC on the fresh sticks against the hidden truth, and the fit time of all
+    types together. Oracles: logistic regression (``lr``) and gradient boosting (``gb``) on
+    the training plant's hidden any-defect labels.
 
 Learners: the seed learners (``AlterPSVM`` as ``qcllp train``'s alter-psvm: 3 random restarts,
 C_p = 10; ``KMeansLabeler`` as its kmeans-labeler) and the new ones at their defaults, ``-rbf`` /
@@ -173,11 +174,14 @@ def plant(args, found: dict[str, Callable]) -> None:
                 )
                 for name, factory in found.items():
                     learner = standardized(factory(seed))
-                    model = PerDefectClassifier(
-                        [(t, clone(learner)) for t in data.type_shares.columns]
-                    )
+                    if args.any_defect == "direct":
+                        model, shares = learner, data.failing_shares
+                    else:
+                        types = data.type_shares.columns
+                        model = PerDefectClassifier([(t, clone(learner)) for t in types])
+                        shares = data.type_shares
                     started = time.perf_counter()
-                    model.fit(data.features.X, data.bags, data.type_shares)
+                    model.fit(data.features.X, data.bags, shares)
                     row[f"{name} s"] = time.perf_counter() - started
                     row[name] = auc(case.bad_fresh, model.predict_proba(case.X_fresh)[:, 1])
                 rows.append(row)
@@ -190,7 +194,10 @@ def plant(args, found: dict[str, Callable]) -> None:
                 )
     table = pd.DataFrame(rows)
     names = list(found)
-    print(f"\n## plant: fresh-charge ROC AUC, any defect (medians over {len(args.seeds)} seeds)\n")
+    print(
+        f"\n## plant: fresh-charge ROC AUC, any defect ({args.any_defect}; medians over "
+        f"{len(args.seeds)} seeds)\n"
+    )
     print("| scenario | station | gb oracle | lr oracle | " + " | ".join(names) + " |")
     print("|---|---|" + "---:|" * (len(names) + 2))
     for (scenario, station), g in table.groupby(["scenario", "station"], sort=False):
@@ -235,6 +242,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenarios", nargs="*", default=["sepA", "shared"], choices=SCENARIOS)
     parser.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
     parser.add_argument("--stations", nargs="*", default=None)
+    parser.add_argument(
+        "--any-defect",
+        choices=["per-type-sum", "direct"],
+        default="per-type-sum",
+        help="plant: one model per defect type, summed (qcllp train's default), or one model "
+        "on the any-defect shares",
+    )
     args = parser.parse_args(argv)
     found = learners()
     if args.learners:

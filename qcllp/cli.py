@@ -289,8 +289,9 @@ def _time(value: str | None) -> datetime | None:
 @click.option(
     "--method",
     "method_name",
-    help="kmeans-labeler, alter-psvm, conv-psvm, twin-psvm, invcal, meanmap, or auto (each "
-    "of the config's methods, the best kept per station) (default: the config's).",
+    help="kmeans-labeler, alter-psvm, conv-psvm, twin-psvm, invcal, meanmap, lmm, amm, llpfc, "
+    "proportion-boosting, em-llp, or auto (each of the config's methods, the best kept per "
+    "station) (default: the config's).",
 )
 @click.option(
     "--target",

@@ -164,7 +164,12 @@ METHODS: dict[str, Method] = {
         ),
         Method("invcal", _margin(InvCal), {"C_p": [0.1, 1.0, 10.0]}, standardized=True),
         Method("meanmap", _margin(MeanMap), {"reg": [0.1, 1.0]}, standardized=True),
-        # The learners of the issue "Beyond the seeds" (benchmarks/bench_learners.py).
+        # The learners of the issue "Beyond the seeds". Bases by measurement: on fresh charges
+        # of the simulated plant (sepA and shared, 3 seeds, 4 stations) the logistic base of
+        # EMLLP ranks ahead of the boosted one at 7 of 8 stations at a tenth of the time (1.4
+        # against 14.9 s for three defect types), LLPFC's at 4 of 8 at a sixth; LMM and AMM
+        # stay linear here (their RBF map is a config grid away: kernel: [rbf])
+        # (benchmarks/bench_learners.py, README "Nonlinear learners").
         Method("lmm", _margin(LaplacianMeanMap), {"reg": [0.1, 1.0]}, standardized=True),
         Method("amm", _margin(AlternatingMeanMap), {"reg": [0.1, 1.0]}, standardized=True),
         Method("llpfc", _margin(LLPFC, base="logistic"), {"C": [0.1, 1.0]}, standardized=True),
