@@ -339,7 +339,7 @@ def training_plan(
 
 
 AUTO = "auto"
-AUTO_METHODS = ("alter-psvm", "invcal", "meanmap", "kmeans-labeler")
+AUTO_METHODS = ("em-llp", "alter-psvm", "invcal", "meanmap", "kmeans-labeler")
 
 
 def is_auto(method_name: str | None, config: PlantConfig) -> bool:

@@ -35,7 +35,7 @@ def test_the_plan_takes_the_configs_defaults_and_the_callers_choices_win(fast_co
 
 def test_a_config_without_training_section_trains_its_one_default(fast_config):
     plan = training_plan(replace(fast_config, training=Training()), "furnace")
-    assert plan.method.name == "alter-psvm" and plan.folds == 5
+    assert plan.method.name == "em-llp" and plan.folds == 5
 
 
 @pytest.mark.parametrize(

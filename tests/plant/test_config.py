@@ -288,7 +288,7 @@ def test_minimal_config_gets_documented_defaults():
     assert (config.station("furnace").settle_s, config.station("furnace").timeout_s) == (2.0, 300.0)
     assert config.scorer.host == "127.0.0.1" and config.scorer.max_lag_s == 60.0
     assert config.connectors == Connectors() and config.training == Training()
-    assert config.training.default_method == "alter-psvm" and config.training.cv == 5
+    assert config.training.default_method == "em-llp" and config.training.cv == 5
     assert config.path is None
 
 
