@@ -281,6 +281,7 @@ def test_a_missing_database_on_a_running_server_is_named(pg_server):
     assert "S3cret" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_the_demo_runs_from_any_folder_and_says_how_to_look_at_its_results(tmp_path):
     """A real process started outside the checkout, without --config: the example plant ships
     with the package; the printed follow-up commands work from yet another folder."""

@@ -8,6 +8,8 @@ from __future__ import annotations
 import shutil
 from dataclasses import replace
 
+import pytest
+
 from qcllp.pipeline.events import events
 from qcllp.pipeline.registry import list_models
 from qcllp.pipeline.retrain import retrain_station
@@ -59,6 +61,7 @@ def test_a_database_away_is_retried_reported_and_caught_up_after(
     store.close()
 
 
+@pytest.mark.slow
 def test_a_retraining_while_the_database_is_away_fails_and_the_next_one_trains_every_station(
     retrain_plant, tmp_path, monkeypatch
 ):

@@ -214,6 +214,7 @@ def test_dropped_files_are_ingested_and_the_station_trained_promoted_and_reporte
     assert_registry_consistent(plant)
 
 
+@pytest.mark.slow
 def test_a_process_change_raises_the_drift_alarm_and_triggers_a_retraining(
     tmp_path, retrain_plant, start_daemon
 ):
@@ -280,7 +281,14 @@ def test_two_daemons_one_works_the_other_stands_by_and_takes_over_after_a_kill(
     assert_registry_consistent(plant)
 
 
-@pytest.mark.parametrize("moment", ["grid search", "charge-grouped validation", "registered"])
+@pytest.mark.parametrize(
+    "moment",
+    [
+        "grid search",
+        pytest.param("charge-grouped validation", marks=pytest.mark.slow),
+        pytest.param("registered", marks=pytest.mark.slow),
+    ],
+)
 def test_a_kill_9_mid_training_leaves_a_consistent_registry_and_the_restart_recovers(
     tmp_path, retrain_plant, start_daemon, moment
 ):
@@ -339,6 +347,7 @@ def test_sigterm_mid_training_exits_0_and_registers_nothing_half_done(
         assert models == []
 
 
+@pytest.mark.slow
 def test_a_daemon_that_was_down_runs_a_missed_job_once_not_once_per_missed_time(
     tmp_path, retrain_plant, start_daemon
 ):
@@ -364,18 +373,17 @@ def test_a_daemon_that_was_down_runs_a_missed_job_once_not_once_per_missed_time(
     leading = datetime.fromisoformat(led["ts"])
     periods = math.ceil((leading - missed).total_seconds() / 4.0)
     next_regular = missed + timedelta(seconds=4.0 * periods)
-    wait_until(
-        lambda: datetime.now(UTC) > next_regular + timedelta(seconds=0.5),
-        what="the first regular time",
-        procs=[again],
-    )
-    early = [
+    # up to just before the second regular time: the missed times' one run and the first
+    # regular run (one run when the two coincide); once per missed time would be 3 or more
+    window_end = next_regular + timedelta(seconds=3.5)
+    wait_until(lambda: datetime.now(UTC) > window_end, what="the window", procs=[again])
+    runs = [
         e
         for e in again.logged("job_done", job="retrain")
-        if datetime.fromisoformat(e["ts"]) < next_regular
+        if datetime.fromisoformat(e["ts"]) < window_end
     ]
     assert (leading - missed).total_seconds() > 8  # at least two times were missed
-    assert len(early) == 1, json.dumps(again.events(), indent=1)[-3000:]
+    assert 1 <= len(runs) <= 2, json.dumps(again.events(), indent=1)[-3000:]
     assert again.terminate() == 0
 
 
