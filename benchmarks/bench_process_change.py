@@ -25,7 +25,7 @@ suspended, :mod:`qcllp.pipeline.lockout_guard`), and in brackets what the model'
 decisions are worth without the guard. ``--window`` limits the daemon's training to the most
 recent labeled charges before the holdout (``retrainer.training_charges``).
 
-    python benchmarks/bench_process_change.py     # 35 minutes on 2 cores shared with other work
+    python benchmarks/bench_process_change.py     # 11 minutes (em-llp) on 2 busy cores
     python benchmarks/bench_process_change.py --weeks 10 --change-week 6
 """
 
