@@ -121,7 +121,7 @@ def promote(
     transaction (the daemon's promotion event).
     """
     load_model(store, model_id)
-    with store.session() as session:
+    with store.write_session() as session:
         if also is not None:
             also(session.connection())
         row = session.get(Model, model_id)
@@ -150,7 +150,7 @@ def rollback(store: Store, station: str) -> dict[str, Any]:
     The reactivated model's artifact is verified first, as :func:`promote` does: rolling back
     to a file that has since been corrupted fails and leaves the active model in place.
     """
-    with store.session() as session:
+    with store.write_session() as session:
         current = session.scalars(
             select(Model).where(Model.station == station, Model.status == "active")
         ).first()

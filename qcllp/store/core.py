@@ -219,6 +219,24 @@ class Store:
             yield session
 
     @contextmanager
+    def write_session(self) -> Iterator[Session]:
+        """An ORM session in one transaction that holds SQLite's writer lock from its start
+        (``BEGIN IMMEDIATE``; on PostgreSQL a plain transaction).
+
+        For transactions that read and then write (promoting a model, a rollback): in WAL mode
+        a plain ``BEGIN`` reads from a snapshot, and if another connection commits before the
+        first write, SQLite refuses the write at once with "database is locked" -- the busy
+        timeout does not apply to an outdated snapshot. A scorer committing every second makes
+        that likely. Taking the lock up front waits (busy timeout) instead of failing.
+        """
+        with (
+            self.engine.connect().execution_options(qcllp_write=True) as conn,
+            Session(bind=conn) as session,
+            session.begin(),
+        ):
+            yield session
+
+    @contextmanager
     def write(self) -> Iterator[Connection]:
         """A Core connection in one *exclusive writing* transaction.
 

@@ -1,10 +1,16 @@
 """Store: schema creation and migration, read helpers' dtypes, refusal of unknown databases."""
 
+import threading
+import time
+from datetime import UTC, datetime
+
 import pandas as pd
 import pytest
-from sqlalchemy import insert
+from sqlalchemy import func, insert, select
+from sqlalchemy.exc import OperationalError
 
 from qcllp.store import (
+    Alarm,
     Charge,
     DefectCount,
     DefectCountConflict,
@@ -105,3 +111,48 @@ def test_read_defect_counts_leaves_out_conflicted_and_incomplete_charges(store):
     assert list(counts.columns) == ["n_sticks", "crack", "bend"]
     assert counts.loc["c1"].tolist() == [20, 1, 2]
     assert (counts.dtypes == "int64").all()
+
+
+def _alarm(text: str) -> dict:
+    return {"source": "test", "kind": "test", "message": text, "created_at": datetime.now(UTC)}
+
+
+def _write_alarm(store: Store, text: str) -> None:
+    with store.session() as session:
+        session.execute(insert(Alarm), [_alarm(text)])
+
+
+@pytest.mark.parametrize("session_kind", ["session", "write_session"])
+def test_a_read_then_write_transaction_survives_a_commit_in_between(tmp_path, session_kind):
+    """WAL SQLite: a plain BEGIN reads a snapshot, and a write after another connection's
+    commit fails at once ("database is locked"); write_session takes the lock first, so the
+    other writer waits instead (what a promotion during live scoring needs)."""
+    store = Store.open(f"sqlite:///{tmp_path / 'plant.sqlite'}")
+    _write_alarm(store, "before")
+    reading = threading.Event()
+
+    def other_writer() -> None:
+        reading.wait()
+        _write_alarm(store, "in between")
+
+    other = threading.Thread(target=other_writer, daemon=True)
+    other.start()
+
+    def read_then_write() -> None:
+        with getattr(store, session_kind)() as session:
+            session.scalar(select(func.count()).select_from(Alarm))  # the snapshot
+            reading.set()
+            time.sleep(0.5)  # the other connection commits now (or waits for our lock)
+            session.execute(insert(Alarm), [_alarm("after the read")])
+
+    if session_kind == "session":
+        with pytest.raises(OperationalError, match="database is locked"):
+            read_then_write()
+    else:
+        read_then_write()
+    other.join(timeout=10)
+    with store.session() as session:
+        messages = set(session.scalars(select(Alarm.message)))
+    wrote = {"after the read"} if session_kind == "write_session" else set()
+    assert messages == {"before", "in between"} | wrote
+    store.close()
