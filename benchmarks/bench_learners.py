@@ -49,7 +49,14 @@ from sklearn.preprocessing import StandardScaler
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_plant_quality import CONFIG, SCENARIOS, auc, plants, station_case  # noqa: E402
+from bench_plant_quality import (  # noqa: E402
+    CONFIG,
+    SCENARIOS,
+    auc,
+    oracles,
+    plants,
+    station_case,
+)
 
 from qcllp.learn import BagGridSearchCV, BagKFold, PerDefectClassifier  # noqa: E402
 from qcllp.learn.synthetic import bags_from_labels  # noqa: E402
@@ -162,16 +169,8 @@ def plant(args, found: dict[str, Callable]) -> None:
                 case = station_case(config, train, test, station)
                 data = case.data
                 row = {"scenario": scenario, "seed": seed, "station": station}
-                gb = HistGradientBoostingClassifier(random_state=seed)
-                row["gb"] = auc(
-                    case.bad_fresh,
-                    gb.fit(data.features.X, case.bad_train).predict_proba(case.X_fresh)[:, 1],
-                )
-                lr = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
-                row["lr"] = auc(
-                    case.bad_fresh,
-                    lr.fit(data.features.X, case.bad_train).predict_proba(case.X_fresh)[:, 1],
-                )
+                kinds = pd.Series(case.kind_train), pd.Series(case.kind_fresh)
+                row |= oracles(data.features.X, kinds[0], case.X_fresh, kinds[1], [], seed)
                 for name, factory in found.items():
                     learner = standardized(factory(seed))
                     if args.any_defect == "direct":

@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from joblib import Parallel, delayed
 
+from .base import SEED_MAX
 from .baselines import InvCal
 from .conv_psvm import ConvPSVM
 from .kernels import FEATURE_MAP_CONSTRAINTS
@@ -46,8 +47,6 @@ __all__ = [
     "run_restarts",
     "start_labels",
 ]
-
-_SEED_MAX = np.iinfo(np.int32).max
 
 
 def start_labels(
@@ -142,7 +141,7 @@ def run_restarts(estimator, run, X, bag_codes, shares, known, random_state, Z, *
     and the winning run's tuple.
     """
     init_scores = initial_scores(estimator, X, bag_codes, shares, known, random_state)
-    seeds = random_state.randint(_SEED_MAX, size=int(estimator.n_restarts))
+    seeds = random_state.randint(SEED_MAX, size=int(estimator.n_restarts))
     by_bag = np.argsort(bag_codes, kind="stable")  # bag-contiguous rows make the label step cheap
     runs = Parallel(n_jobs=estimator.n_jobs)(
         delayed(run)(

@@ -16,7 +16,9 @@ from sklearn.utils.validation import check_is_fitted
 from .metrics import bag_error_from_labels
 from .problem import LLPProblem, check_features, check_llp_input
 
-__all__ = ["LLPClassifierMixin", "positive_proba"]
+__all__ = ["SEED_MAX", "LLPClassifierMixin", "positive_proba"]
+
+SEED_MAX = np.iinfo(np.int32).max  # per-task and per-restart seeds are drawn below this
 
 
 class LLPClassifierMixin:

@@ -92,6 +92,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+from .base import SEED_MAX
 from .baselines import InvCal
 from .binning import QuantileBinner
 from .label_step import BagLabeler
@@ -102,7 +103,6 @@ from .threads import single_threaded
 
 __all__ = ["EMLLP", "EMScore", "shifted_posteriors"]
 
-_SEED_MAX = np.iinfo(np.int32).max
 _LOGIT_CLIP = 1e-7
 _NEGLIGIBLE = 1e-3  # a soft label this close to 0 / 1 fits as a hard one: half the rows
 
@@ -278,7 +278,7 @@ class EMLLP(MarginLLPClassifier):
     def _fit_em(self, X, bag_codes, shares, known, random_state):
         binner = QuantileBinner(255).fit(X) if _is_name(self.base, "hgb") else None
         Z = binner.transform(X) if binner is not None else X
-        seed = int(random_state.randint(_SEED_MAX))
+        seed = int(random_state.randint(SEED_MAX))
         n_bags = len(shares)
         free = known < 0
         sizes = np.bincount(bag_codes, minlength=n_bags)

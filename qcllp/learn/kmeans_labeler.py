@@ -76,7 +76,7 @@ from sklearn.metrics import pairwise_distances_argmin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import has_fit_parameter
 
-from .base import LLPClassifierMixin
+from .base import SEED_MAX, LLPClassifierMixin
 from .cluster_labeling import (
     Fitness,
     cluster_compositions,
@@ -225,7 +225,7 @@ class KMeansLabeler(LLPClassifierMixin, BaseEstimator):
         known = problem.known if np.any(problem.known >= 0) else None
 
         def score(population: list) -> list[_Scored]:
-            seeds = rng.randint(np.iinfo(np.int32).max, size=len(population))
+            seeds = rng.randint(SEED_MAX, size=len(population))
             jobs = (
                 delayed(_score_weights)(
                     Xs,
@@ -247,7 +247,7 @@ class KMeansLabeler(LLPClassifierMixin, BaseEstimator):
                 ind.fitness.values = (result.error, result.tie_break)
             return scored
 
-        with _python_random_seeded(int(rng.randint(np.iinfo(np.int32).max))):
+        with _python_random_seeded(int(rng.randint(SEED_MAX))):
             toolbox = self._toolbox()
             population = [
                 creator.QcllpWeights(_normalise(rng.uniform(size=Xs.shape[1])))

@@ -105,7 +105,7 @@ from scipy.special import expit, log_expit, logit
 from sklearn.base import clone
 from sklearn.ensemble import HistGradientBoostingClassifier
 
-from .base import LLPClassifierMixin
+from .base import SEED_MAX, LLPClassifierMixin
 from .binning import QuantileBinner
 from .kernels import FEATURE_MAP_CONSTRAINTS, apply_map, estimator_features
 from .margin import MarginLLPClassifier
@@ -114,7 +114,6 @@ from .threads import limited_threads
 
 __all__ = ["LLPFC", "pair_bags"]
 
-_SEED_MAX = np.iinfo(np.int32).max
 _EPS = 1e-12
 
 
@@ -379,7 +378,7 @@ class LLPFC(MarginLLPClassifier):
                 l2_regularization=self.l2_regularization,
                 early_stopping=False,
                 warm_start=True,
-                random_state=random_state.randint(_SEED_MAX),
+                random_state=random_state.randint(SEED_MAX),
             )
             steps = np.arange(1, rounds + 1)
             trees = np.maximum(np.round(steps * self.max_iter / rounds), steps).astype(int)

@@ -24,7 +24,7 @@ from joblib import Parallel, delayed
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 
-from .base import LLPClassifierMixin
+from .base import SEED_MAX, LLPClassifierMixin
 from .calibration import BagCalibrator
 from .params import check_params
 from .problem import LLPProblem
@@ -66,7 +66,7 @@ class MarginLLPClassifier(LLPClassifierMixin, BaseEstimator):
         problem = self._validate_fit_input(X, bags, proportions, y)
         rng = check_random_state(getattr(self, "random_state", None))
         tasks = self._binary_tasks(problem)
-        seeds = rng.randint(np.iinfo(np.int32).max, size=len(tasks))
+        seeds = rng.randint(SEED_MAX, size=len(tasks))
         n_jobs = getattr(self, "n_jobs", None) if len(tasks) > 1 else None
         models = Parallel(n_jobs=n_jobs)(
             delayed(self._fit_binary)(

@@ -89,6 +89,7 @@ from scipy.linalg import solve
 from scipy.optimize import minimize
 from scipy.special import expit
 
+from .base import SEED_MAX
 from .baselines import bag_means
 from .kernels import FEATURE_MAP_CONSTRAINTS, LinearDecision, estimator_features
 from .label_step import BagLabeler
@@ -107,7 +108,6 @@ __all__ = [
 ]
 
 _EPS = 1e-8
-_SEED_MAX = np.iinfo(np.int32).max
 
 
 def laplacian_class_means(
@@ -341,7 +341,7 @@ class AlternatingMeanMap(MarginLLPClassifier):
         return self
 
     def _fit_binary(self, X, bag_codes, shares, known, random_state):
-        seeds = random_state.randint(_SEED_MAX, size=int(self.n_restarts))
+        seeds = random_state.randint(SEED_MAX, size=int(self.n_restarts))
         starts: list[tuple[np.ndarray | None, int]] = []
         with single_threaded():  # as LaplacianMeanMap; every run is single-threaded too
             feature_map, Phi = estimator_features(self, X, random_state)

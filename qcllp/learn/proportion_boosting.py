@@ -94,6 +94,7 @@ import pandas as pd
 from scipy.special import expit
 from sklearn.tree import DecisionTreeRegressor
 
+from .base import SEED_MAX
 from .binning import QuantileBinner
 from .margin import MarginLLPClassifier
 from .params import COUNT, INTEGER, NON_NEGATIVE, POSITIVE, Interval
@@ -106,7 +107,6 @@ __all__ = [
 ]
 
 _EPS = 1e-9
-_SEED_MAX = np.iinfo(np.int32).max
 
 
 def proportion_loss(
@@ -277,7 +277,7 @@ class ProportionBoosting(MarginLLPClassifier):
                 max_leaf_nodes=self.max_leaf_nodes,
                 min_samples_leaf=self.min_samples_leaf,
                 max_features=self.max_features,
-                random_state=random_state.randint(_SEED_MAX),
+                random_state=random_state.randint(SEED_MAX),
             ).fit(Xf[rows], -grad[rows])
             leaf = tree.apply(Xf)
             gamma = self._leaf_steps(
