@@ -222,6 +222,10 @@ def run_case(config, train: SimulatedPlant, test: SimulatedPlant, station: str, 
             fresh=p,
             fresh_codes=pd.factorize(fte.bags.to_numpy())[0],
             truth=bad,
+            truth_train=train.truth.set_index(["charge_id", "stick_id"])["defect"]
+            .reindex(ftr.X.index)
+            .ne("ok")
+            .to_numpy(),
             costs=np.array([costs.fail_cost, costs.good_cost]),
         )
     return row

@@ -329,12 +329,16 @@ def _trained_line(r) -> str:  # noqa: ANN001 - a TrainingResult
         if m.get("lockout_declined")
         else f"threshold {m['threshold']:.3f}"
     )
-    line = (
-        f"model {r.model_id}: {r.station} {r.method} on {r.n_charges} charges / {r.n_sticks} "
-        f"sticks, bag error {m['bag_error']:.3f}, {rule}, expected saving "
-        f"{m['expected_saving_per_1000']:+.0f} per 1,000 sticks "
+    saving = (
+        "expected saving 0 (it locks out nothing)"
+        if m.get("lockout_declined")
+        else f"expected saving {m['expected_saving_per_1000']:+.0f} per 1,000 sticks "
         f"(90 % interval {m['saving_low_per_1000']:+.0f} to {m['saving_high_per_1000']:+.0f}, "
         "on charges it did not see)"
+    )
+    line = (
+        f"model {r.model_id}: {r.station} {r.method} on {r.n_charges} charges / {r.n_sticks} "
+        f"sticks, bag error {m['bag_error']:.3f}, {rule}, {saving}"
     )
     for trial in r.params.get("auto", []):  # --method auto: what each method did
         mark = "*" if trial["method"] == r.method else " "

@@ -29,7 +29,10 @@ estimates lost money on fresh charges at most stations). So the rule asks for ev
   the other groups' calibration. The per-charge held-out savings give the estimate, and a
   bootstrap over them its sampling spread; the interval is a prediction interval for a fresh
   period as long as the training one (spread widened by sqrt 2: the estimate's error plus the
-  fresh period's own), at ``level`` (90 %).
+  fresh period's own), at ``level`` (90 %). A model whose rule declined on all its charges
+  locks out nothing and states a saving of exactly 0 (:meth:`SavingEstimate.nothing`), even
+  where the rule locked out on some of the held-out groups' training subsets: what it
+  promises is what the model will do, not what a rule refitted on fewer charges might.
 
 What the interval cannot cover: a plant that changes (new sensors, recipes, drift) moves the
 probabilities themselves; ``benchmarks/bench_plant_quality.py`` measures how often the saving
@@ -56,6 +59,7 @@ __all__ = [
     "ThresholdChoice",
     "charge_savings",
     "count_calibration",
+    "expected_saving",
     "held_out_saving",
     "lockout_rule",
     "lockout_saving_per_1000",
@@ -133,6 +137,11 @@ class SavingEstimate:
     low: float
     high: float
     level: float = LEVEL
+
+    @classmethod
+    def nothing(cls, level: float = LEVEL) -> SavingEstimate:
+        """The saving of a model that locks out nothing: exactly 0, on any charges."""
+        return cls(0.0, 0.0, 0.0, level)
 
 
 Calibrate = Callable[[np.ndarray, np.ndarray, np.ndarray], Callable[[np.ndarray], np.ndarray]]
@@ -336,6 +345,22 @@ def held_out_saving(
     z = float(norm.ppf(0.5 + level / 2))
     half = z * spread * np.sqrt(2.0)
     return SavingEstimate(float(estimate), float(estimate - half), float(estimate + half), level)
+
+
+def expected_saving(
+    choice: ThresholdChoice,
+    decision: np.ndarray,
+    codes: np.ndarray,
+    positives: np.ndarray,
+    costs: LockoutCosts,
+    calibrate: Calibrate,
+    **rule,  # noqa: ANN003 - held_out_saving's keywords
+) -> SavingEstimate:
+    """What a model whose rule made ``choice`` on these charges states it will save: exactly 0
+    when the rule declined (it locks out nothing), else :func:`held_out_saving`."""
+    if choice.declined:
+        return SavingEstimate.nothing(rule.get("level", LEVEL))
+    return held_out_saving(decision, codes, positives, costs, calibrate, **rule)
 
 
 def realized_saving_per_1000(

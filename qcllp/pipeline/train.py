@@ -59,7 +59,7 @@ from .thresholds import (
     SavingEstimate,
     ThresholdChoice,
     count_calibration,
-    held_out_saving,
+    expected_saving,
     lockout_rule,
 )
 
@@ -473,8 +473,8 @@ def decide_lockout(
     (:class:`qcllp.learn.calibration.CountCalibrator`); the threshold is the one with the
     best bootstrap lower bound of the saving, or none (:func:`.thresholds.lockout_rule`), the
     saving it brings is estimated on held-out charges with an interval
-    (:func:`.thresholds.held_out_saving`), and the evaluation is of the recalibrated
-    probabilities at that threshold.
+    (:func:`.thresholds.expected_saving`; exactly 0 when the rule declined: the model locks
+    out nothing), and the evaluation is of the recalibrated probabilities at that threshold.
     """
     X, bags, shares = data.features.X, data.bags, data.failing_shares
     raw = cross_validate_charges(
@@ -493,7 +493,9 @@ def decide_lockout(
     oof = recalibration.predict(decision)
     rule = {"n_boot": plan.bootstrap, "random_state": plan.seed}
     choice = lockout_rule(decision, codes, positives, costs, calibrate, **rule)
-    saving = held_out_saving(decision, codes, positives, costs, calibrate, groups=folds, **rule)
+    saving = expected_saving(
+        choice, decision, codes, positives, costs, calibrate, groups=folds, **rule
+    )
     evaluation = score_probabilities(oof, bags, shares, threshold=choice.threshold)
     bound = lockout_rate_bound(oof, codes, choice.threshold, random_state=plan.seed)
     excess = lockout_excess_bound(oof, codes, choice.threshold, bound, random_state=plan.seed)

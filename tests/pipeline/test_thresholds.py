@@ -11,6 +11,7 @@ from qcllp.pipeline.thresholds import (
     LockoutCosts,
     charge_savings,
     count_calibration,
+    expected_saving,
     held_out_saving,
     lockout_rule,
     realized_saving_per_1000,
@@ -106,6 +107,26 @@ def test_without_evidence_the_station_declines_rather_than_gamble():
     assert choice.lockout_rate == 0.0 and choice.saving_per_1000 == 0.0
     estimate = held_out_saving(f, codes, counts, COSTS, warm(f, codes, counts), random_state=0)
     assert estimate.per_1000 == estimate.low == estimate.high == 0.0
+
+
+def test_a_model_that_declines_states_a_saving_of_exactly_zero():
+    """Marginal evidence: the rule declines on all charges, though it locks out on some of
+    the held-out groups' subsets (the procedure's held-out saving is positive). The model
+    locks out nothing, so what it states is 0 with no spread, not the procedure's figure."""
+    f, codes, counts, _ = _plant(0, signal=3.0, n_bags=40)
+    rule = {"n_boot": 10, "random_state": 0}
+    choice = lockout_rule(f, codes, counts, COSTS, warm(f, codes, counts), **rule)
+    assert choice.declined
+    procedure = held_out_saving(f, codes, counts, COSTS, warm(f, codes, counts), **rule)
+    assert procedure.per_1000 > 0
+    stated = expected_saving(choice, f, codes, counts, COSTS, warm(f, codes, counts), **rule)
+    assert stated.per_1000 == stated.low == stated.high == 0.0
+    locking = lockout_rule(f, codes, counts, LockoutCosts(200.0, 100.0), warm(f, codes, counts))
+    assert not locking.declined  # cheap lock-outs: it locks, and states the held-out figure
+    costs = LockoutCosts(200.0, 100.0)
+    assert expected_saving(locking, f, codes, counts, costs, warm(f, codes, counts), **rule) == (
+        held_out_saving(f, codes, counts, costs, warm(f, codes, counts), **rule)
+    )
 
 
 def test_overconfident_probabilities_do_not_buy_a_lock_out_the_counts_deny():
