@@ -302,12 +302,19 @@ def _time(value: str | None) -> datetime | None:
 @click.option("--since", help="Only charges first seen at or after this time (ISO 8601).")
 @click.option("--until", help="Only charges first seen before this time (ISO 8601).")
 @click.option("--seed", type=int, help="Random seed (default: the config's).")
+@click.option(
+    "--cluster",
+    metavar="ADDRESS",
+    help="Dask scheduler (tcp://HOST:PORT) to run the parallel parts of training on "
+    "(default: the config's cluster, else this machine); needs qcllp[dask].",
+)
 @pass_ctx
-def train(ctx: Context, station, method_name, target, since, until, seed) -> None:
+def train(ctx: Context, station, method_name, target, since, until, seed, cluster) -> None:
     """Train station models on the charges with final-QC counts; they enter as candidates."""
+    from qcllp.pipeline.cluster import compute_on
     from qcllp.pipeline.train import train_stations
 
-    with ctx.store() as store:
+    with compute_on(cluster or ctx.config.cluster), ctx.store() as store:
         results = train_stations(
             store,
             ctx.config,

@@ -29,6 +29,7 @@ from qcllp.plant.config import PlantConfig
 from qcllp.store import Model, RetrainerEvent, Store
 
 from .charge_windows import recent_charges
+from .cluster import compute_on
 from .events import events, insert_event, record_event
 from .leases import HeldLease, LeaseBusy, station_lease_name
 from .promotion import PromotionDecision, decide_promotion
@@ -70,7 +71,8 @@ def retrain_station(
     ``force``: a drift alarm), when the station's lease is held elsewhere, or when there are
     too few labeled charges for training plus holdout. ``should_stop`` is asked between the
     phases of the training; when it says yes, :class:`Abandoned` is raised before anything is
-    registered.
+    registered. With the config's ``cluster`` the training runs on that Dask scheduler
+    (:mod:`.cluster`); one that cannot be reached makes the training ``failed``, with the reason.
     """
     settings = config.retrainer
     config.station(station)
@@ -122,16 +124,17 @@ def retrain_station(
             )
 
         try:
-            result = train_station(
-                store,
-                config,
-                station,
-                since=since,
-                until=until,
-                progress=say,
-                lease=lease,
-                also=trained,
-            )
+            with compute_on(config.cluster):  # an unreachable scheduler: failed, with why
+                result = train_station(
+                    store,
+                    config,
+                    station,
+                    since=since,
+                    until=until,
+                    progress=say,
+                    lease=lease,
+                    also=trained,
+                )
         except TrainingError as exc:
             record_event(store, "trained", "failed", str(exc), station=station)
             return RetrainOutcome(station, "failed", str(exc))

@@ -15,6 +15,9 @@ Schema (see ``plant_config/example.yaml`` for a full example)::
     encoding: str                     # text encoding of CSV input files (default "utf-8")
     currency: str                     # of the lock-out costs, in reports (default "EUR")
     database_url: str                 # optional; default sqlite:///<config dir>/<name>.sqlite
+    cluster: str                      # optional Dask scheduler (tcp://HOST:PORT) that runs the
+                                      # parallel parts of training (qcllp train, the daemon);
+                                      # default none: train on this machine
     defect_types: [str, ...]          # quality classes besides the implicit "ok"
     stations:                         # in line order
       - name: str
@@ -89,6 +92,7 @@ __all__ = [
     "Training",
     "load_plant_config",
     "parse_plant_config",
+    "scheduler_address_problem",
 ]
 
 DEFAULT_RETRAIN_CRON = "0 3 * * *"
@@ -105,6 +109,11 @@ DEFAULT_RANDOM_STATE = 0
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ASCII = "".join(map(chr, range(128)))
 _RESERVED_COLUMNS = {"charge_id", "stick_id", "station", "timestamp", "sensor", "value", "n_sticks"}
+# a Dask scheduler: tcp:// (or tls://, with TLS set up in Dask's own config), a host name or
+# IPv4 address or [IPv6] address, and a port
+_SCHEDULER_RE = re.compile(
+    r"^(tcp|tls)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.-]*):(\d{1,5})$"
+)
 
 
 class ConfigError(ValueError):
@@ -306,6 +315,7 @@ class PlantConfig:
     retrainer: Retrainer = field(default_factory=Retrainer)
     encoding: str = "utf-8"  # of CSV input files; an ASCII-compatible codec (utf-8, cp1252, ...)
     currency: str = "EUR"  # of fail_cost / good_cost: how reports print money
+    cluster: str | None = None  # Dask scheduler for training (qcllp.pipeline.cluster); None: local
 
     @property
     def classes(self) -> tuple[str, ...]:
@@ -569,6 +579,7 @@ class _Validator:
                 "training",
                 "scorer",
                 "retrainer",
+                "cluster",
             ],
         )
         if m is None:
@@ -603,6 +614,7 @@ class _Validator:
         database_url = self.database_url(m, name)
         connectors = self.connectors(m.get("connectors", {}))
         training = self.training(m.get("training", {}))
+        cluster = self.cluster(m.get("cluster"))
         if self.errors:
             return None
         return PlantConfig(
@@ -619,7 +631,19 @@ class _Validator:
             retrainer=retrainer,
             encoding=encoding,
             currency=(currency or "EUR").strip(),
+            cluster=cluster,
         )
+
+    def cluster(self, value: Any) -> str | None:
+        """The Dask scheduler that training runs on; ``None`` (absent, or ``cluster:`` left
+        empty): on this machine."""
+        if value is None:
+            return None
+        problem = scheduler_address_problem(value)
+        if problem is not None:
+            self.error("cluster", problem)
+            return None
+        return value.strip()
 
     def encoding(self, m: Mapping) -> str | None:
         """The CSV files' encoding: a codec Python knows that reads ASCII bytes as ASCII, because
@@ -1049,6 +1073,21 @@ class _Validator:
             any_defect=any_defect or DEFAULT_ANY_DEFECT,
             bootstrap=DEFAULT_BOOTSTRAP if bootstrap is None else bootstrap,
         )
+
+
+def scheduler_address_problem(value: Any) -> str | None:
+    """What is wrong with ``value`` as a Dask scheduler address, or ``None`` when it is one:
+    ``tcp://HOST:PORT`` (or ``tls://``). Checked here, not by connecting, so that a typo fails
+    when the config is loaded rather than at the night's retraining."""
+    example = "such as tcp://scheduler.example:8786"
+    if not isinstance(value, str):
+        return f"must be a Dask scheduler address {example}, got {_describe(value)}"
+    found = _SCHEDULER_RE.match(value.strip())
+    if found is None:
+        return f"must be a Dask scheduler address {example}, got {value!r}"
+    if not 1 <= int(found.group(3)) <= 65535:
+        return f"port must be 1..65535, got {value!r}"
+    return None
 
 
 def _by_name(items: Sequence[Any], name: str) -> Any:
