@@ -912,7 +912,16 @@ class _Validator:
                 return None  # invalid, reported
             stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", name or "plant")
             return f"sqlite:///{(self.base_dir / f'{stem}.sqlite').resolve()}"
-        return self.sqlalchemy_url(url, "database_url")
+        checked = self.sqlalchemy_url(url, "database_url")
+        if checked is not None and _has_password(checked):
+            self.error(
+                "database_url",
+                "holds a password, which does not belong in the plant config: set "
+                "QCLLP_DATABASE_PASSWORD, or QCLLP_DATABASE_PASSWORD_FILE to a file only the "
+                "service user can read, or use ~/.pgpass (qcllp.store.credentials)",
+            )
+            return None
+        return checked
 
     def sqlalchemy_url(self, url: str, key: str) -> str | None:
         """Check an SQLAlchemy URL; a relative SQLite file resolves against the config folder."""
@@ -1073,6 +1082,12 @@ class _Validator:
             any_defect=any_defect or DEFAULT_ANY_DEFECT,
             bootstrap=DEFAULT_BOOTSTRAP if bootstrap is None else bootstrap,
         )
+
+
+def _has_password(url: str) -> bool:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).password is not None
 
 
 def scheduler_address_problem(value: Any) -> str | None:

@@ -29,6 +29,7 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session
 
 from qcllp.store import migrate
+from qcllp.store.credentials import CredentialError, with_password
 from qcllp.store.schema import (
     Charge,
     DefectCount,
@@ -171,7 +172,9 @@ class Store:
             engine = _sqlite_engine(url)
         else:
             try:
-                engine = create_engine(url, pool_pre_ping=True)
+                engine = create_engine(with_password(parsed), pool_pre_ping=True)
+            except CredentialError as exc:
+                raise StoreError(str(exc)) from exc
             except (ImportError, NoSuchModuleError) as exc:
                 raise StoreError(
                     f"{shown}: no database driver for it ({exc}); qcllp works with "

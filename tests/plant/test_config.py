@@ -73,9 +73,20 @@ def test_default_database_is_a_sqlite_file_next_to_the_config(tmp_path, example_
 
 def test_server_database_url_is_kept_as_written(example_mapping):
     mapping = copy.deepcopy(example_mapping)
-    mapping["database_url"] = "postgresql+psycopg://qcllp:secret@db:5432/mill"
+    mapping["database_url"] = "postgresql+psycopg://qcllp@db:5432/mill"
     config = parse_plant_config(mapping, "x.yaml", base_dir=Path("/somewhere"))
-    assert config.database_url == "postgresql+psycopg://qcllp:secret@db:5432/mill"
+    assert config.database_url == "postgresql+psycopg://qcllp@db:5432/mill"
+
+
+def test_a_password_in_the_database_url_is_refused_with_where_it_belongs(example_mapping):
+    mapping = copy.deepcopy(example_mapping)
+    mapping["database_url"] = "postgresql+psycopg://qcllp:secret@db:5432/mill"
+    with pytest.raises(ConfigError) as caught:
+        parse_plant_config(mapping, "x.yaml", base_dir=Path("/somewhere"))
+    message = str(caught.value)
+    assert "database_url" in message and "holds a password" in message
+    assert "QCLLP_DATABASE_PASSWORD_FILE" in message
+    assert "secret" not in message  # the error itself must not leak it into logs
 
 
 def test_station_helpers_follow_line_order():
