@@ -54,14 +54,23 @@ class TempPostgres:
             "initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
             "--no-sync",
         )  # fmt: skip
-        options = (
+        self.options = (
             f"-c listen_addresses='' -c unix_socket_directories={self.socket_dir} "
             f"-c port={port} -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         )
+        self.start()
+
+    def start(self) -> None:
+        """Start the server (again, after :meth:`halt`) and wait until it takes connections."""
         self._run(
-            "pg_ctl", "-D", str(self.data), "-l", str(self.root / "server.log"), "-o", options,
-            "-w", "-t", "60", "start",
+            "pg_ctl", "-D", str(self.data), "-l", str(self.root / "server.log"), "-o",
+            self.options, "-w", "-t", "60", "start",
         )  # fmt: skip
+
+    def halt(self) -> None:
+        """Stop the server as an operator's restart does (``-m fast``: open sessions are
+        terminated, their transactions rolled back), keeping its data for :meth:`start`."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
 
     def _run(self, tool: str, *args: str) -> None:
         cmd = [str(self.bin_dir / tool), *args]
