@@ -55,9 +55,13 @@ class Context:
         return self.db or self.config.database_url
 
     def store(self, *, create: bool = False):
+        from qcllp.plant.config import DEFAULT_STATEMENT_TIMEOUT_S
         from qcllp.store import Store
 
-        return Store.open(self.database_url, create=create)
+        # --db alone (no config named) opens with the default timeout, not the example's
+        known = self.db is None or self.config_given
+        timeout = self.config.statement_timeout_s if known else DEFAULT_STATEMENT_TIMEOUT_S
+        return Store.open(self.database_url, create=create, statement_timeout_s=timeout)
 
     def emit(self, result: Any, text: str) -> None:
         """Print ``result`` as JSON with --json, else the human-readable ``text``."""

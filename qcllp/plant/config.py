@@ -15,6 +15,8 @@ Schema (see ``plant_config/example.yaml`` for a full example)::
     encoding: str                     # text encoding of CSV input files (default "utf-8")
     currency: str                     # of the lock-out costs, in reports (default "EUR")
     database_url: str                 # optional; default sqlite:///<config dir>/<name>.sqlite
+    statement_timeout_s: float        # a server database cancels a statement running longer
+                                      # (default 600; a hung lock wait fails, is retried)
     cluster: str                      # optional Dask scheduler (tcp://HOST:PORT) that runs the
                                       # parallel parts of training (qcllp train, the daemon);
                                       # default none: train on this machine
@@ -96,6 +98,7 @@ __all__ = [
 ]
 
 DEFAULT_RETRAIN_CRON = "0 3 * * *"
+DEFAULT_STATEMENT_TIMEOUT_S = 600.0
 DEFAULT_INGEST_INTERVAL_S = 300.0
 DEFAULT_SCORING_INTERVAL_S = 1.0
 DEFAULT_SETTLE_S = 2.0
@@ -316,6 +319,7 @@ class PlantConfig:
     encoding: str = "utf-8"  # of CSV input files; an ASCII-compatible codec (utf-8, cp1252, ...)
     currency: str = "EUR"  # of fail_cost / good_cost: how reports print money
     cluster: str | None = None  # Dask scheduler for training (qcllp.pipeline.cluster); None: local
+    statement_timeout_s: float = 600.0  # the longest one SQL statement may run (server databases)
 
     @property
     def classes(self) -> tuple[str, ...]:
@@ -580,6 +584,7 @@ class _Validator:
                 "scorer",
                 "retrainer",
                 "cluster",
+                "statement_timeout_s",
             ],
         )
         if m is None:
@@ -615,6 +620,9 @@ class _Validator:
         connectors = self.connectors(m.get("connectors", {}))
         training = self.training(m.get("training", {}))
         cluster = self.cluster(m.get("cluster"))
+        statement_timeout_s = self.number(
+            m, "statement_timeout_s", "", default=DEFAULT_STATEMENT_TIMEOUT_S, positive=True
+        )
         if self.errors:
             return None
         return PlantConfig(
@@ -632,6 +640,7 @@ class _Validator:
             encoding=encoding,
             currency=(currency or "EUR").strip(),
             cluster=cluster,
+            statement_timeout_s=statement_timeout_s,
         )
 
     def cluster(self, value: Any) -> str | None:

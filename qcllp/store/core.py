@@ -155,11 +155,18 @@ class Store:
         return Path(database).resolve().parent / "models"
 
     @classmethod
-    def open(cls, url: str, *, create: bool = True) -> Store:
+    def open(
+        cls, url: str, *, create: bool = True, statement_timeout_s: float | None = None
+    ) -> Store:
         """Open the database at ``url``, creating it and migrating it to the newest schema.
 
         ``create=False`` refuses an empty database (no qcllp schema yet) instead of creating the
         tables: for tools that must not start a new plant database by a typo in the URL.
+        ``statement_timeout_s``: on PostgreSQL the server cancels any statement of these
+        connections that runs longer (``statement_timeout``, set per connection at login), so
+        a service stuck behind a lock or a runaway query fails its step and retries instead of
+        hanging; SQLite has its busy timeout instead. The password of a server database comes
+        from :mod:`qcllp.store.credentials`.
         """
         try:
             parsed = make_url(url)
@@ -172,7 +179,14 @@ class Store:
             engine = _sqlite_engine(url)
         else:
             try:
-                engine = create_engine(with_password(parsed), pool_pre_ping=True)
+                connect_args = (
+                    {"options": f"-c statement_timeout={round(statement_timeout_s * 1000)}"}
+                    if statement_timeout_s and parsed.get_backend_name() == "postgresql"
+                    else {}
+                )
+                engine = create_engine(
+                    with_password(parsed), pool_pre_ping=True, connect_args=connect_args
+                )
             except CredentialError as exc:
                 raise StoreError(str(exc)) from exc
             except (ImportError, NoSuchModuleError) as exc:

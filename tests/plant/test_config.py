@@ -353,3 +353,12 @@ def test_the_retrainer_section_is_read_and_checked(example_mapping):
     assert "plant.yaml: schedules.retrain_cron: give either retrain_interval_s or retrain_cron" in (
         errors
     )
+
+
+def test_the_statement_timeout_has_a_default_and_must_be_positive(example_mapping):
+    config = parse_plant_config(copy.deepcopy(example_mapping), "x.yaml", base_dir=Path("/x"))
+    assert config.statement_timeout_s == 600.0
+    mapping = copy.deepcopy(example_mapping)
+    mapping["statement_timeout_s"] = 0
+    with pytest.raises(ConfigError, match="statement_timeout_s: must be > 0, got 0"):
+        parse_plant_config(mapping, "x.yaml", base_dir=Path("/x"))

@@ -1,4 +1,5 @@
-"""The plant database's password comes from the environment or a private file, never the YAML
+"""The plant database's password comes from the environment or a private file, never the YAML,
+and a server cancels statements that run past the timeout
 (:mod:`qcllp.store.credentials`); real files with real modes, real URLs."""
 
 from __future__ import annotations
@@ -106,3 +107,17 @@ def test_a_server_that_asks_for_a_password_gets_it_from_the_private_file(
     monkeypatch.setenv(PASSWORD_FILE_ENV, str(private_file(tmp_path, "line-7-s3cret\n")))
     with Store.open(url) as store:
         assert store.engine.dialect.name == "postgresql"
+
+
+def test_a_statement_running_past_the_timeout_is_cancelled_by_the_server(pg_test_url):
+    """``statement_timeout_s`` reaches the server at login: a statement stuck longer (a lock
+    wait, a runaway query) fails instead of hanging the service's step; without it, it runs."""
+    from sqlalchemy import text
+    from sqlalchemy.exc import OperationalError
+
+    with Store.open(pg_test_url, statement_timeout_s=0.2) as store, store.engine.connect() as c:
+        assert c.execute(text("SHOW statement_timeout")).scalar() == "200ms"
+        with pytest.raises(OperationalError, match="statement timeout"):
+            c.execute(text("SELECT pg_sleep(1)"))
+    with Store.open(pg_test_url) as store, store.engine.connect() as c:
+        assert c.execute(text("SELECT 1 FROM pg_sleep(0.3)")).scalar() == 1
