@@ -1,8 +1,9 @@
 """Ingestion throughput: 1M long-format readings (CSV) into SQLite and PostgreSQL.
 
 Prints readings per second (wall clock, and per CPU-second of the ingesting process, which is
-less sensitive to other load on the machine) and the peak resident memory of the ingesting
-process, per engine.
+less sensitive to other load on the machine), the peak resident memory of the ingesting
+process and the bytes the database grew by per reading stored (the sizing figure of
+``deploy/README.md``), per engine.
 Each run is a separate process (so the peak RSS is that run's own) on a fresh database; the
 PostgreSQL server is a throwaway cluster like the test fixture's (skipped without binaries).
 
@@ -94,12 +95,14 @@ def run_one(url: str, csv_path: str, chunk_rows: int) -> dict:
 
     config = parse_plant_config(dict(TINY_PLANT), source="<bench>")
     store = Store.open(url)
+    empty = database_bytes(store)
     start, cpu_start = time.perf_counter(), _cpu()
     report = ingest_measurements(store, config, csv_path, chunk_rows=chunk_rows)
     seconds, cpu = time.perf_counter() - start, _cpu() - cpu_start
     start = time.perf_counter()
     again = ingest_measurements(store, config, csv_path, chunk_rows=chunk_rows)
     skip_seconds = time.perf_counter() - start
+    stored_bytes = database_bytes(store) - empty
     store.close()
     return {
         "seconds": seconds,
@@ -109,7 +112,22 @@ def run_one(url: str, csv_path: str, chunk_rows: int) -> dict:
         "skipped_again": len(again.files_skipped),
         "skip_seconds": skip_seconds,
         "peak_rss_mb": _peak_rss_mb(),
+        "stored_bytes": stored_bytes,
     }
+
+
+def database_bytes(store) -> int:  # noqa: ANN001 - a qcllp Store
+    """The database's size on disk: SQLite's file and its WAL (checkpointed first), or
+    PostgreSQL's ``pg_database_size`` (tables, indexes, TOAST)."""
+    from sqlalchemy import text
+
+    with store.engine.connect() as conn:
+        if store.engine.dialect.name == "sqlite":
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+            path = Path(store.engine.url.database)
+            return sum(p.stat().st_size for p in (path, path.with_name(path.name + "-wal"))
+                       if p.exists())  # fmt: skip
+        return int(conn.execute(text("SELECT pg_database_size(current_database())")).scalar())
 
 
 def main() -> None:
@@ -154,13 +172,14 @@ def main() -> None:
     print(f"load average before the runs: {load:.1f} on {os.cpu_count()} cores")
     print(
         "| engine | readings | wall s | readings/s (wall) | ingester CPU s "
-        "| readings per CPU-s | peak RSS MiB | re-run |"
+        "| readings per CPU-s | peak RSS MiB | stored bytes per reading | re-run |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for engine, r in rows:
         print(
             f"| {engine} | {r['stored']:,} | {r['seconds']:.1f} | {r['stored'] / r['seconds']:,.0f}"
             f" | {r['cpu']:.1f} | {r['stored'] / r['cpu']:,.0f} | {r['peak_rss_mb']:.0f}"
+            f" | {r['stored_bytes'] / r['stored']:.0f}"
             f" | skipped by checksum in {r['skip_seconds']:.2f} s |"
         )
     print("(ingester CPU excludes the PostgreSQL server's own CPU)")
