@@ -174,6 +174,7 @@ def test_the_retraining_daemon_trains_on_the_configs_cluster(retrain_plant, tmp_
 
 
 # ----------------------------------------------------------------------------- errors
+@pytest.mark.slow  # a real process waits out the 10 s connect timeout
 def test_qcllp_train_on_an_unreachable_scheduler_exits_1_with_one_line(tmp_path):
     """A real process: --cluster wins over the config's cluster, the error is one line."""
     in_config, given = f"tcp://127.0.0.1:{closed_port()}", f"tcp://127.0.0.1:{closed_port()}"
