@@ -182,3 +182,29 @@ def test_station_features_from_the_store_equal_features_from_the_readings(tmp_pa
     assert from_store.imputation == direct.imputation
     assert set(part.bags) == set(some)
     assert any(c.startswith("rolling.") for c in part.X.columns)
+
+
+def test_reading_the_store_in_chunks_of_charges_gives_the_same_table(tmp_path, config):
+    """Chunks of 1, 2 and 5 charges against all at once: the same sticks in the same order,
+    the same values, and the same training imputation (the medians over all sticks, taken
+    after the chunks are put together), with missing readings to impute."""
+    from qcllp.ingest import ingest_measurements
+    from qcllp.store import Store
+
+    sim = simulate_plant(config, 7, random_state=4, missing_rate=0.2)
+    paths = write_simulation(sim, tmp_path / "data", format="parquet")
+    with Store.open(f"sqlite:///{tmp_path / 'plant.sqlite'}") as store:
+        ingest_measurements(store, config, paths["measurements"][0])
+        whole = station_features(store, config, "cooling", chunk_charges=None)
+        assert whole.X.isna().sum().sum() == 0 and len(set(whole.imputation.values())) > 1
+        for chunk in (1, 2, 5):
+            part = station_features(store, config, "cooling", chunk_charges=chunk)
+            pd.testing.assert_frame_equal(part.X, whole.X)
+            pd.testing.assert_series_equal(part.bags, whole.bags)
+            assert part.imputation == whole.imputation
+        some = sorted(set(sim.truth["charge_id"]))[1:4][::-1]  # any order in, sorted out
+        chosen = station_features(store, config, "cooling", charge_ids=some, chunk_charges=2)
+        alone = station_features(store, config, "cooling", charge_ids=some, chunk_charges=None)
+        pd.testing.assert_frame_equal(chosen.X, alone.X)
+        with pytest.raises(ValueError, match="chunk_charges must be >= 1"):
+            station_features(store, config, "cooling", chunk_charges=0)
