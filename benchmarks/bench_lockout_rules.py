@@ -36,6 +36,8 @@ from scipy.special import expit, logit, logsumexp
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_plant_quality import best_in_hindsight  # noqa: E402
+
 from qcllp.learn.calibration import CountCalibrator, _CountLayout  # noqa: E402
 from qcllp.pipeline.guard_rule import (  # noqa: E402
     GuardCounts,
@@ -169,15 +171,6 @@ def point_threshold(p: np.ndarray, codes: np.ndarray, h: int, costs: LockoutCost
     return float(ts[best]) if saving[best] > 0 else 1.0 + 1e-9
 
 
-def best_in_hindsight(case: dict) -> float:
-    p, bad = case["fresh"], case["truth"].astype(bool)
-    fail, good = case["costs"]
-    order = np.argsort(-p, kind="stable")
-    cumulative = np.cumsum(np.where(bad[order], fail, -good))
-    last_of_tie = np.r_[p[order][1:] != p[order][:-1], True]
-    return float(1000 * max(cumulative[last_of_tie].max(initial=0.0), 0.0) / len(p))
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
@@ -200,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             case = dict(np.load(path))
             scenario, seed, station = match.groups()
-            best = best_in_hindsight(case)
+            best = best_in_hindsight(case["fresh"], case["truth"].astype(bool), *case["costs"])
             for name, (make, alpha, n_boot) in rules.items():
                 realized, locked = replay(case, make, alpha, n_boot)
                 rows.append(
