@@ -23,6 +23,7 @@ from datetime import UTC, date, datetime
 
 import pandas as pd
 from sqlalchemy import Connection, create_engine, text
+from sqlalchemy.engine import make_url
 
 from qcllp.ingest.batches import run_batch
 from qcllp.ingest.defects import check_count_columns, ingest_count_frames
@@ -32,6 +33,7 @@ from qcllp.ingest.sources import Chunk
 from qcllp.ingest.validate import LONG_COLUMNS
 from qcllp.plant.config import PlantConfig, SqlSource
 from qcllp.store import Store, Watermark, dialect_insert
+from qcllp.store.credentials import CredentialError, source_prefix, with_password
 
 __all__ = ["ingest_sql", "ingest_sql_sources"]
 
@@ -52,7 +54,11 @@ def ingest_sql(
     wanted = LONG_COLUMNS if kind == "measurements" else ["charge_id", "n_sticks"]
     wanted = [*wanted, *([] if kind == "measurements" else config.defect_types)]
     source_label = f"sql:{name}"
-    engine = create_engine(spec.url)
+    try:
+        url = with_password(make_url(spec.url), prefix=source_prefix(name))
+    except CredentialError as exc:
+        raise IngestError(f"{source_label}: {exc}") from exc
+    engine = create_engine(url)
     try:
 
         def body(conn: Connection, batch_id: int, report: IngestReport) -> None:

@@ -1010,7 +1010,18 @@ class _Validator:
             return None
         url = self.string(m, "url", key)
         if url is not None:
-            url = self.sqlalchemy_url(url, _join(key, "url")) or url
+            checked = self.sqlalchemy_url(url, _join(key, "url"))
+            url = checked or url
+            if checked is not None and _has_password(checked):
+                from qcllp.store.credentials import source_prefix
+
+                variable = source_prefix(name)
+                self.error(
+                    _join(key, "url"),
+                    "holds a password, which does not belong in the plant config: set "
+                    f"{variable}_PASSWORD, or {variable}_PASSWORD_FILE to a file only the "
+                    "service user can read, or use ~/.pgpass (qcllp.store.credentials)",
+                )
         watermark = self.string(m, "watermark", key)
         if ("table" in m) == ("query" in m):
             self.error(_join(key, "table"), "give exactly one of 'table' or 'query'")

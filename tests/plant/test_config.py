@@ -327,6 +327,24 @@ def test_sql_source_is_checked_and_its_relative_sqlite_file_resolves(tmp_path, e
     assert "connectors.sql.bad.kind: must be one of measurements, defects" in text
 
 
+def test_a_password_in_a_sql_sources_url_is_refused_naming_its_own_variables(
+    tmp_path, example_mapping
+):
+    mapping = copy.deepcopy(example_mapping)
+    mapping["connectors"]["sql"] = {
+        "mes": {
+            "url": "postgresql+psycopg://r:hunter2@mes/db",
+            "query": "SELECT 1",
+            "watermark": "t",
+        }
+    }
+    with pytest.raises(ConfigError) as info:
+        load_plant_config(write_config(tmp_path, mapping))
+    text = str(info.value)
+    assert "connectors.sql.mes.url: holds a password" in text
+    assert "QCLLP_SOURCE_MES_PASSWORD_FILE" in text and "hunter2" not in text
+
+
 def test_the_retrainer_section_is_read_and_checked(example_mapping):
     m = copy.deepcopy(example_mapping)
     m["retrainer"] = {

@@ -12,6 +12,7 @@ from qcllp.store.credentials import (
     PASSWORD_ENV,
     PASSWORD_FILE_ENV,
     CredentialError,
+    source_prefix,
     with_password,
 )
 
@@ -42,6 +43,19 @@ def test_the_variable_wins_over_the_file_and_a_url_password_over_both(tmp_path):
     assert with_password(given, both).password == "from-db-flag"
 
 
+def test_a_sql_source_has_variables_of_its_own(tmp_path):
+    """A historian source ``connectors.sql.mes-line2``: QCLLP_SOURCE_MES_LINE2_PASSWORD(_FILE),
+    not the plant database's variables (and a too-open file names the source's variable)."""
+    prefix = source_prefix("mes-line2")
+    assert prefix == "QCLLP_SOURCE_MES_LINE2"
+    env = {PASSWORD_ENV: "plant-db", f"{prefix}_PASSWORD": "historian"}
+    assert with_password(SERVER, env, prefix=prefix).password == "historian"
+    assert with_password(SERVER, {PASSWORD_ENV: "plant-db"}, prefix=prefix).password is None
+    path = private_file(tmp_path, "historian", mode=0o604)
+    with pytest.raises(CredentialError, match=f"^{prefix}_PASSWORD_FILE: {path} can be read"):
+        with_password(SERVER, {f"{prefix}_PASSWORD_FILE": str(path)}, prefix=prefix)
+
+
 def test_without_either_the_driver_decides_pgpass_or_peer_login():
     assert with_password(SERVER, {}).password is None
 
@@ -59,7 +73,7 @@ def test_a_password_file_others_can_read_is_refused_naming_its_mode(tmp_path):
 
 def test_a_missing_or_empty_password_file_names_the_file(tmp_path):
     missing = tmp_path / "nowhere"
-    with pytest.raises(CredentialError, match=f"cannot read the database password from {missing}"):
+    with pytest.raises(CredentialError, match=f"cannot read the password from {missing}"):
         with_password(SERVER, {PASSWORD_FILE_ENV: str(missing)})
     empty = private_file(tmp_path, "")
     with pytest.raises(CredentialError, match=f"{empty} is empty"):
