@@ -165,8 +165,10 @@ class Store:
         ``statement_timeout_s``: on PostgreSQL the server cancels any statement of these
         connections that runs longer (``statement_timeout``, set per connection at login), so
         a service stuck behind a lock or a runaway query fails its step and retries instead of
-        hanging; SQLite has its busy timeout instead. The password of a server database comes
-        from :mod:`qcllp.store.credentials`.
+        hanging; SQLite has its busy timeout instead. It bounds each statement, including an
+        ingester's wait for another's batch (an advisory lock): a wait longer than it fails
+        that ingestion, which is retried. Migrations run without it. The password of a server
+        database comes from :mod:`qcllp.store.credentials`.
         """
         try:
             parsed = make_url(url)

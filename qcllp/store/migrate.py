@@ -40,8 +40,14 @@ def alembic_config(connection=None) -> Config:
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Migrate the database behind ``engine`` to ``revision`` (default: the newest)."""
+    """Migrate the database behind ``engine`` to ``revision`` (default: the newest).
+
+    On PostgreSQL without a statement timeout: a migration of a large table may rightly take
+    longer than the services' per-statement limit (``statement_timeout_s``), and it runs in
+    one transaction, so it either finishes or leaves the database as it was."""
     with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.exec_driver_sql("SET LOCAL statement_timeout = 0")
         command.upgrade(alembic_config(connection), revision)
 
 

@@ -135,3 +135,19 @@ def test_a_statement_running_past_the_timeout_is_cancelled_by_the_server(pg_test
             c.execute(text("SELECT pg_sleep(1)"))
     with Store.open(pg_test_url) as store, store.engine.connect() as c:
         assert c.execute(text("SELECT 1 FROM pg_sleep(0.3)")).scalar() == 1
+
+
+def test_migrations_run_without_the_services_statement_timeout(pg_server):
+    """A migration may take longer than a service's statement may: on a fresh database with a
+    1 ms statement timeout the whole schema is still created."""
+    from sqlalchemy import create_engine
+
+    from qcllp.store import migrate
+
+    url = pg_server.create_database("qcllp_migrate_timeout")
+    engine = create_engine(url, connect_args={"options": "-c statement_timeout=1"})
+    try:
+        migrate.upgrade(engine)
+        assert migrate.current_revision(engine) == migrate.head_revision()
+    finally:
+        engine.dispose()
