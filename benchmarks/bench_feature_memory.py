@@ -23,14 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_ingest import peak_rss_mb  # noqa: E402
+
 EXAMPLE = ROOT / "plant_config" / "example.yaml"
-
-
-def peak_rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def child(url: str, station: str, chunk: str) -> dict:

@@ -73,7 +73,7 @@ def write_readings(path: Path, n: int, seed: int = 0, piece: int = 1_000_000) ->
         writer.close()
 
 
-def _peak_rss_mb() -> float:
+def peak_rss_mb() -> float:
     """This process's peak RSS (VmHWM). Not ru_maxrss: Linux carries that over from the parent
     across fork + exec, so it would report the data generator's memory."""
     for line in Path("/proc/self/status").read_text().splitlines():
@@ -111,7 +111,7 @@ def run_one(url: str, csv_path: str, chunk_rows: int) -> dict:
         "records": report.records,
         "skipped_again": len(again.files_skipped),
         "skip_seconds": skip_seconds,
-        "peak_rss_mb": _peak_rss_mb(),
+        "peak_rss_mb": peak_rss_mb(),
         "stored_bytes": stored_bytes,
     }
 

@@ -176,9 +176,6 @@ def _imputed(
     """The table with its holes filled: by ``imputation``, or by the per-feature medians of
     these sticks (training), which then become the recorded imputation; ``_NO_FILL``: as it
     is (one chunk of :func:`station_features`)."""
-    if imputation is _NO_FILL:
-        bags = pd.Series(X.index.get_level_values("charge_id"), index=X.index, name="bag")
-        return StationFeatures(station=station, X=X, bags=bags, imputation={})
     if imputation is None:
         values = X.to_numpy()
         with warnings.catch_warnings():
@@ -187,9 +184,8 @@ def _imputed(
         imputation = {
             c: float(m) if np.isfinite(m) else 0.0 for c, m in zip(X.columns, medians, strict=True)
         }
-    filled = apply_imputation(X, imputation)
-    index = filled.index
-    bags = pd.Series(index.get_level_values("charge_id"), index=index, name="bag")
+    filled = X if imputation is _NO_FILL else apply_imputation(X, imputation)
+    bags = pd.Series(filled.index.get_level_values("charge_id"), index=filled.index, name="bag")
     return StationFeatures(station=station, X=filled, bags=bags, imputation=dict(imputation))
 
 

@@ -922,15 +922,27 @@ class _Validator:
             stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", name or "plant")
             return f"sqlite:///{(self.base_dir / f'{stem}.sqlite').resolve()}"
         checked = self.sqlalchemy_url(url, "database_url")
-        if checked is not None and _has_password(checked):
-            self.error(
-                "database_url",
-                "holds a password, which does not belong in the plant config: set "
-                "QCLLP_DATABASE_PASSWORD, or QCLLP_DATABASE_PASSWORD_FILE to a file only the "
-                "service user can read, or use ~/.pgpass (qcllp.store.credentials)",
-            )
+        if checked is not None and not self.no_password(checked, "database_url", None):
             return None
         return checked
+
+    def no_password(self, url: str, key: str, source: str | None) -> bool:
+        """Whether ``url`` holds no password; else the error says where it belongs instead:
+        the plant database's variables (``source`` None) or SQL source ``source``'s."""
+        from sqlalchemy.engine import make_url
+
+        from qcllp.store.credentials import DATABASE, source_prefix
+
+        if make_url(url).password is None:
+            return True
+        variable = DATABASE if source is None else source_prefix(source)
+        self.error(
+            key,
+            "holds a password, which does not belong in the plant config: set "
+            f"{variable}_PASSWORD, or {variable}_PASSWORD_FILE to a file only the "
+            "service user can read, or use ~/.pgpass (qcllp.store.credentials)",
+        )
+        return False
 
     def sqlalchemy_url(self, url: str, key: str) -> str | None:
         """Check an SQLAlchemy URL; a relative SQLite file resolves against the config folder."""
@@ -1012,16 +1024,8 @@ class _Validator:
         if url is not None:
             checked = self.sqlalchemy_url(url, _join(key, "url"))
             url = checked or url
-            if checked is not None and _has_password(checked):
-                from qcllp.store.credentials import source_prefix
-
-                variable = source_prefix(name)
-                self.error(
-                    _join(key, "url"),
-                    "holds a password, which does not belong in the plant config: set "
-                    f"{variable}_PASSWORD, or {variable}_PASSWORD_FILE to a file only the "
-                    "service user can read, or use ~/.pgpass (qcllp.store.credentials)",
-                )
+            if checked is not None:
+                self.no_password(checked, _join(key, "url"), name)
         watermark = self.string(m, "watermark", key)
         if ("table" in m) == ("query" in m):
             self.error(_join(key, "table"), "give exactly one of 'table' or 'query'")
@@ -1102,12 +1106,6 @@ class _Validator:
             any_defect=any_defect or DEFAULT_ANY_DEFECT,
             bootstrap=DEFAULT_BOOTSTRAP if bootstrap is None else bootstrap,
         )
-
-
-def _has_password(url: str) -> bool:
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).password is not None
 
 
 def scheduler_address_problem(value: Any) -> str | None:
