@@ -571,6 +571,20 @@ def status(ctx: Context) -> None:
     with ctx.store() as store:
         result = plant_status(store, ctx.config)
     lines = [f"database {result['database']}; newest batch {result['newest_batch']}"]
+    stored = result["readings"]
+    if stored["months"] or stored["retention_days"]:
+        months = stored["months"]
+        span = f"{months[0]} .. {months[-1]}" if months else "none"
+        keep = stored["retention_days"]
+        lines.append(
+            f"readings: {len(months)} monthly partitions ({span}); kept "
+            + (f"{keep} days" if keep else "for ever")
+            + (
+                f"; being dropped: {', '.join(stored['being_dropped'])}"
+                if stored["being_dropped"]
+                else ""
+            )
+        )
     retrainer = result["retrainer"]
     lines.append(f"retrainer: {retrainer['leader'] or 'not running (no lease held)'}")
     for job in retrainer["jobs"]:
@@ -612,6 +626,20 @@ def status(ctx: Context) -> None:
         f"ALARM {a['at']} {a['station']} {a['kind']}: {a['message']}" for a in result["alarms"]
     ]
     ctx.emit(result, "\n".join(lines))
+
+
+@main.command()
+@click.option("--dry-run", is_flag=True, help="Say which months would go; change nothing.")
+@pass_ctx
+def retention(ctx: Context, dry_run: bool) -> None:
+    """Archive and drop the months of readings past retention.readings_days (PostgreSQL).
+
+    The retraining daemon does this on retention.cron; this runs it now."""
+    from qcllp.pipeline.retention import apply_retention
+
+    with ctx.store() as store:
+        report = apply_retention(store, ctx.config, dry_run=dry_run)
+    ctx.emit(report.as_dict(), report.summary())
 
 
 def _num(value: Any, spec: str = "+.0f") -> str:

@@ -103,3 +103,19 @@ def store(store_url):
     opened = Store.open(store_url)
     yield opened
     opened.close()
+
+
+@pytest.fixture
+def pg_store(pg_test_url):
+    """An opened store on the session's PostgreSQL database, emptied, without the monthly
+    partitions of ``readings`` other tests left (``TRUNCATE`` keeps them)."""
+    from qcllp.store import Store
+    from qcllp.store.partitions import list_partitions
+
+    _empty_all_tables(pg_test_url)
+    opened = Store.open(pg_test_url)
+    with opened.engine.begin() as conn:
+        for partition in list_partitions(conn):
+            conn.exec_driver_sql(f"DROP TABLE {partition.name}")
+    yield opened
+    opened.close()

@@ -9,13 +9,17 @@ How a chunk of valid readings is stored, inside the batch's exclusive transactio
 2. duplicates *within* the chunk: the first row of a key wins; a later row with the same value
    is a duplicate, one with a different value a ``conflicting_duplicate``;
 3. only for series that existed before this chunk, their stored readings are fetched
-   (primary-key prefix lookup) and merged on ``(series_id, ts_us)``: equal value ->
-   duplicate, different value -> ``conflicting_duplicate`` (the stored value is kept);
-4. the remaining rows are inserted with ``INSERT ... ON CONFLICT DO NOTHING`` -- on SQLite with
+   (primary-key prefix lookup within the chunk's time span) and merged on ``(series_id,
+   ts_us)``: equal value -> duplicate, different value -> ``conflicting_duplicate`` (the
+   stored value is kept);
+4. on a partitioned ``readings`` (PostgreSQL) the months the new rows fall in get their
+   partitions (:func:`qcllp.store.partitions.ensure_partitions`); the remaining rows are
+   inserted with ``INSERT ... ON CONFLICT DO NOTHING`` -- on SQLite with
    the driver's ``executemany`` (one prepared statement); on PostgreSQL with ``COPY`` (inside a
    savepoint; should a key exist after all, through a staging table and one
    ``INSERT ... SELECT ... ON CONFLICT DO NOTHING``);
-5. sticks and charges are upserted with ``first_seen_us = min(stored, new)``, and every
+5. sticks and charges are upserted with ``first_seen_us = min(stored, new)`` (charges also
+   ``last_seen_us = max(stored, new)``: the time bounds readers prune partitions by), and every
    (station, charge, stick) with new readings is listed in ``batch_sticks`` under the batch,
    which is how the station scorers find new work without scanning ``readings``.
 
@@ -33,6 +37,7 @@ from qcllp.ingest.report import IngestReport
 from qcllp.ingest.sources import Chunk, raw_json
 from qcllp.ingest.validate import SERIES_KEY
 from qcllp.store import IN_CHUNK, QuarantineRow, Reading, Series, placeholders, rows_frame
+from qcllp.store.partitions import ensure_partitions
 
 __all__ = ["ReadingWriter", "insert_quarantine", "raw_json", "read_rejects"]
 
@@ -89,6 +94,7 @@ class ReadingWriter:
             ]
             dup |= present
         new = ~dup
+        ensure_partitions(self.conn, ts[new])
         stored = self.insert_readings(sid[new], ts[new], value[new])
         if stored != int(new.sum()):
             raise RuntimeError(  # would mean another writer bypassed the lock
@@ -154,8 +160,10 @@ class ReadingWriter:
         t = Reading.__table__
         rows = []
         ids = series_ids.tolist()
+        # the chunk's own time span: on a partitioned table only its months are probed
+        within = t.c.ts_us.between(int(pairs["ts"].min()), int(pairs["ts"].max()))
         for start in range(0, len(ids), IN_CHUNK):
-            stmt = select(t.c.series_id, t.c.ts_us, t.c.value)
+            stmt = select(t.c.series_id, t.c.ts_us, t.c.value).where(within)
             rows += self.conn.execute(
                 stmt.where(t.c.series_id.in_(ids[start : start + IN_CHUNK]))
             ).all()
@@ -222,19 +230,26 @@ class ReadingWriter:
             return
         first = np.full(len(keys), np.iinfo(np.int64).max)
         np.minimum.at(first, code, ts)
-        series = keys.assign(ts_us=first)[first < np.iinfo(np.int64).max]
+        last = np.full(len(keys), np.iinfo(np.int64).min)
+        np.maximum.at(last, code, ts)
+        seen = first < np.iinfo(np.int64).max
+        series = keys.assign(ts_us=first, last_us=last)[seen]
         sticks = series.groupby(["charge_id", "stick_id"], sort=False)["ts_us"].min().reset_index()
         visits = series[["station", "charge_id", "stick_id"]].drop_duplicates()
-        charges = sticks.groupby("charge_id", sort=False)["ts_us"].min().reset_index()
-        least = "least" if self.postgres else "min"
+        charges = series.groupby("charge_id", sort=False).agg(
+            ts_us=("ts_us", "min"), last_us=("last_us", "max")
+        )
+        least, greatest = ("least", "greatest") if self.postgres else ("min", "max")
         cursor = self.conn.connection.dbapi_connection.cursor()
         try:
             cursor.executemany(
-                f"INSERT INTO charges (charge_id, first_seen_us) "
-                f"VALUES ({placeholders(self.conn, 2)}) ON CONFLICT (charge_id) DO UPDATE SET "
+                f"INSERT INTO charges (charge_id, first_seen_us, last_seen_us) "
+                f"VALUES ({placeholders(self.conn, 3)}) ON CONFLICT (charge_id) DO UPDATE SET "
                 f"first_seen_us = {least}(coalesce(charges.first_seen_us, "
-                "excluded.first_seen_us), excluded.first_seen_us)",
-                _tuples(charges, ["charge_id", "ts_us"]),
+                "excluded.first_seen_us), excluded.first_seen_us), "
+                f"last_seen_us = {greatest}(coalesce(charges.last_seen_us, "
+                "excluded.last_seen_us), excluded.last_seen_us)",
+                _tuples(charges.reset_index(), ["charge_id", "ts_us", "last_us"]),
             )
             cursor.executemany(
                 f"INSERT INTO sticks (charge_id, stick_id, first_seen_us) "

@@ -62,6 +62,7 @@ from qcllp.store import (
     ScorerCheckpoint,
     Series,
     Store,
+    charge_time_bounds,
     dialect_insert,
     placeholders,
     rows_frame,
@@ -316,9 +317,11 @@ def _read_stick_readings(
 
     Series are looked up by ``station`` and ``charge_id`` -- the unique index's prefix, so the
     lookup costs in proportion to the charges asked for, not to the stored history -- and
-    narrowed to the sticks in pandas. Both queries run on the driver's cursor of the step's
-    transaction and return plain tuples: SQLAlchemy's row objects cost more than the database
-    here (``benchmarks/bench_scorer.py``).
+    narrowed to the sticks in pandas; their readings are bounded by the charges' time span
+    (:func:`qcllp.store.charge_time_bounds`), so of a partitioned ``readings`` only the
+    months of these charges are probed, however many years are stored. Both queries run on
+    the driver's cursor of the step's transaction and return plain tuples: SQLAlchemy's row
+    objects cost more than the database here (``benchmarks/bench_scorer.py``).
     """
     wanted = pd.MultiIndex.from_frame(sticks[["charge_id", "stick_id"]].astype(str))
     charges = sorted(set(wanted.get_level_values(0)))
@@ -341,14 +344,17 @@ def _read_stick_readings(
         series = series.loc[keep].reset_index(drop=True)
         if series.empty:
             return pd.DataFrame(columns=list(READING_COLUMNS))
+        bounds = charge_time_bounds(conn, charges)
+        mark = placeholders(conn, 1)
+        within = "" if bounds is None else f" AND ts_us BETWEEN {mark} AND {mark}"
         ids = series["id"].astype("int64").tolist()
         parts = []
         for start in range(0, len(ids), IN_CHUNK):
             chunk = ids[start : start + IN_CHUNK]
             cursor.execute(
                 f"SELECT series_id, ts_us, value FROM {Reading.__tablename__} "
-                f"WHERE series_id IN ({placeholders(conn, len(chunk))})",
-                chunk,
+                f"WHERE series_id IN ({placeholders(conn, len(chunk))}){within}",
+                [*chunk, *(bounds or ())],
             )
             parts.append(np.array(cursor.fetchall(), dtype=np.float64).reshape(-1, 3))
     finally:

@@ -27,6 +27,7 @@ from qcllp.store import (
     Store,
     stored_utc,
 )
+from qcllp.store.partitions import list_partitions
 
 from .events import events
 from .leases import RETRAINER_LEASE, lease_holder, station_lease_name
@@ -67,6 +68,8 @@ def plant_status(store: Store, config: PlantConfig, *, alarms: int = 10) -> dict
             flags.setdefault(station, {})[decision] = int(n)
         latest = conn.execute(select(a).order_by(a.c.id.desc()).limit(alarms)).all()
         guards = {(r.station, r.model_id): r for r in conn.execute(select(g)).all()}
+        months = [p.month for p in list_partitions(conn)]
+        detached = [p.month for p in list_partitions(conn, archiving=True)]
     now = datetime.now(UTC)
     stations = []
     for name in config.station_names:
@@ -120,6 +123,12 @@ def plant_status(store: Store, config: PlantConfig, *, alarms: int = 10) -> dict
             }
             for e in events(store, ["promotion"], limit=5)
         ],
+        "readings": {
+            "partitioned": store.dialect == "postgresql",
+            "months": months,
+            "retention_days": config.retention.readings_days,
+            "being_dropped": detached,
+        },
         "newest_batch": None
         if newest is None
         else {"seq": newest.commit_seq, "at": newest.finished_at},

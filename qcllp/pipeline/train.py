@@ -53,6 +53,7 @@ from .guard_rule import lockout_excess_bound, lockout_rate_bound
 from .leases import HeldLease, station_lease_name
 from .methods import Method, canonical_name, method
 from .registry import register_model, save_station_model
+from .retention import retained_since
 from .station_model import FailureView, StationModel, logit
 from .thresholds import (
     LockoutCosts,
@@ -189,6 +190,9 @@ def labeled_data(
     config.station(station)  # an unknown station fails here, with the known ones listed
     check_target(config, target)
     counts = store.read_defect_counts(list(config.defect_types))
+    kept_since = retained_since(config)  # older charges may have lost readings to retention
+    if kept_since is not None and (since is None or since < kept_since):
+        since = kept_since
     if since is not None or until is not None:
         times = store.read_charge_times().reindex(counts.index)
         keep = pd.Series(True, index=counts.index)

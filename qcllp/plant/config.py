@@ -20,6 +20,10 @@ Schema (see ``plant_config/example.yaml`` for a full example)::
     cluster: str                      # optional Dask scheduler (tcp://HOST:PORT) that runs the
                                       # parallel parts of training (qcllp train, the daemon);
                                       # default none: train on this machine
+    retention:                        # optional, PostgreSQL only; Retention
+      readings_days: int >= 1         # drop a month of readings once all of it is this old
+      archive_dir: str                # optional; each month saved here first (.csv.gz)
+      cron: str                       # when the daemon applies it (default "30 2 * * *")
     defect_types: [str, ...]          # quality classes besides the implicit "ok"
     stations:                         # in line order
       - name: str
@@ -88,6 +92,7 @@ __all__ = [
     "Schedules",
     "Sensor",
     "Retrainer",
+    "Retention",
     "Scorer",
     "SqlSource",
     "Station",
@@ -237,6 +242,22 @@ class Retrainer:
 
 
 @dataclass(frozen=True)
+class Retention:
+    """How long readings are kept (``retention:``; PostgreSQL, :mod:`qcllp.pipeline.retention`).
+
+    ``readings_days``: a month of readings is dropped once all of it is older than this many
+    days (``None``: kept for ever). ``archive_dir``: where each month is written first, as a
+    gzipped CSV in the measurements' long layout that ``qcllp ingest measurements`` takes back
+    (``None``: dropped without a copy). ``cron``: when the retraining daemon applies it.
+    Training never uses a charge older than ``readings_days``: its readings may be gone.
+    """
+
+    readings_days: int | None = None
+    archive_dir: str | None = None
+    cron: str = "30 2 * * *"
+
+
+@dataclass(frozen=True)
 class Training:
     """Training defaults: the method, its grids (learner parameter names), folds and seed.
 
@@ -316,6 +337,7 @@ class PlantConfig:
     training: Training
     scorer: Scorer = field(default_factory=Scorer)
     retrainer: Retrainer = field(default_factory=Retrainer)
+    retention: Retention = field(default_factory=Retention)
     encoding: str = "utf-8"  # of CSV input files; an ASCII-compatible codec (utf-8, cp1252, ...)
     currency: str = "EUR"  # of fail_cost / good_cost: how reports print money
     cluster: str | None = None  # Dask scheduler for training (qcllp.pipeline.cluster); None: local
@@ -585,6 +607,7 @@ class _Validator:
                 "retrainer",
                 "cluster",
                 "statement_timeout_s",
+                "retention",
             ],
         )
         if m is None:
@@ -623,6 +646,7 @@ class _Validator:
         statement_timeout_s = self.number(
             m, "statement_timeout_s", "", default=DEFAULT_STATEMENT_TIMEOUT_S, positive=True
         )
+        retention = self.retention(m.get("retention", {}), database_url)
         if self.errors:
             return None
         return PlantConfig(
@@ -641,7 +665,26 @@ class _Validator:
             currency=(currency or "EUR").strip(),
             cluster=cluster,
             statement_timeout_s=statement_timeout_s,
+            retention=retention,
         )
+
+    def retention(self, raw: Any, database_url: str | None) -> Retention:
+        m = self.mapping(
+            raw, "retention", required=[], optional=["readings_days", "archive_dir", "cron"]
+        )
+        d = Retention()
+        if m is None:
+            return d
+        days = self.integer(m, "readings_days", "retention", min_value=1)
+        archive = self.path(m, "archive_dir", "retention") if "archive_dir" in m else None
+        cron = self.cron(m, "cron", "retention", default=d.cron)
+        if days is not None and database_url is not None and database_url.startswith("sqlite"):
+            self.error(
+                "retention.readings_days",
+                "needs a PostgreSQL database (it drops monthly partitions of the readings); "
+                "this plant's database is SQLite",
+            )
+        return Retention(readings_days=days, archive_dir=archive, cron=cron or d.cron)
 
     def cluster(self, value: Any) -> str | None:
         """The Dask scheduler that training runs on; ``None`` (absent, or ``cluster:`` left

@@ -6,6 +6,8 @@ It keeps the station models current without an engineer at the keyboard:
   (:func:`qcllp.ingest.connectors.ingest_from_config`); after new defect counts, the drift
   watch of every active model with both signals, after new readings only the feature signal
   (:mod:`qcllp.pipeline.drift`). A count-drift alarm queues a retraining of that station.
+* **retention** (``retention.cron``, when ``retention.readings_days`` is set): the months of
+  readings past it are archived and dropped (:mod:`qcllp.pipeline.retention`).
 * **retrain** (``schedules.retrain_cron``, or ``retrain_interval_s``): every station (or
   ``retrainer.stations``) in line order: a candidate trained up to the holdout window, the
   champion / challenger gate, promotion only of a better model (:mod:`qcllp.pipeline.retrain`,
@@ -72,6 +74,7 @@ from qcllp.pipeline.leases import (
     lease_holder,
 )
 from qcllp.pipeline.registry import RegistryError, active_model, load_model
+from qcllp.pipeline.retention import apply_retention
 from qcllp.pipeline.retrain import Abandoned, decide_undecided, recover, retrain_station
 from qcllp.plant.config import PlantConfig
 from qcllp.store import RETRAINER_JOBS, Store
@@ -185,7 +188,7 @@ class RetrainerService:
     # -- jobs ----------------------------------------------------------------------------
     def run(self, name: str, *args: Any) -> None:
         """Run job ``name`` with retries on database errors; never raises."""
-        jobs = {"ingest": self.ingest, "retrain": self.retrain}
+        jobs = {"ingest": self.ingest, "retrain": self.retrain, "retention": self.retention}
         started = time.perf_counter()
         with self.state.lock:
             self.state.running = name
@@ -328,6 +331,13 @@ class RetrainerService:
         self._event("retrain", "ok", f"retrained: {line}", {"stations": outcomes, "forced": force})
         return {"stations": outcomes, "forced": force}
 
+    def retention(self) -> dict[str, Any]:
+        """Archive and drop the months of readings past ``retention.readings_days``."""
+        report = apply_retention(self.store, self.config)
+        if report.dropped or report.waiting:
+            self._event("retention", "ok", report.summary(), report.as_dict())
+        return {"dropped": report.dropped, "waiting": report.waiting}
+
     def _event(self, job: str, outcome: str, reason: str, detail: dict | None = None) -> None:
         try:
             record_event(self.store, "job", outcome, reason, detail={"job": job, **(detail or {})})
@@ -349,14 +359,22 @@ def _triggers(config: PlantConfig) -> dict[str, Any]:
         if s.retrain_interval_s
         else CronTrigger.from_crontab(s.retrain_cron, timezone=tz)
     )
-    return {"ingest": ingest, "retrain": retrain}
+    triggers = {"ingest": ingest, "retrain": retrain}
+    if config.retention.readings_days is not None:
+        triggers["retention"] = CronTrigger.from_crontab(config.retention.cron, timezone=tz)
+    return triggers
 
 
 def _reconcile_jobs(scheduler: BackgroundScheduler, config: PlantConfig) -> None:
     """Add the jobs; keep a stored job whose trigger is unchanged (its next run time, maybe a
     missed one, must survive the restart), replace one the config changed."""
     grace = max(1, int(config.retrainer.misfire_grace_s))  # APScheduler wants whole seconds
-    for name, trigger in _triggers(config).items():
+    triggers = _triggers(config)
+    for job in scheduler.get_jobs(jobstore="default"):
+        if job.id not in triggers:  # the config no longer has it (retention switched off)
+            scheduler.remove_job(job.id, jobstore="default")
+            _log("job_removed", job=job.id)
+    for name, trigger in triggers.items():
         existing = scheduler.get_job(name, jobstore="default")
         same = (
             existing is not None

@@ -43,6 +43,7 @@ from qcllp.store.schema import (
 
 __all__ = [
     "IN_CHUNK",
+    "charge_time_bounds",
     "Store",
     "StoreError",
     "dialect_insert",
@@ -82,6 +83,30 @@ def placeholders(conn: Connection, n: int) -> str:
     """``n`` positional parameter marks for the driver's own cursor (``?`` or ``%s``)."""
     mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
     return ", ".join([mark] * n)
+
+
+def charge_time_bounds(conn: Connection, charge_ids: Sequence[str]) -> tuple[int, int] | None:
+    """``(lo_us, hi_us)``, inclusive, holding every reading of these charges: their least
+    ``first_seen_us`` and greatest ``last_seen_us``; ``None`` when none has readings.
+
+    A query of readings bounded by it touches only the months in between on a partitioned
+    ``readings`` (:mod:`qcllp.store.partitions`): its cost follows what it asks for, not the
+    stored history. Exact, not a heuristic: the writer keeps both columns with least/greatest
+    upserts in the transaction that stores the readings.
+    """
+    ids = list(charge_ids)
+    lows, highs = [], []
+    for start in range(0, len(ids), IN_CHUNK):
+        part = ids[start : start + IN_CHUNK]
+        lo, hi = conn.exec_driver_sql(
+            "SELECT min(first_seen_us), max(last_seen_us) FROM charges "
+            f"WHERE charge_id IN ({placeholders(conn, len(part))})",
+            tuple(part),
+        ).one()
+        if lo is not None and hi is not None:
+            lows.append(int(lo))
+            highs.append(int(hi))
+    return (min(lows), max(highs)) if lows else None
 
 
 def rows_frame(rows: Sequence, columns: list[str]) -> pd.DataFrame:
@@ -280,6 +305,8 @@ class Store:
         ``sensor`` (str), ``value`` (float64); ordered by station, charge, stick, sensor, time.
         The database returns numbers only (series id, time, value); the strings of the few
         series are attached in pandas, which is much faster than fetching them per reading.
+        Each chunk of charges is bounded in time by :func:`charge_time_bounds`, so on a
+        partitioned ``readings`` only the months of those charges are read.
         """
         s, r = Series.__table__, Reading.__table__
         series_q = select(s.c.id, s.c.charge_id, s.c.stick_id, s.c.station, s.c.sensor)
@@ -293,6 +320,9 @@ class Store:
                 sq, rq = series_q, readings_q
                 if ids is not None:
                     sq, rq = sq.where(s.c.charge_id.in_(ids)), rq.where(s.c.charge_id.in_(ids))
+                    bounds = charge_time_bounds(conn, ids)
+                    if bounds is not None:
+                        rq = rq.where(r.c.ts_us.between(*bounds))
                 series_parts += conn.execute(sq).all()
                 reading_parts += conn.execute(rq).all()
         series = rows_frame(series_parts, ["id", "charge_id", "stick_id", "station", "sensor"])

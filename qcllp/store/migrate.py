@@ -24,7 +24,16 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine
 
-__all__ = ["alembic_config", "upgrade", "current_revision", "head_revision", "known_revisions"]
+from qcllp.store.partitions import is_partition_table
+
+__all__ = [
+    "alembic_config",
+    "include_name",
+    "upgrade",
+    "current_revision",
+    "head_revision",
+    "known_revisions",
+]
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 
@@ -37,6 +46,12 @@ def alembic_config(connection=None) -> Config:
     if connection is not None:
         cfg.attributes["connection"] = connection
     return cfg
+
+
+def include_name(name: str | None, type_: str, _parent_names: dict) -> bool:
+    """Alembic's filter of what the schema comparison looks at: not the monthly partitions of
+    ``readings`` (:mod:`qcllp.store.partitions`), which the models rightly do not list."""
+    return not (type_ == "table" and is_partition_table(name))
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:

@@ -97,13 +97,16 @@ class Base(DeclarativeBase):
 class Charge(Base):
     """A production batch (the LLP bag); ``n_sticks`` is set when final QC reports its counts.
 
-    ``first_seen_us``: earliest reading of the charge, microseconds since the epoch (UTC).
+    ``first_seen_us`` / ``last_seen_us``: time of the earliest / latest reading of the charge,
+    microseconds since the epoch (UTC): the time bounds of its readings, by which queries
+    prune the monthly partitions of ``readings``.
     """
 
     __tablename__ = "charges"
 
     charge_id: Mapped[str] = mapped_column(ID, primary_key=True)
     first_seen_us: Mapped[int | None] = mapped_column(BigInteger)
+    last_seen_us: Mapped[int | None] = mapped_column(BigInteger)
     n_sticks: Mapped[int | None] = mapped_column(Integer)
     counts_batch_id: Mapped[int | None] = mapped_column(ForeignKey("ingestion_batches.id"))
 

@@ -140,12 +140,20 @@ def test_a_statement_running_past_the_timeout_is_cancelled_by_the_server(pg_test
 def test_migrations_run_without_the_services_statement_timeout(pg_server):
     """A migration may take longer than a service's statement may: on a fresh database with a
     1 ms statement timeout the whole schema is still created."""
-    from sqlalchemy import create_engine
+    from sqlalchemy import create_engine, event
 
     from qcllp.store import migrate
 
     url = pg_server.create_database("qcllp_migrate_timeout")
-    engine = create_engine(url, connect_args={"options": "-c statement_timeout=1"})
+    engine = create_engine(url)
+    engine.connect().close()  # the dialect's own first queries run without the timeout
+    engine.dispose()
+
+    @event.listens_for(engine, "connect")
+    def _one_millisecond(dbapi_connection, _record):  # noqa: ANN001
+        dbapi_connection.execute("SET statement_timeout = 1")
+        dbapi_connection.commit()
+
     try:
         migrate.upgrade(engine)
         assert migrate.current_revision(engine) == migrate.head_revision()

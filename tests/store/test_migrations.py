@@ -4,13 +4,14 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from qcllp.store import Base, Store
-from qcllp.store.migrate import current_revision, upgrade
+from qcllp.store.migrate import current_revision, include_name, upgrade
 
 
 def test_migrated_schema_matches_the_models(store_url):
     store = Store.open(store_url)
     with store.engine.connect() as conn:
-        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+        context = MigrationContext.configure(conn, opts={"include_name": include_name})
+        diff = compare_metadata(context, Base.metadata)
     store.close()
     assert diff == []
 

@@ -4,6 +4,7 @@ import threading
 import time
 from datetime import UTC, datetime
 
+import numpy as np
 import pandas as pd
 import pytest
 from sqlalchemy import func, insert, select
@@ -21,6 +22,7 @@ from qcllp.store import (
     StoreError,
 )
 from qcllp.store.migrate import current_revision, head_revision
+from qcllp.store.partitions import ensure_partitions
 
 
 def test_open_creates_schema_at_head_and_reopening_keeps_data(store_url):
@@ -60,6 +62,7 @@ def test_read_helpers_return_the_documented_dtypes(store):
                  "sensor": "oxygen"},
             ],
         )  # fmt: skip
+        ensure_partitions(conn, np.array([1_700_000_000_000_000]))  # PostgreSQL: its month
         conn.execute(
             insert(Reading.__table__),
             [

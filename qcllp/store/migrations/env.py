@@ -8,6 +8,7 @@ alembic.ini. For a new revision during development::
 
 from alembic import context
 
+from qcllp.store.migrate import include_name
 from qcllp.store.schema import Base
 
 config = context.config
@@ -22,6 +23,7 @@ context.configure(
     target_metadata=target_metadata,
     render_as_batch=connection.dialect.name == "sqlite",  # ALTER TABLE support on SQLite
     compare_type=True,
+    include_name=include_name,
 )
 with context.begin_transaction():
     context.run_migrations()
