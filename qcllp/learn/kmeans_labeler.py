@@ -52,23 +52,28 @@ Choices where the paper leaves room, and why:
   ``predict`` (the paper's cluster label) and the argmax of ``predict_proba`` can disagree on
   a mixed cluster.
 
-DEAP's operators draw from Python's global ``random``; a fit seeds it from ``random_state``
-and restores it afterwards, so fits are reproducible (also with ``n_jobs > 1``, as every
-k-means run gets a seed drawn before the population is dispatched) but two fits must not run
-in threads of one process at the same time.
+DEAP gives the individuals and their fitness (``creator``, ``base.Fitness``, ``Toolbox.clone``);
+its variation and selection operators (``tools.mutGaussian``, ``cxUniform``, ``selTournament``)
+draw from Python's *process-global* ``random``, which two fits in threads of one process (a
+threaded joblib or in-process Dask backend, a grid search) would share and interleave. So a
+fit draws from its own ``random.Random`` seeded from ``random_state`` through
+:class:`_Operators`, which repeat those three operators draw for draw (the same seed gives the
+same model as seeding the global ``random`` and calling DEAP's did). Fits are reproducible,
+also with ``n_jobs > 1`` (every k-means run gets a seed drawn before the population is
+dispatched) and side by side in threads.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Literal, get_args
 
 import numpy as np
 import pandas as pd
-from deap import base, creator, tools
+from deap import base, creator
 from joblib import Parallel, delayed
 from sklearn.base import BaseEstimator, clone
 from sklearn.cluster import KMeans
@@ -247,25 +252,25 @@ class KMeansLabeler(LLPClassifierMixin, BaseEstimator):
                 ind.fitness.values = (result.error, result.tie_break)
             return scored
 
-        with _python_random_seeded(int(rng.randint(SEED_MAX))):
-            toolbox = self._toolbox()
-            population = [
-                creator.QcllpWeights(_normalise(rng.uniform(size=Xs.shape[1])))
-                for _ in range(self.psize)
-            ]
-            best = _best(None, score(population))
-            history, n_evaluations = [], len(population)
-            for generation in range(1, self.maxgen + 1):
-                history.append(best.error)
-                if self.callback is not None:
-                    self.callback(generation, self.maxgen, best.error)
-                if generation == self.maxgen:
-                    break
-                offspring = self._vary(toolbox, population)
-                best = _best(best, score(offspring))
-                n_evaluations += len(offspring)
-                selected = toolbox.select(population + offspring, self.psize)
-                population = [toolbox.clone(ind) for ind in selected]
+        ops = _Operators(int(rng.randint(SEED_MAX)))
+        toolbox = self._toolbox(ops)
+        population = [
+            creator.QcllpWeights(_normalise(rng.uniform(size=Xs.shape[1])))
+            for _ in range(self.psize)
+        ]
+        best = _best(None, score(population))
+        history, n_evaluations = [], len(population)
+        for generation in range(1, self.maxgen + 1):
+            history.append(best.error)
+            if self.callback is not None:
+                self.callback(generation, self.maxgen, best.error)
+            if generation == self.maxgen:
+                break
+            offspring = self._vary(toolbox, ops, population)
+            best = _best(best, score(offspring))
+            n_evaluations += len(offspring)
+            selected = toolbox.select(population + offspring, self.psize)
+            population = [toolbox.clone(ind) for ind in selected]
 
         self._store_model(problem, Xs, best)
         self.fitness_history_ = np.asarray(history)
@@ -285,24 +290,24 @@ class KMeansLabeler(LLPClassifierMixin, BaseEstimator):
                 f"KMeansLabeler: n_clusters={self.n_clusters} exceeds the {n_rows} training rows"
             )
 
-    def _toolbox(self) -> base.Toolbox:
+    def _toolbox(self, ops: _Operators) -> base.Toolbox:
         toolbox = base.Toolbox()
-        toolbox.register("mutate", tools.mutGaussian, mu=0.0, sigma=np.sqrt(self.mutvar), indpb=1.0)
-        toolbox.register("mate", tools.cxUniform, indpb=0.5)
+        toolbox.register("mutate", ops.mut_gaussian, mu=0.0, sigma=np.sqrt(self.mutvar), indpb=1.0)
+        toolbox.register("mate", ops.cx_uniform, indpb=0.5)
         tournament = max(2, round(self.tournsize * self.psize))
-        toolbox.register("select", tools.selTournament, tournsize=tournament)
+        toolbox.register("select", ops.sel_tournament, tournsize=tournament)
         return toolbox
 
-    def _vary(self, toolbox: base.Toolbox, population: list) -> list:
+    def _vary(self, toolbox: base.Toolbox, ops: _Operators, population: list) -> list:
         """P_copy (all weights mutated) and P_children (uniform crossover on P u P_copy)."""
         copies = [toolbox.clone(ind) for ind in population]
         for ind in copies:
             toolbox.mutate(ind)
             ind[:] = _normalise(np.asarray(ind))
-        pool = random.sample(population + copies, len(population) + len(copies))
+        pool = ops.random.sample(population + copies, len(population) + len(copies))
         children = []
         for first, second in zip(pool[::2], pool[1::2], strict=False):
-            if random.random() < self.crossprob:
+            if ops.random.random() < self.crossprob:
                 a, b = toolbox.clone(first), toolbox.clone(second)
                 toolbox.mate(a, b)
                 a[:], b[:] = _normalise(np.asarray(a)), _normalise(np.asarray(b))
@@ -459,12 +464,29 @@ def _normalise(weights: np.ndarray) -> list[float]:
     return (w / top if top > 0 else np.ones_like(w)).tolist()
 
 
-@contextmanager
-def _python_random_seeded(seed: int) -> Iterator[None]:
-    """Seed Python's ``random`` (DEAP's source) for one fit, then restore the caller's state."""
-    state = random.getstate()
-    random.seed(seed)
-    try:
-        yield
-    finally:
-        random.setstate(state)
+class _Operators:
+    """DEAP's ``tools.mutGaussian``, ``tools.cxUniform`` and ``tools.selTournament``, drawing
+    from a ``random.Random`` of their own instead of the process-global ``random`` (see the
+    module docstring); each repeats DEAP's draws in DEAP's order (deap 1.4 ``tools``)."""
+
+    def __init__(self, seed: int):
+        self.random = random.Random(seed)
+
+    def mut_gaussian(self, ind: list, mu: float, sigma: float, indpb: float) -> tuple[list]:
+        for i in range(len(ind)):
+            if self.random.random() < indpb:
+                ind[i] += self.random.gauss(mu, sigma)
+        return (ind,)
+
+    def cx_uniform(self, ind1: list, ind2: list, indpb: float) -> tuple[list, list]:
+        for i in range(min(len(ind1), len(ind2))):
+            if self.random.random() < indpb:
+                ind1[i], ind2[i] = ind2[i], ind1[i]
+        return ind1, ind2
+
+    def sel_tournament(self, individuals: list, k: int, tournsize: int) -> list:
+        chosen = []
+        for _ in range(k):
+            aspirants = [self.random.choice(individuals) for _ in range(tournsize)]
+            chosen.append(max(aspirants, key=attrgetter("fitness")))
+        return chosen

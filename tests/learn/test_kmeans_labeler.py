@@ -2,6 +2,8 @@
 labels, reproducibility (also in parallel), the estimator contract and its errors."""
 
 import random
+import sys
+import threading
 
 import numpy as np
 import pandas as pd
@@ -98,6 +100,32 @@ def test_a_fixed_seed_gives_the_same_model_also_with_two_jobs(gaussians):
         np.testing.assert_array_equal(other.weights_, serial.weights_)
         np.testing.assert_array_equal(other.predict(X), serial.predict(X))
         np.testing.assert_array_equal(other.fitness_history_, serial.fitness_history_)
+
+
+def test_fits_side_by_side_in_threads_give_the_model_of_one_fit_alone(gaussians):
+    """A threaded joblib or in-process Dask backend runs fits in threads of one process: each
+    fit draws from its own random source, so they cannot disturb each other."""
+    X, _, bags, shares = gaussians
+    enough = {"maxgen": 6, "psize": 12}  # offspring beat the first population (FAST: not)
+    alone = KMeansLabeler(random_state=3, **enough).fit(X, bags, shares)
+    fits = {}
+
+    def fit(i: int) -> None:
+        fits[i] = KMeansLabeler(random_state=3, **enough).fit(X, bags, shares)
+
+    threads = [threading.Thread(target=fit, args=(i,)) for i in range(4)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often, as a loaded machine may
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    for other in fits.values():
+        np.testing.assert_array_equal(other.weights_, alone.weights_)
+        np.testing.assert_array_equal(other.fitness_history_, alone.fitness_history_)
 
 
 def test_fit_leaves_the_callers_python_random_state_alone(gaussians):
