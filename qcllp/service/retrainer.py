@@ -36,7 +36,10 @@ anything is registered (or finishes registering), the scheduler shuts down, exit
 start, :func:`qcllp.pipeline.retrain.recover` decides candidates a killed daemon left
 undecided and removes artifact files no model row points at.
 
-**Observability**: one JSON log line per job and decision; ``/healthz`` and ``/metrics``
+**Observability**: one JSON log line per job and decision (an input that keeps failing --
+a drop folder not mounted -- is logged and recorded when it starts failing, when its reason
+changes and when it recovers, not at every poll; ``qcllp_retrainer_inputs_failing`` counts
+them meanwhile); ``/healthz`` and ``/metrics``
 (prometheus_client) on ``retrainer.host:retrainer.port``; ``qcllp status`` reads the job
 table, the lease and the events from the database, whether or not the daemon runs.
 """
@@ -143,6 +146,11 @@ class RetrainerMetrics:
             ["job"],
             registry=self.registry,
         )
+        self.inputs_failing = Gauge(
+            "qcllp_retrainer_inputs_failing",
+            "Inputs (files, folders, SQL sources) whose last ingestion attempt failed.",
+            registry=self.registry,
+        )
 
 
 @dataclass
@@ -184,6 +192,7 @@ class RetrainerService:
         self.queue_retrain: Callable[[str], None] = lambda station: None
         self.stations = list(config.retrainer.stations or config.station_names)
         self.files = FileMemo()
+        self.failing: dict[str, str] = {}  # input -> why its last ingestion failed
 
     # -- jobs ----------------------------------------------------------------------------
     def run(self, name: str, *args: Any) -> None:
@@ -255,23 +264,36 @@ class RetrainerService:
         new_counts = any(r.files_ingested or r.batches for r in counted)
         new_readings = any(r.stored for r in measured)
         failed = {f: why for r in reports.values() for f, why in r.files_failed.items()}
-        for source, why in failed.items():
-            _log("ingest_failed", level=logging.ERROR, source=source, error=why)
+        news = self._note_failures(failed)
         summary = {
             "stored": sum(r.stored for r in reports.values()),
             "quarantined": sum(r.quarantined_total for r in reports.values()),
             "batches": sum(len(r.batches) for r in reports.values()),
-            "inputs_failed": len(failed),
+            "inputs_failed": len(news),
         }
-        if summary["batches"] or failed:
+        if summary["batches"] or news:
             line = (
                 f"ingested {summary['batches']} batches: {summary['stored']} rows stored, "
-                f"{summary['quarantined']} quarantined; {len(failed)} inputs failed"
+                f"{summary['quarantined']} quarantined; {len(news)} inputs failed"
             )
-            self._event("ingest", "failed" if failed else "ok", line, {**summary, "failed": failed})
+            self._event("ingest", "failed" if news else "ok", line, {**summary, "failed": news})
         if new_counts or new_readings:
             summary["drift_checked"] = self.watch(counts=new_counts)
         return summary
+
+    def _note_failures(self, failed: dict[str, str]) -> dict[str, str]:
+        """Log an input's failure when it starts or its reason changes, and its recovery; not
+        at every poll: a drop folder that is missing for a weekend is one error line and one
+        event, not one per minute (``qcllp_retrainer_inputs_failing`` says it persists).
+        Returns the failures that are new."""
+        news = {f: why for f, why in failed.items() if self.failing.get(f) != why}
+        for source, why in news.items():
+            _log("ingest_failed", level=logging.ERROR, source=source, error=why)
+        for source in self.failing.keys() - failed.keys():
+            _log("ingest_recovered", source=source)
+        self.failing = dict(failed)
+        self.metrics.inputs_failing.set(len(failed))
+        return news
 
     def watch(self, *, counts: bool) -> int:
         """Drift watch of every active model; queues a retraining on a new count alarm."""

@@ -85,3 +85,36 @@ def test_a_retraining_while_the_database_is_away_fails_and_the_next_one_trains_e
     assert {m["station"] for m in models} == set(retrain_plant.config.station_names)
     assert {m["id"] for m in models} == decided  # every candidate judged, none half-registered
     store.close()
+
+
+def test_an_input_that_keeps_failing_is_one_error_and_one_event_until_it_recovers(
+    retrain_plant, tmp_path, caplog
+):
+    store = retrain_plant.copy_to(tmp_path)
+    drop = tmp_path / "drop"  # not there yet: the export share is not mounted
+    config = replace(
+        retrain_plant.config,
+        connectors=Connectors(
+            measurements=FileConnector(str(drop / "measurements"), pattern="*.csv")
+        ),
+        retrainer=replace(retrain_plant.config.retrainer, stations=("rolling",)),
+    )
+    service = RetrainerService(store, config)
+    caplog.set_level("INFO", logger="qcllp.retrainer")
+
+    def lines(event: str) -> int:
+        return sum(f'"event": "{event}"' in r.getMessage() for r in caplog.records)
+
+    def ingest_events() -> list[dict]:
+        return [e for e in events(store, ["job"], limit=100) if e["detail"].get("job") == "ingest"]
+
+    for _ in range(3):
+        service.run("ingest")
+    assert lines("ingest_failed") == 1 and len(ingest_events()) == 1
+    assert service.metrics.inputs_failing._value.get() == 1
+    shutil.copytree(retrain_plant.later("worse") / "measurements", drop / "measurements")
+    service.run("ingest")
+    assert lines("ingest_recovered") == 1 and lines("ingest_failed") == 1
+    assert service.metrics.inputs_failing._value.get() == 0
+    assert [e["outcome"] for e in ingest_events()] == ["ok", "failed"]  # newest first
+    store.close()
