@@ -11,11 +11,10 @@ duration of a training; :mod:`qcllp.learn` knows nothing of clusters and imports
 **The same model.** Every random seed a parallel part needs is drawn in the training process
 *before* its tasks are dispatched and travels with its task, and joblib hands the results
 back in task order, so a fixed seed gives the same model locally and on any cluster, whatever
-the number of workers (``tests/pipeline/test_cluster.py`` checks it on a real cluster). One
-condition: the scheduler must not run inside the training process (a ``LocalCluster`` made
-in it). The k-means labeler's DEAP operators draw from Python's global ``random``, seeded per
-fit, and a scheduler draws from it too, in its own thread, so there the evolved weights would
-depend on its timing. A client alone draws from it only when it retries a connection.
+the number of workers (``tests/pipeline/test_cluster.py`` checks it on a real cluster), also
+with the scheduler inside the training process: no learner draws from Python's global
+``random``, which a scheduler's threads share (the k-means labeler's evolution strategy has
+a ``random.Random`` of its own fit).
 
 What the backend does, checked on joblib 1.6 / distributed 2026.8 (worker PIDs inside the
 tasks, the workers' executed-task counts):
