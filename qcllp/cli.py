@@ -347,9 +347,11 @@ def _trained_line(r) -> str:  # noqa: ANN001 - a TrainingResult
         f"(90 % interval {m['saving_low_per_1000']:+.0f} to {m['saving_high_per_1000']:+.0f}, "
         "on charges it did not see)"
     )
+    subsampled = m.get("labeled_sticks", 0) > m.get("max_sticks", float("inf"))
+    of = f" (of {m['labeled_charges']:,.0f}: training.max_sticks)" if subsampled else ""
     line = (
-        f"model {r.model_id}: {r.station} {r.method} on {r.n_charges} charges / {r.n_sticks} "
-        f"sticks, bag error {m['bag_error']:.3f}, {rule}, {saving}"
+        f"model {r.model_id}: {r.station} {r.method} on {r.n_charges} charges{of} / "
+        f"{r.n_sticks} sticks, bag error {m['bag_error']:.3f}, {rule}, {saving}"
     )
     for trial in r.params.get("auto", []):  # --method auto: what each method did
         mark = "*" if trial["method"] == r.method else " "

@@ -108,7 +108,9 @@ def evaluate_station(
         n_splits=folds,
     )
     defect = None if truth_path is None else read_stick_truth(truth_path)  # fail before work
-    data = labeled_data(store, config, station, target=target)
+    data = labeled_data(store, config, station, target=target, random_state=plan.seed)
+    if data.subsample is not None and data.subsample.applied:
+        say(f"{station}: {data.subsample.describe()}")
     X, bags = data.features.X, data.bags
     costs = station_costs(config, station)
     probability = np.full(len(X), np.nan)

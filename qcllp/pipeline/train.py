@@ -23,6 +23,14 @@ logit) is fitted on the out-of-fold probabilities by the likelihood of the charg
 matching the charges' mean shares, penalizes over-confidence; it is stored with the model, the
 threshold is chosen on recalibrated probabilities and the scorer applies it.
 
+**Large training sets** (``training.max_sticks``, :func:`subsample_charges`). When the labeled
+charges hold more sticks than ``max_sticks`` (default 500,000), a seeded random subset of
+*whole* charges is trained on (a charge is a bag: its count only means something for all its
+sticks), chosen from the final-QC counts before any feature is read, so the features of the
+other charges are never read. Every fit, the grid's, the folds' and the bootstrap rule's, runs
+on that subset; the model's metrics record how many labeled charges and sticks there were
+(``labeled_charges``, ``labeled_sticks``) and the limit (``max_sticks``).
+
 The out-of-fold pass reuses the hyper-parameters chosen on all charges, so its figures are
 slightly optimistic for the grid's choice; nesting the search would multiply the training
 time by the number of folds, which a nightly retraining on two cores cannot afford
@@ -70,6 +78,7 @@ __all__ = [
     "LabeledData",
     "MethodTrial",
     "StationFit",
+    "Subsample",
     "TrainingError",
     "TrainingPlan",
     "TrainingResult",
@@ -86,6 +95,7 @@ __all__ = [
     "search_parameters",
     "search_per_type",
     "station_costs",
+    "subsample_charges",
     "train_station",
     "train_stations",
     "training_plan",
@@ -100,8 +110,69 @@ class TrainingError(ValueError):
 
 
 @dataclass(frozen=True)
+class Subsample:
+    """How many labeled charges and sticks there were, how many were kept (whole charges, by
+    :func:`subsample_charges`) and under which limit."""
+
+    labeled_charges: int
+    labeled_sticks: int
+    kept_charges: int
+    kept_sticks: int
+    max_sticks: int
+    random_state: int
+
+    @property
+    def applied(self) -> bool:
+        return self.kept_charges < self.labeled_charges
+
+    def describe(self) -> str:
+        return (
+            f"subsampled {self.kept_charges:,} of {self.labeled_charges:,} charges "
+            f"({self.kept_sticks:,} of {self.labeled_sticks:,} sticks; "
+            f"max_sticks {self.max_sticks:,}, seed {self.random_state})"
+        )
+
+    def metrics(self) -> dict[str, float]:
+        return {
+            "labeled_charges": float(self.labeled_charges),
+            "labeled_sticks": float(self.labeled_sticks),
+            "max_sticks": float(self.max_sticks),
+        }
+
+
+def subsample_charges(n_sticks: pd.Series, max_sticks: int, random_state: int) -> pd.Index:
+    """The charges to train on: all of them when their sticks sum to at most ``max_sticks``,
+    else a seeded random subset of whole charges whose sticks sum to at most ``max_sticks``.
+
+    ``n_sticks``: sticks per charge, indexed by charge id (final QC's ``n_sticks``). The rule:
+    every charge gets a pseudo-random key, a hash of its id and ``random_state``; in the order
+    of the keys, charges are kept while the running sum of their sticks stays within
+    ``max_sticks`` (a prefix of that order, so a few sticks of room may stay unused). The keys
+    depend on the charge ids, not on their order or on the other charges: the same seed keeps
+    the same charges however the counts are sorted, and when new charges arrive a charge kept
+    before is dropped only to make room for a new one with a smaller key. Vectorized (a hash,
+    an argsort and a cumsum). Returns the kept charge ids in the order of ``n_sticks``.
+    """
+    if isinstance(max_sticks, bool) or int(max_sticks) != max_sticks or max_sticks < 1:
+        raise ValueError(f"max_sticks must be a positive integer, got {max_sticks!r}")
+    sizes = n_sticks.to_numpy(dtype=np.int64)
+    if (sizes < 0).any():
+        raise ValueError("n_sticks must be >= 0 for every charge")
+    if sizes.sum() <= max_sticks:
+        return n_sticks.index
+    ids = n_sticks.index.astype(str).to_numpy(dtype=object) + f"\x1f{int(random_state)}"
+    keys = pd.util.hash_array(ids)
+    order = np.argsort(keys, kind="stable")
+    inside = np.cumsum(sizes[order]) <= max_sticks
+    return n_sticks.index[np.sort(order[inside])]
+
+
+@dataclass(frozen=True)
 class LabeledData:
-    """The station-s training set: features, the charge of each stick and the targets."""
+    """The station-s training set: features, the charge of each stick and the targets.
+
+    ``subsample``: set by :func:`labeled_data`, how the charges were chosen from the labeled
+    ones (``training.max_sticks``)."""
 
     features: StationFeatures
     proportions: pd.Series | pd.DataFrame
@@ -109,6 +180,7 @@ class LabeledData:
     target: str
     n_sticks: pd.Series
     type_shares: pd.DataFrame  # per charge, the share of each defect type (final QC)
+    subsample: Subsample | None = None
 
     @property
     def bags(self) -> np.ndarray:
@@ -136,6 +208,7 @@ class LabeledData:
             self.target,
             self.n_sticks.loc[index],
             self.type_shares.loc[index],
+            self.subsample,
         )
 
     def for_type(self, defect_type: str) -> LabeledData:
@@ -185,8 +258,14 @@ def labeled_data(
     target: str = "defective",
     since: datetime | None = None,
     until: datetime | None = None,
+    random_state: int | None = None,
 ) -> LabeledData:
-    """Features and proportions of the charges that have final-QC counts."""
+    """Features and proportions of the charges that have final-QC counts.
+
+    When those charges hold more than ``training.max_sticks`` sticks (by their final-QC
+    ``n_sticks``), only a seeded subset of whole charges is read (:func:`subsample_charges`,
+    seeded by ``random_state``, default ``training.random_state``); the features of the others
+    are never read. The result's ``subsample`` says how many there were."""
     config.station(station)  # an unknown station fails here, with the known ones listed
     check_target(config, target)
     counts = store.read_defect_counts(list(config.defect_types))
@@ -206,8 +285,28 @@ def labeled_data(
             "no labeled charges yet: ingest final-QC defect counts first (qcllp ingest defects)"
             + (" or widen --since/--until" if since or until else "")
         )
+    max_sticks = config.training.max_sticks
+    seed = int(config.training.random_state if random_state is None else random_state)
+    kept = subsample_charges(counts["n_sticks"], max_sticks, seed)
+    subsample = Subsample(
+        len(counts),
+        int(counts["n_sticks"].sum()),
+        len(kept),
+        int(counts["n_sticks"].loc[kept].sum()),
+        max_sticks,
+        seed,
+    )
+    if subsample.applied:
+        counts = counts.loc[kept]
+        if len(counts) < 4:
+            raise TrainingError(
+                f"training.max_sticks {max_sticks:,} keeps only {len(counts)} of the "
+                f"{subsample.labeled_charges:,} labeled charges; at least 4 are needed: "
+                "raise it"
+            )
     features = station_features(store, config, station, charge_ids=list(counts.index))
-    return labeled_from_frames(config, station, features, counts, target=target)
+    data = labeled_from_frames(config, station, features, counts, target=target)
+    return replace(data, subsample=subsample)
 
 
 def labeled_from_frames(
@@ -599,7 +698,17 @@ def train_station(
         for name in names
     ]
     say(f"{station}: reading features of labeled charges")
-    data = labeled_data(store, config, station, target=target, since=since, until=until)
+    data = labeled_data(
+        store,
+        config,
+        station,
+        target=target,
+        since=since,
+        until=until,
+        random_state=plans[0].seed,
+    )
+    if data.subsample is not None and data.subsample.applied:
+        say(f"{station}: {data.subsample.describe()}")
     times = store.read_charge_times().reindex(data.proportions.index)
     costs = station_costs(config, station)
     fits, trials = [], []
@@ -659,6 +768,7 @@ def _station_model(
         "saving_high_per_1000": decision.saving.high,
         "lockout_rate_bound": decision.lockout_rate_bound,
         "lockout_excess_bound": decision.lockout_excess_bound,
+        **(data.subsample.metrics() if data.subsample is not None else {}),
     }
     X = data.features.X
     return StationModel(

@@ -57,6 +57,8 @@ Schema (see ``plant_config/example.yaml`` for a full example)::
       random_state: int
       any_defect: per-type-sum | per-type-noisy-or | direct
       bootstrap: int >= 2               # resamples for the lock-out rule (default 30)
+      max_sticks: int >= 1              # train on a seeded subset of whole charges when the
+                                        # labeled ones hold more sticks (default 500,000)
 
 Choices made where a plant could reasonably expect otherwise:
 
@@ -114,6 +116,8 @@ ANY_DEFECT_MODES = ("per-type-sum", "per-type-noisy-or", "direct")
 DEFAULT_ANY_DEFECT = "per-type-sum"
 DEFAULT_BOOTSTRAP = 30
 DEFAULT_RANDOM_STATE = 0
+# Sticks a station trains on at most (Training.max_sticks): 10,000 charges of ~50 sticks
+DEFAULT_MAX_STICKS = 500_000
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ASCII = "".join(map(chr, range(128)))
 _RESERVED_COLUMNS = {"charge_id", "stick_id", "station", "timestamp", "sensor", "value", "n_sticks"}
@@ -265,6 +269,17 @@ class Training:
     :data:`ANY_DEFECT_MODES` (``qcllp.pipeline.train.TrainingPlan``). ``bootstrap``: resamples
     of the charges behind the lock-out threshold's lower bound (``qcllp.pipeline.thresholds``).
 
+    ``max_sticks``: when the labeled charges hold more sticks, training reads and fits a
+    seeded random subset of whole charges (seeded by ``random_state``) whose sticks sum to at
+    most this (``qcllp.pipeline.train.subsample_charges``). Default 500,000: 10,000 charges of
+    50 sticks, far more bags than the learners need for a few dozen weights per defect type;
+    the default training (em-llp, its grid over 5 charge folds, one model per defect type) of
+    500,000 sticks x 30 features peaks at 1.1 GB, far below the 8 GB a station may use, and
+    takes 15 minutes on one core, so a nightly retraining of four stations stays within about
+    an hour, while one em-llp fit on 5M sticks alone peaks at 8.4 GB (README "Large training
+    sets", ``benchmarks/bench_large_training.py``). Set it higher for a plant whose stations
+    need more: time and memory grow in proportion.
+
     ``methods`` maps a method name as written in the YAML to its grid; the pipeline resolves
     spellings (``alter_psvm`` = ``alter-psvm``).
     """
@@ -275,6 +290,7 @@ class Training:
     random_state: int = DEFAULT_RANDOM_STATE
     any_defect: str = DEFAULT_ANY_DEFECT
     bootstrap: int = DEFAULT_BOOTSTRAP
+    max_sticks: int = DEFAULT_MAX_STICKS
 
 
 @dataclass(frozen=True)
@@ -1108,6 +1124,7 @@ class _Validator:
                 "random_state",
                 "any_defect",
                 "bootstrap",
+                "max_sticks",
             ],
         )
         if m is None:
@@ -1117,6 +1134,7 @@ class _Validator:
         seed = self.integer(m, "random_state", "training", min_value=0)
         any_defect = self.choice(m, "any_defect", "training", ANY_DEFECT_MODES)
         bootstrap = self.integer(m, "bootstrap", "training", min_value=2)
+        max_sticks = self.integer(m, "max_sticks", "training", min_value=1)
         methods = m.get("methods")
         grids: dict[str, dict[str, list]] = {}
         if methods is not None:
@@ -1148,6 +1166,7 @@ class _Validator:
             random_state=DEFAULT_RANDOM_STATE if seed is None else seed,
             any_defect=any_defect or DEFAULT_ANY_DEFECT,
             bootstrap=DEFAULT_BOOTSTRAP if bootstrap is None else bootstrap,
+            max_sticks=DEFAULT_MAX_STICKS if max_sticks is None else max_sticks,
         )
 
 
