@@ -14,7 +14,8 @@ older than the cutoff, in three steps, each safe to interrupt:
    archived before: a file is never overwritten), written to a temporary name, flushed to
    disk and renamed: a file of that name is always whole. Its columns are the measurements' long
    layout with UTC timestamps, so ``qcllp ingest measurements`` takes it back (after
-   ``gunzip``);
+   ``gunzip``), in the table's order (sorting 100M readings would take gigabytes of
+   temporary disk for nothing the ingester needs);
 3. **drop** the detached table.
 
 A run that was killed after step 1 leaves a ``readings_archiving_*`` table; the next run
@@ -48,7 +49,7 @@ _ARCHIVE_QUERY = (
     "COPY (SELECT s.charge_id, s.stick_id, s.station, "
     "to_char(timestamp '1970-01-01' + r.ts_us * interval '1 microsecond', "
     '\'YYYY-MM-DD"T"HH24:MI:SS.US"Z"\') AS timestamp, s.sensor, r.value '
-    "FROM {table} r JOIN series s ON s.id = r.series_id ORDER BY r.ts_us) "
+    "FROM {table} r JOIN series s ON s.id = r.series_id) "
     "TO STDOUT WITH (FORMAT csv, HEADER true)"
 )
 
