@@ -12,7 +12,11 @@ models in minutes:
 * ``point``: the threshold with the largest point estimate of the saving (no evidence asked);
 * ``re-alpha=A``: as ``alpha=A`` with a charge random effect in the count likelihood
   (:class:`ChargeEffectCalibrator`, a study variant that is not in the product: see its
-  docstring for what it measured).
+  docstring for what it measured);
+* ``count-guard=L[:H]``: as ``qcllp train``'s rule, and the fresh plant's own counts, reported
+  ``L`` charges later, suspend lock-outs once the model over-predicts failures (CUSUM
+  decision interval ``H``, default 4)
+  (:func:`count_guard`, a study variant that is not in the product).
 
 Per variant and station: the realized saving on the fresh plant per 1,000 sticks with the
 scorer's guard (sum over cases, the worst case, cases losing money, cases locking out), and
@@ -124,18 +128,24 @@ def calibration(kind: type):
 def variants(names: list[str]) -> dict:
     out = {}
     for name in names:
-        if name == "point":
-            out[name] = (calibration(CountCalibrator), 0.5, 1)  # one replicate: the point
+        if name.startswith("count-guard="):  # count-guard=LAG or count-guard=LAG:INTERVAL
+            lag, _, interval = name[12:].partition(":")
+            guard = (int(lag), float(interval or 4.0))
+            out[name] = (calibration(CountCalibrator), ALPHA, N_BOOT, guard)
+        elif name == "point":
+            out[name] = (calibration(CountCalibrator), 0.5, 1, None)  # one replicate: the point
         elif name.startswith("re-alpha="):
-            out[name] = (calibration(ChargeEffectCalibrator), float(name[9:]), N_BOOT)
+            out[name] = (calibration(ChargeEffectCalibrator), float(name[9:]), N_BOOT, None)
         elif name.startswith("alpha="):
-            out[name] = (calibration(CountCalibrator), float(name[6:]), N_BOOT)
+            out[name] = (calibration(CountCalibrator), float(name[6:]), N_BOOT, None)
         else:
             raise SystemExit(f"unknown variant {name!r}")
     return out
 
 
-def replay(case: dict, make, alpha: float, n_boot: int) -> tuple[float, float, float]:
+def replay(
+    case: dict, make, alpha: float, n_boot: int, guard: tuple[int, float] | None = None
+) -> tuple[float, float]:
     """(realized saving per 1,000 fresh sticks with the guard, share locked out) of one rule."""
     f = logit(np.clip(case["oof_raw"], 1e-12, 1 - 1e-12))
     codes = case["codes"]
@@ -157,8 +167,40 @@ def replay(case: dict, make, alpha: float, n_boot: int) -> tuple[float, float, f
         GuardCounts(), (fresh >= threshold)[order], bound, GUARD_MIN_STICKS, excess
     )
     bad = case["truth"].astype(bool)[order]
+    if guard is not None:
+        locked = count_guard(locked, fresh[order], bad, case["fresh_codes"][order], *guard)
     saving = costs.fail_cost * np.sum(locked & bad) - costs.good_cost * np.sum(locked & ~bad)
     return 1000 * saving / len(fresh), float(np.mean(locked))
+
+
+def count_guard(
+    locked: np.ndarray,
+    p: np.ndarray,
+    bad: np.ndarray,
+    codes: np.ndarray,
+    lag: int,
+    interval: float = 4.0,
+) -> np.ndarray:
+    """A study guard on the fresh plant's own counts (not in the product): final QC reports
+    charge ``c``'s failures among its *passed* sticks (locked-out sticks never reach it) before
+    charge ``c + lag`` is decided; a one-sided CUSUM of the standardized excess of predicted
+    over observed failures (reference 0.5, decision interval ``interval``) suspends the
+    lock-outs of all later charges once the model over-predicts failures on this plant."""
+    locked = locked.copy()
+    charges = np.unique(codes)  # codes number the charges in line order
+    members = [np.flatnonzero(codes == c) for c in charges]
+    excess, suspended = 0.0, False
+    for i, idx in enumerate(members):
+        if i >= lag and not suspended:
+            done = members[i - lag]
+            passed = ~locked[done]
+            q = p[done][passed]
+            z = (q.sum() - bad[done][passed].sum()) / np.sqrt(np.sum(q * (1 - q)) + 1e-9)
+            excess = max(0.0, excess + z - 0.5)
+            suspended = excess > interval
+        if suspended:
+            locked[idx] = False
+    return locked
 
 
 def point_threshold(p: np.ndarray, codes: np.ndarray, h: int, costs: LockoutCosts) -> float:
@@ -194,8 +236,8 @@ def main(argv: list[str] | None = None) -> int:
             case = dict(np.load(path))
             scenario, seed, station = match.groups()
             best = best_in_hindsight(case["fresh"], case["truth"].astype(bool), *case["costs"])
-            for name, (make, alpha, n_boot) in rules.items():
-                realized, locked = replay(case, make, alpha, n_boot)
+            for name, (make, alpha, n_boot, guard) in rules.items():
+                realized, locked = replay(case, make, alpha, n_boot, guard)
                 rows.append(
                     {
                         "variant": name,
