@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from sqlalchemy.exc import OperationalError
+
 from qcllp.plant.config import PlantConfig
 from qcllp.store import Store
 from qcllp.store.partitions import (
@@ -149,8 +151,6 @@ def _month(table: str) -> str:
 
 def _detach(store: Store, partition: Partition) -> str | None:
     """Detach one month (step 1); ``None`` when ``readings`` stayed locked too long."""
-    from sqlalchemy.exc import OperationalError
-
     try:
         with store.write() as conn:
             conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT_S}s'")
