@@ -619,6 +619,16 @@ def status(ctx: Context) -> None:
                 f"({share:.1%}); recent excess {g['excess']:.0f} sticks "
                 f"(suspends above {_num(g['excess_bound'], '.0f')})"
             )
+            lines.append(
+                f"{'':<14} final QC: {g['qc_charges']} charges compared, "
+                f"{g['qc_predicted']:.1f} failures predicted, {g['qc_reported']} reported; "
+                f"over-prediction {g['qc_excess']:.1f} (suspends above {g['qc_interval']:g})"
+                + (
+                    f"; {g['qc_skipped']} not comparable, latest {g['qc_skip_reason']}"
+                    if g["qc_skipped"]
+                    else ""
+                )
+            )
     lines += [
         f"DECISION {d['at']:%Y-%m-%d %H:%M} {d['station']} model {d['model_id']} "
         f"{d['outcome']}: {d['reason']}"

@@ -28,6 +28,27 @@ line. Two rules, each with its bound computed in training and stored with the mo
 Why CUSUM and not a sliding window: it needs one number of state per model (the scorer's
 table row), costs O(new decisions) per step, and is the classical optimal detector of a rate
 increase; a window of the last N decisions would need their history read on every poll.
+
+A third rule needs no training bound, because it asks the plant itself: **final QC's counts**
+(:func:`count_excess_path`; the scorer's side is :mod:`qcllp.pipeline.count_guard`). Days
+after a charge was decided, final QC reports its failures among the sticks that reached it.
+A model that still fits the plant predicts about as many; one that over-predicts on this plant
+(its probabilities shifted up) locks out good sticks. Per charge ``c``, with ``q`` the
+probabilities of its sticks that reached QC and ``F_c`` the failures QC reported,
+``z_c = (sum q - F_c) / sqrt(sum q (1 - q))`` is the standardized over-prediction (mean 0,
+variance 1 for a calibrated model: the count is Poisson-binomial), and the one-sided CUSUM
+``S_c = max(0, S_{c-1} + z_c - k)`` with reference ``k`` = :data:`COUNT_REFERENCE` (0.5:
+optimal for a shift of one standard deviation per charge) trips above the decision interval
+``h`` (``scorer.count_guard_interval``, default :data:`COUNT_INTERVAL`). A calibrated model
+trips it by chance within 1,000 charges (most of a year) in about 1.5 % of simulated plants
+(200 runs of Poisson-binomial counts, charges of 20–60 sticks; Siegmund's approximation for
+normal ``z`` gives a mean run length of about 19,000 charges), and each promotion starts the
+count afresh. The interval was chosen on the 60 reseeded
+plant cases of ``benchmarks/bench_lockout_rules.py`` (README): ``h`` 8 stopped both models
+that lost money (−1,388 and −1,287 per 1,000 sticks became +362 and −80) and cost one healthy
+case 345 of its 509; ``h`` 4 tripped on healthy models' noise and gave up a third of the gains.
+The rule looks only at the sticks that reached QC, a selection made by the model's own
+decisions, not by the outcome, so a calibrated model's ``z`` keeps mean 0.
 """
 
 from __future__ import annotations
@@ -38,7 +59,10 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = [
+    "COUNT_INTERVAL",
+    "COUNT_REFERENCE",
     "GuardCounts",
+    "count_excess_path",
     "guard_step",
     "GuardVerdict",
     "excess_path",
@@ -49,6 +73,8 @@ __all__ = [
 
 HORIZON_CHARGES = 1000
 MIN_EXCESS = 3.0  # sticks; a model that locked out (almost) nothing in training
+COUNT_REFERENCE = 0.5  # the count CUSUM's reference k, in standard deviations per charge
+COUNT_INTERVAL = 8.0  # its decision interval h (module docstring)
 
 
 def lockout_rate_bound(
@@ -98,7 +124,29 @@ def excess_path(locked: np.ndarray, rate_bound: float, excess_before: float = 0.
     """The CUSUM ``S_t`` after each decision, from ``excess_before``: Lindley's recursion in
     closed form, ``S_t = C_t - min(0, min_{s <= t} C_s)`` with ``C_t = S_0 + sum_{s <= t}
     (x_s - k)``."""
-    walk = excess_before + np.cumsum(np.asarray(locked, dtype=float) - rate_bound)
+    return _lindley(np.asarray(locked, dtype=float) - rate_bound, excess_before)
+
+
+def count_excess_path(
+    predicted: np.ndarray,
+    variance: np.ndarray,
+    observed: np.ndarray,
+    excess_before: float = 0.0,
+) -> np.ndarray:
+    """The count CUSUM ``S_c`` after each charge (module docstring), from ``excess_before``:
+    per charge the failures ``predicted`` among its sticks that reached final QC (the sum of
+    their probabilities), the ``variance`` of that count (the sum of ``q (1 - q)``) and the
+    failures ``observed`` (reported)."""
+    predicted = np.asarray(predicted, dtype=float)
+    z = (predicted - np.asarray(observed, dtype=float)) / np.sqrt(
+        np.asarray(variance, dtype=float) + 1e-9
+    )
+    return _lindley(z - COUNT_REFERENCE, excess_before)
+
+
+def _lindley(increments: np.ndarray, before: float) -> np.ndarray:
+    """``S_t = max(0, S_{t-1} + x_t)`` from ``S_0 = before`` for all ``t`` at once."""
+    walk = before + np.cumsum(increments)
     return walk - np.minimum(np.minimum.accumulate(walk), 0.0)
 
 
@@ -163,12 +211,20 @@ def guard_step(
 ) -> tuple[np.ndarray, GuardCounts, int | None]:
     """One step of the guard on the lock-outs a model ``wants`` (bool, in decision order):
     the lock-outs allowed, the counts after the step, and where it tripped in this step (or
-    ``None``). ``bound`` ``None``: no guard, everything allowed. The scorer's
+    ``None``). ``bound`` ``None`` (a model trained before the guard): the share and excess
+    rules are not applied, but a suspension (by final QC's counts) still holds. The scorer's
     :func:`qcllp.pipeline.lockout_guard.apply_guard` keeps the counts in the database; the
     benchmarks keep them in memory."""
     wants = np.asarray(wants, dtype=bool)
     if bound is None:
-        return wants, counts, None
+        allowed = np.zeros_like(wants) if counts.suspended else wants.copy()
+        after = GuardCounts(
+            counts.decided + len(wants),
+            counts.locked + int(wants.sum()),
+            counts.excess,
+            counts.suspended,
+        )
+        return allowed, after, None
     verdict = guard_trip(
         wants,
         bound,

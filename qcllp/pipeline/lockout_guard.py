@@ -12,7 +12,8 @@ scorer counts, per station and model, the sticks it decided and locked out (tabl
 recent excess of lock-outs, and the guard trips when either the share locked out since
 promotion exceeds the bound by more than three binomial standard deviations (after
 ``scorer.guard_min_sticks`` decisions) or the recent excess exceeds what a healthy model
-reaches (:mod:`qcllp.pipeline.guard_rule`). Then the model's lock-outs are **suspended**: from
+reaches (:mod:`qcllp.pipeline.guard_rule`); final QC's counts, days later, can trip it too
+(:mod:`qcllp.pipeline.count_guard`). Then the model's lock-outs are **suspended**: from
 that stick on, a stick the model would lock out passes with the reason given, an alarm is
 raised once, and ``qcllp status`` shows it. A newly promoted model starts with a fresh count; a
 suspension is lifted by promoting a model (retrained, or the same one again after the cause is
@@ -72,10 +73,11 @@ def apply_guard(
     """The step's decisions (in decision order) with the guard applied, and the alarm message
     when the guard tripped in this step. Counts are stored in the step's transaction.
 
-    ``bound`` ``None`` (a model trained before the guard existed): decisions pass unchanged;
+    ``bound`` ``None`` (a model trained before the guard existed): neither the share nor the
+    excess rule applies, only a suspension by final QC's counts (:mod:`.count_guard`);
     ``excess_bound`` ``None``: the share rule alone.
     """
-    if bound is None or scores.empty:
+    if scores.empty:
         return scores, None
     state = guard_state(conn, station, model_id)
     scored = np.flatnonzero(scores["decision"].isin(["lock_out", "pass"]).to_numpy())

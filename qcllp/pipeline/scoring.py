@@ -17,7 +17,9 @@ schedule. A step is one transaction under the station's lock:
    or ``pass``. A stick that lacks a sensor of this station is ``unscorable`` with the sensor
    named -- never imputed into a decision -- once the rule says it has completed.
    The lock-out guard (:mod:`.lockout_guard`) then turns lock-outs into passes, with the
-   reason, once the model locks out far more sticks than it did in training.
+   reason, once the model locks out far more sticks than it did in training, or once final
+   QC's counts, taken in with the batches, show that it over-predicts failures on this plant
+   (:mod:`.count_guard`, checked before deciding, so a trip holds this step's lock-outs).
 3. **write** the flags (``INSERT ... ON CONFLICT DO NOTHING`` on the unique (station, charge,
    stick)), append the flags actually inserted to the sink file for the line's gateway,
    delete the decided sticks from ``scorer_pending`` and move the checkpoint (batch
@@ -69,6 +71,7 @@ from qcllp.store import (
     us_to_utc,
 )
 
+from .count_guard import check_counts
 from .flag_sink import FlagSink, flag_line
 from .lockout_guard import apply_guard
 from .registry import LoadedModel, load_model
@@ -142,6 +145,7 @@ class StepResult(ScoreResult):
     lag_s: float = 0.0
     latencies_s: np.ndarray = field(default_factory=lambda: np.empty(0))
     more: bool = False  # more work is due right now (the step hit a bound)
+    alarms: tuple[tuple[str, str], ...] = ()  # (kind, message) raised and stored by the step
 
 
 # ----------------------------------------------------------------------------- locking
@@ -215,7 +219,21 @@ def score_step(
             if checkpoint["sink_path"] != str(sink.path):  # a new sink: its bytes are not ours
                 committed = sink.path.stat().st_size if sink.path.exists() else 0
             offset, sink_problem = sink.prepare(committed)
-        seq, taken, remaining = take_in(conn, config, st, checkpoint["commit_seq"], 4 * limit)
+        intake = take_in(conn, config, st, checkpoint["commit_seq"], 4 * limit)
+        alarms: list[tuple[str, str]] = []
+        if model is not None:
+            tripped = check_counts(
+                conn,
+                station,
+                list(config.station_names),
+                model.id,
+                model.model.target,
+                intake.count_batches,
+                config.scorer.count_guard_interval,
+                now,
+            )
+            if tripped:
+                alarms.append(("lockout_suspended", tripped))
         due = due_sticks(conn, station, now, limit, assume_complete)
         scores = pd.DataFrame(columns=SCORE_COLUMNS)
         written: list[dict] = []
@@ -232,13 +250,15 @@ def score_step(
                 model.model.lockout_excess_bound,
             )
             if tripped:
-                insert_alarm(conn, "scorer", station, "lockout_suspended", tripped)
+                alarms.append(("lockout_suspended", tripped))
             written = _write_flags(conn, station, model, scores, now)
             forget_pending(conn, station, scores)
+        for kind, message in alarms:
+            insert_alarm(conn, "scorer", station, kind, message)
         if sink is not None:
             offset = sink.append([flag_line(row) for row in written])
-        _save_checkpoint(conn, station, seq, sink, offset, model)
-        pending, lag = backlog(conn, station, seq, now)
+        _save_checkpoint(conn, station, intake.seq, sink, offset, model)
+        pending, lag = backlog(conn, station, intake.seq, now)
     if sink_problem:
         record_alarm(store, "scorer", station, "sink_truncated", sink_problem)
     arrived = pd.to_datetime(scores["arrived_at"], utc=True) if len(scores) else None
@@ -253,11 +273,12 @@ def score_step(
         threshold=None if model is None else model.model.threshold,
         scores=scores.reset_index(drop=True),
         flags_written=len(written),
-        batches_taken=taken,
+        batches_taken=intake.taken,
         pending=pending,
         lag_s=lag,
         latencies_s=latencies,
-        more=remaining or (model is not None and len(due) >= limit),
+        more=intake.waiting or (model is not None and len(due) >= limit),
+        alarms=tuple(alarms),
     )
 
 

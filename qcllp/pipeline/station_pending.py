@@ -11,6 +11,7 @@ reading there. Everything here runs inside the step's transaction (:mod:`.scorin
 from __future__ import annotations
 
 from datetime import datetime
+from typing import NamedTuple
 
 import pandas as pd
 from sqlalchemy import Connection, bindparam, delete, func, select, update
@@ -27,7 +28,15 @@ from qcllp.store import (
     stored_utc,
 )
 
-__all__ = ["MAX_BATCHES_PER_STEP", "backlog", "due_sticks", "forget_pending", "postpone", "take_in"]
+__all__ = [
+    "MAX_BATCHES_PER_STEP",
+    "Intake",
+    "backlog",
+    "due_sticks",
+    "forget_pending",
+    "postpone",
+    "take_in",
+]
 
 MAX_BATCHES_PER_STEP = 50
 
@@ -44,16 +53,26 @@ def _stick_params(station: str, keys) -> list[dict]:  # noqa: ANN001 - (charge, 
     return [{"b_station": station, "b_charge": c, "b_stick": s} for c, s in keys]
 
 
+class Intake(NamedTuple):
+    """What a step took in: the new checkpoint ``seq``, the number of batches ``taken``,
+    whether more are ``waiting``, and the ids of the ``count_batches`` among them (final QC's
+    counts, in commit order, for :mod:`.count_guard`)."""
+
+    seq: int
+    taken: int
+    waiting: bool
+    count_batches: list[int]
+
+
 def take_in(
     conn: Connection,
     config: PlantConfig,
     st: Station,
     since_seq: int,
     max_rows: int,
-) -> tuple[int, int, bool]:
+) -> Intake:
     """Batches committed after ``since_seq`` into ``scorer_pending``, at most
-    :data:`MAX_BATCHES_PER_STEP` and about ``max_rows`` (station, stick) rows; returns (new
-    checkpoint seq, batches taken, whether more are waiting)."""
+    :data:`MAX_BATCHES_PER_STEP` and about ``max_rows`` (station, stick) rows."""
     b, bs = IngestionBatch.__table__, BatchStick.__table__
     batches = conn.execute(
         select(b.c.id, b.c.commit_seq, b.c.finished_at, b.c.kind)
@@ -62,7 +81,7 @@ def take_in(
         .limit(MAX_BATCHES_PER_STEP)
     ).all()
     if not batches:
-        return since_seq, 0, False
+        return Intake(since_seq, 0, False, [])
     remaining = len(batches) == MAX_BATCHES_PER_STEP
     sizes = dict(
         conn.execute(
@@ -79,10 +98,15 @@ def take_in(
         taken.append(batch)
         rows += sizes.get(batch.id, 0)
     batches = taken
-    new_seq = int(batches[-1].commit_seq)
+    intake = Intake(
+        int(batches[-1].commit_seq),
+        len(batches),
+        remaining,
+        [r.id for r in batches if r.kind == "defect_counts"],
+    )
     arrival = {r.id: r.finished_at for r in batches if r.kind == "measurements"}
     if not arrival:
-        return new_seq, len(batches), remaining
+        return intake
     later_stations = list(config.station_names[config.station_index(st.name) + 1 :])
     visits = rows_frame(
         conn.execute(
@@ -93,14 +117,14 @@ def take_in(
         ["batch_id", "station", "charge_id", "stick_id"],
     )
     if visits.empty:
-        return new_seq, len(batches), remaining
+        return intake
     visits["arrived_at"] = pd.to_datetime(visits["batch_id"].map(arrival), utc=True)
     visits = _still_on_line(conn, visits)
     here = visits[visits["station"] == st.name]
     arrived = here.groupby(["charge_id", "stick_id"])["arrived_at"].agg(["min", "max"])
     seen_later = visits.loc[visits["station"] != st.name, ["charge_id", "stick_id"]]
     _upsert_pending(conn, st, arrived, pd.MultiIndex.from_frame(seen_later).unique())
-    return new_seq, len(batches), remaining
+    return intake
 
 
 def _still_on_line(conn: Connection, visits: pd.DataFrame) -> pd.DataFrame:

@@ -107,6 +107,13 @@ def plant_status(store: Store, config: PlantConfig, *, alarms: int = 10) -> dict
                     "locked": int(guard.locked),
                     "excess": float(guard.excess),
                     "excess_bound": model["metrics"].get("lockout_excess_bound"),
+                    "qc_charges": int(guard.count_charges),
+                    "qc_predicted": float(guard.count_predicted),
+                    "qc_reported": int(guard.count_observed),
+                    "qc_excess": float(guard.count_excess),
+                    "qc_interval": config.scorer.count_guard_interval,
+                    "qc_skipped": int(guard.count_skipped),
+                    "qc_skip_reason": guard.count_skip_reason,
                 },
             }
         )

@@ -201,7 +201,10 @@ class Scorer:
     station's position in the line), when ``/healthz`` reports unhealthy (``max_lag_s``), how
     many sticks one transaction decides at most, the folder of the line's flag files, and
     after how many decided sticks the lock-out guard may suspend a model that locks out far
-    more than in training (``guard_min_sticks``, :mod:`qcllp.pipeline.lockout_guard`)."""
+    more than in training (``guard_min_sticks``, :mod:`qcllp.pipeline.lockout_guard`), and
+    the decision interval of the guard on final QC's counts (``count_guard_interval``, in
+    standard deviations of the model's over-prediction summed over charges;
+    :mod:`qcllp.pipeline.count_guard`)."""
 
     host: str = "127.0.0.1"
     base_port: int = 9470
@@ -209,6 +212,7 @@ class Scorer:
     max_batch_sticks: int = 5000
     sink_dir: str | None = None
     guard_min_sticks: int = 300
+    count_guard_interval: float = 8.0  # qcllp.pipeline.guard_rule.COUNT_INTERVAL
 
 
 @dataclass(frozen=True)
@@ -817,7 +821,7 @@ class _Validator:
 
     def scorer(self, raw: Any) -> Scorer:
         fields = ["host", "base_port", "max_lag_s", "max_batch_sticks", "sink_dir"]
-        fields.append("guard_min_sticks")
+        fields += ["guard_min_sticks", "count_guard_interval"]
         m = self.mapping(raw, "scorer", required=[], optional=fields)
         if m is None:
             return Scorer()
@@ -828,6 +832,7 @@ class _Validator:
         batch = self.integer(m, "max_batch_sticks", "scorer", min_value=1)
         sink = self.path(m, "sink_dir", "scorer") if "sink_dir" in m else None
         guard = self.integer(m, "guard_min_sticks", "scorer", min_value=1)
+        interval = self.number(m, "count_guard_interval", "scorer", default=None, positive=True)
         return Scorer(
             host=host or default.host,
             base_port=default.base_port if port is None else port,
@@ -835,6 +840,7 @@ class _Validator:
             max_batch_sticks=default.max_batch_sticks if batch is None else batch,
             sink_dir=sink,
             guard_min_sticks=default.guard_min_sticks if guard is None else guard,
+            count_guard_interval=(default.count_guard_interval if interval is None else interval),
         )
 
     def retrainer(self, raw: Any, *, stations: tuple[Station, ...]) -> Retrainer:

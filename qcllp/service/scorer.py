@@ -28,6 +28,7 @@ import logging
 import signal
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -124,7 +125,7 @@ class ScorerState:
     last_step_at: datetime | None = None
     last_error: str | None = None
     standby: bool = False
-    alarms: list[str] = field(default_factory=list)
+    alarms: deque[str] = field(default_factory=lambda: deque(maxlen=20))  # the latest only
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def health(self) -> tuple[int, dict[str, Any]]:
@@ -146,7 +147,7 @@ class ScorerState:
                 "pending_sticks": self.pending,
                 "standby": self.standby,
                 "last_step_at": self.last_step_at.isoformat() if self.last_step_at else None,
-                "alarms": list(self.alarms[-5:]),
+                "alarms": list(self.alarms)[-5:],
             }
         return (200 if not problems else 503), body
 
@@ -200,14 +201,18 @@ class ScorerService:
         _log("model_loaded", station=self.station, model_id=loaded.id, previous=previous)
 
     def alarm(self, kind: str, message: str) -> None:
-        self.metrics.alarms.labels(station=self.station, kind=kind).inc()
-        with self.state.lock:
-            self.state.alarms.append(f"{kind}: {message}")
-        _log("alarm", level=logging.ERROR, station=self.station, kind=kind, message=message)
+        self._announce(kind, message)
         try:
             record_alarm(self.store, "scorer", self.station, kind, message)
         except SQLAlchemyError:  # the database is away: the log line and the metric remain
             log.exception("could not record the alarm in the database")
+
+    def _announce(self, kind: str, message: str) -> None:
+        """An alarm in the metrics, the state (``/healthz``) and the log."""
+        self.metrics.alarms.labels(station=self.station, kind=kind).inc()
+        with self.state.lock:
+            self.state.alarms.append(f"{kind}: {message}")
+        _log("alarm", level=logging.ERROR, station=self.station, kind=kind, message=message)
 
     # -- one tick ------------------------------------------------------------------------
     def tick(self, *, max_steps: int = 1000) -> int:
@@ -243,6 +248,8 @@ class ScorerService:
                 self.metrics.decisions.labels(station=self.station, decision=decision).inc(n)
         for latency in result.latencies_s:
             self.metrics.arrival_to_flag.observe(max(float(latency), 0.0))
+        for kind, message in result.alarms:  # stored by the step in its transaction
+            self._announce(kind, message)
         self.metrics.lag.set(result.lag_s)
         self.metrics.pending.set(result.pending)
         with self.state.lock:

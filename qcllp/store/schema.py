@@ -108,7 +108,9 @@ class Charge(Base):
     first_seen_us: Mapped[int | None] = mapped_column(BigInteger)
     last_seen_us: Mapped[int | None] = mapped_column(BigInteger)
     n_sticks: Mapped[int | None] = mapped_column(Integer)
-    counts_batch_id: Mapped[int | None] = mapped_column(ForeignKey("ingestion_batches.id"))
+    counts_batch_id: Mapped[int | None] = mapped_column(
+        ForeignKey("ingestion_batches.id"), index=True
+    )
 
 
 class Stick(Base):
@@ -318,9 +320,12 @@ class ScorerPending(Base):
 
 class LockoutGuard(Base):
     """The scorer's lock-out guard of one model at one station: sticks it decided and locked
-    out, its recent excess of lock-outs (CUSUM, :mod:`qcllp.pipeline.guard_rule`), and since
-    when its lock-outs are suspended (it locked out far more than in training:
-    the plant is not the one it learned; :mod:`qcllp.pipeline.lockout_guard`)."""
+    out, its recent excess of lock-outs (CUSUM, :mod:`qcllp.pipeline.guard_rule`), final QC's
+    word on it (``count_*``: charges compared, failures predicted among the sticks that reached
+    QC and failures reported, charges that could not be compared (the latest with its reason),
+    and the CUSUM of the
+    over-prediction; :mod:`qcllp.pipeline.count_guard`), and since when its lock-outs are
+    suspended (the plant is not the one it learned; :mod:`qcllp.pipeline.lockout_guard`)."""
 
     __tablename__ = "lockout_guards"
 
@@ -331,6 +336,12 @@ class LockoutGuard(Base):
     suspended_at: Mapped[datetime | None] = mapped_column(TS)
     reason: Mapped[str | None] = mapped_column(Text)
     excess: Mapped[float] = mapped_column(Float, nullable=False, server_default="0")
+    count_charges: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
+    count_skipped: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
+    count_predicted: Mapped[float] = mapped_column(Float, nullable=False, server_default="0")
+    count_observed: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
+    count_excess: Mapped[float] = mapped_column(Float, nullable=False, server_default="0")
+    count_skip_reason: Mapped[str | None] = mapped_column(Text)
 
 
 class Alarm(Base):

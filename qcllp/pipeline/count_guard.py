@@ -1,0 +1,262 @@
+"""The lock-out guard's third rule: final QC's counts against what the model predicted.
+
+The share and excess rules (:mod:`.guard_rule`) see only how much a model locks out. Whether
+its lock-outs are right, only final QC can say: days after a charge passed the station, the
+plant reports how many of its sticks failed, among those that reached QC (a locked-out stick
+never does). The scorer already knows each decided stick's probability (``flags``), so when
+a charge's counts arrive it compares the failures the active model predicted among that
+charge's sticks with those reported, and suspends the model's lock-outs once it over-predicts
+on this plant (:func:`qcllp.pipeline.guard_rule.count_excess_path`). On 60 reseeded simulated
+plants this stopped both models that lost money, which the share rules had let through
+(``benchmarks/bench_lockout_rules.py``, README).
+
+Which sticks reached QC: a charge is compared only when that is certain from the flags.
+
+* **the line acted on the flags**: QC's ``n_sticks`` equals the sticks this station decided
+  minus those locked out here or at any other station -- their probabilities are the
+  prediction;
+* **the line did not act on them** (a trial in shadow mode, or a gateway that is down):
+  ``n_sticks`` equals all sticks decided here -- all their probabilities are the prediction;
+* otherwise (an unscorable stick, sticks decided by another model, a stick missing at this
+  station), the charge is *skipped* and counted, so ``qcllp status`` shows how much of QC's
+  word the guard could use. Charges this model never decided are none of its business and are
+  not counted.
+
+Which of both is chosen depends on the decisions and the line, never on the outcome, so a
+calibrated model's comparison stays unbiased.
+
+When: in the scorer's step, for the ``defect_counts`` batches the step takes in (the same
+``commit_seq`` checkpoint as the sticks), before deciding, so a trip holds the step's own
+lock-outs. The charges are found through ``charges.counts_batch_id`` (indexed): a step reads
+only the counts that are new, never the history. Everything is stored in the step's
+transaction, so a crash never counts a charge twice or loses it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import Connection, select
+
+from qcllp.store import (
+    IN_CHUNK,
+    Charge,
+    DefectCount,
+    Flag,
+    LockoutGuard,
+    dialect_insert,
+    rows_frame,
+)
+
+from .guard_rule import count_excess_path
+
+__all__ = ["CountCheck", "check_counts", "compare_counts"]
+
+
+@dataclass(frozen=True)
+class CountCheck:
+    """Per compared charge (in the order QC reported them): failures ``predicted`` among its
+    sticks that reached QC, the ``variance`` of that count, failures ``observed``; and the
+    charges that could not be compared (``skipped``, with the reason)."""
+
+    charges: pd.Index
+    predicted: np.ndarray
+    variance: np.ndarray
+    observed: np.ndarray
+    skipped: dict[str, str]
+
+
+def compare_counts(
+    charges: pd.DataFrame,
+    here: pd.DataFrame,
+    locked_elsewhere: pd.DataFrame,
+    observed: pd.Series,
+    model_id: int,
+) -> CountCheck:
+    """What the model predicted against what QC reported, per charge (module docstring).
+
+    ``charges``: ``charge_id, n_sticks`` in report order; ``here``: this station's flags of
+    those charges (``charge_id, stick_id, model_id, probability, decision``);
+    ``locked_elsewhere``: ``charge_id, stick_id`` locked out at other stations; ``observed``:
+    failures of the model's target reported per charge.
+    """
+    mine = here.groupby("charge_id")["model_id"].agg(lambda m: bool((m == model_id).any()))
+    ours = charges[charges["charge_id"].map(mine).fillna(False).astype(bool)]
+    flags = here[here["charge_id"].isin(ours["charge_id"])]
+    keys = pd.MultiIndex.from_frame(flags[["charge_id", "stick_id"]])
+    gone = (flags["decision"] == "lock_out").to_numpy() | keys.isin(
+        pd.MultiIndex.from_frame(locked_elsewhere[["charge_id", "stick_id"]])
+    )
+    q = flags["probability"].to_numpy(dtype=float)
+    per = pd.DataFrame(
+        {
+            "charge_id": flags["charge_id"].to_numpy(),
+            "all": 1,
+            "stayed": (~gone).astype(int),
+            "foreign": (flags["model_id"] != model_id).to_numpy()
+            | ~np.isfinite(q)
+            | (flags["decision"] == "unscorable").to_numpy(),
+            "q_all": np.nan_to_num(q),
+            "q_stayed": np.where(gone, 0.0, np.nan_to_num(q)),
+            "v_all": np.nan_to_num(q * (1 - q)),
+            "v_stayed": np.where(gone, 0.0, np.nan_to_num(q * (1 - q))),
+        }
+    )
+    sums = per.groupby("charge_id", sort=False).sum().reindex(ours["charge_id"])
+    n = ours.set_index("charge_id")["n_sticks"].astype(float)
+    acted = sums["stayed"] == n
+    shadow = ~acted & (sums["all"] == n)
+    usable = (acted | shadow) & (sums["foreign"] == 0)
+    skipped = {}
+    for charge in sums.index[~usable]:
+        row = sums.loc[charge]
+        if row["foreign"]:
+            skipped[charge] = (
+                f"{int(row['foreign'])} of its sticks have no probability from model {model_id}"
+            )
+        else:
+            skipped[charge] = (
+                f"final QC reported {n[charge]:.0f} sticks; the line kept {int(row['stayed'])} "
+                f"of the {int(row['all'])} decided here"
+            )
+    use = sums.index[usable]
+    a = acted[use].to_numpy()
+    return CountCheck(
+        charges=use,
+        predicted=np.where(a, sums.loc[use, "q_stayed"], sums.loc[use, "q_all"]),
+        variance=np.where(a, sums.loc[use, "v_stayed"], sums.loc[use, "v_all"]),
+        observed=observed.reindex(use, fill_value=0.0).to_numpy(dtype=float),
+        skipped=skipped,
+    )
+
+
+def check_counts(
+    conn: Connection,
+    station: str,
+    stations: list[str],
+    model_id: int,
+    target: str,
+    count_batches: list[int],
+    interval: float,
+    now: datetime,
+) -> str | None:
+    """Compare the charges whose counts came in ``count_batches`` (ids, in commit order) and
+    update the model's guard row; returns the alarm message when the rule tripped now."""
+    if not count_batches:
+        return None
+    charges = _reported_charges(conn, count_batches)
+    if charges.empty:
+        return None
+    ids = charges["charge_id"].tolist()
+    here = _flags(conn, [station], ids)
+    if not (here["model_id"] == model_id).any():
+        return None
+    others = [s for s in stations if s != station]
+    elsewhere = _flags(conn, others, ids, locked_only=True) if others else here.iloc[:0]
+    check = compare_counts(charges, here, elsewhere, _failures(conn, ids, target), model_id)
+    return _update(conn, station, model_id, check, interval, now)
+
+
+def _reported_charges(conn: Connection, batches: list[int]) -> pd.DataFrame:
+    """``charge_id, n_sticks`` of the charges whose counts these batches brought, in commit
+    order (then charge id)."""
+    c = Charge.__table__
+    rows = conn.execute(
+        select(c.c.charge_id, c.c.n_sticks, c.c.counts_batch_id).where(
+            c.c.counts_batch_id.in_(batches)
+        )
+    ).all()
+    frame = rows_frame(rows, ["charge_id", "n_sticks", "batch"])
+    frame["order"] = frame["batch"].map({b: i for i, b in enumerate(batches)})
+    return frame.sort_values(["order", "charge_id"])[["charge_id", "n_sticks"]]
+
+
+def _flags(
+    conn: Connection, stations: list[str], charges: list[str], *, locked_only: bool = False
+) -> pd.DataFrame:
+    """Flags of these charges at these stations (the unique index's prefix serves the query)."""
+    f = Flag.__table__
+    columns = ["charge_id", "stick_id", "model_id", "probability", "decision"]
+    rows = []
+    for start in range(0, len(charges), IN_CHUNK):
+        query = select(*(f.c[c] for c in columns)).where(
+            f.c.station.in_(stations), f.c.charge_id.in_(charges[start : start + IN_CHUNK])
+        )
+        if locked_only:
+            query = query.where(f.c.decision == "lock_out")
+        rows += conn.execute(query).all()
+    return rows_frame(rows, columns).astype({"probability": np.float64})
+
+
+def _failures(conn: Connection, charges: list[str], target: str) -> pd.Series:
+    """Failures of the model's target per charge: one defect type's count, or all types'
+    (any defect, multiclass)."""
+    d = DefectCount.__table__
+    rows = []
+    for start in range(0, len(charges), IN_CHUNK):
+        query = select(d.c.charge_id, d.c.defect_type, d.c["count"]).where(
+            d.c.charge_id.in_(charges[start : start + IN_CHUNK])
+        )
+        rows += conn.execute(query).all()
+    counts = rows_frame(rows, ["charge_id", "defect_type", "count"])
+    if target not in ("defective", "multiclass"):
+        counts = counts[counts["defect_type"] == target]
+    return counts.groupby("charge_id")["count"].sum().astype(float)
+
+
+def _update(
+    conn: Connection,
+    station: str,
+    model_id: int,
+    check: CountCheck,
+    interval: float,
+    now: datetime,
+) -> str | None:
+    g = LockoutGuard.__table__
+    row = conn.execute(
+        select(
+            g.c.count_charges,
+            g.c.count_skipped,
+            g.c.count_predicted,
+            g.c.count_observed,
+            g.c.count_excess,
+            g.c.suspended_at,
+            g.c.reason,
+        ).where(g.c.station == station, g.c.model_id == model_id)
+    ).first()
+    charges, skipped, predicted, observed, excess, suspended_at, reason = (
+        row if row is not None else (0, 0, 0.0, 0, 0.0, None, None)
+    )
+    path = count_excess_path(check.predicted, check.variance, check.observed, excess)
+    values = {
+        "count_charges": charges + len(check.charges),
+        "count_skipped": skipped + len(check.skipped),
+        "count_predicted": predicted + float(check.predicted.sum()),
+        "count_observed": observed + int(check.observed.sum()),
+        "count_excess": float(path[-1]) if len(path) else excess,
+    }
+    if check.skipped:
+        charge, why = list(check.skipped.items())[-1]
+        values["count_skip_reason"] = f"charge {charge}: {why}"
+    alarm = None
+    over = np.flatnonzero(path > interval)
+    if suspended_at is None and len(over):
+        at = int(over[0]) + 1
+        said, found = predicted + check.predicted[:at].sum(), observed + check.observed[:at].sum()
+        reason = alarm = (
+            f"lock-out suspended at {station}: final QC found fewer failures than model "
+            f"{model_id} predicted among the sticks that reached it ({found:.0f} reported, "
+            f"{said:.1f} predicted over {charges + at} charges; over-prediction CUSUM "
+            f"{path[at - 1]:.1f} above {interval:g}, last charge {check.charges[at - 1]}): "
+            "its lock-outs scrap good sticks on this plant; retrain, or promote the model "
+            "again once the cause is fixed"
+        )
+        values |= {"suspended_at": now, "reason": reason}
+    insert = dialect_insert(conn, g).values(
+        station=station, model_id=model_id, decided=0, locked=0, **values
+    )
+    conn.execute(insert.on_conflict_do_update(index_elements=["station", "model_id"], set_=values))
+    return alarm
