@@ -13,10 +13,12 @@ models in minutes:
 * ``re-alpha=A``: as ``alpha=A`` with a charge random effect in the count likelihood
   (:class:`ChargeEffectCalibrator`, a study variant that is not in the product: see its
   docstring for what it measured);
-* ``count-guard=L[:H]``: as ``qcllp train``'s rule, and the fresh plant's own counts, reported
-  ``L`` charges later, suspend lock-outs once the model over-predicts failures (CUSUM
-  decision interval ``H``, default 4)
-  (:func:`count_guard`, a study variant that is not in the product).
+* ``count-guard=L[:H]``: as ``qcllp train``'s rule, with the scorer's guard on final QC's
+  counts (:mod:`qcllp.pipeline.count_guard`), the counts reported ``L`` charges after their
+  charge was decided, decision interval ``H`` (default the scorer's,
+  :data:`qcllp.pipeline.guard_rule.COUNT_INTERVAL`); the other variants leave it out.
+
+Rules join with ``+``: ``alpha=0.3+count-guard=5`` is the 30 % bound with the count rule.
 
 Per variant and station: the realized saving on the fresh plant per 1,000 sticks with the
 scorer's guard (sum over cases, the worst case, cases losing money, cases locking out), and
@@ -40,10 +42,11 @@ from scipy.special import expit, logit, logsumexp
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench_plant_quality import best_in_hindsight  # noqa: E402
+from bench_plant_quality import best_in_hindsight, count_guarded, summary  # noqa: E402
 
 from qcllp.learn.calibration import CountCalibrator, _CountLayout  # noqa: E402
 from qcllp.pipeline.guard_rule import (  # noqa: E402
+    COUNT_INTERVAL,
     GuardCounts,
     guard_step,
     lockout_excess_bound,
@@ -126,20 +129,23 @@ def calibration(kind: type):
 
 
 def variants(names: list[str]) -> dict:
+    """Each name is one rule or several joined by ``+`` (``alpha=0.3+count-guard=5``)."""
     out = {}
     for name in names:
-        if name.startswith("count-guard="):  # count-guard=LAG or count-guard=LAG:INTERVAL
-            lag, _, interval = name[12:].partition(":")
-            guard = (int(lag), float(interval or 4.0))
-            out[name] = (calibration(CountCalibrator), ALPHA, N_BOOT, guard)
-        elif name == "point":
-            out[name] = (calibration(CountCalibrator), 0.5, 1, None)  # one replicate: the point
-        elif name.startswith("re-alpha="):
-            out[name] = (calibration(ChargeEffectCalibrator), float(name[9:]), N_BOOT, None)
-        elif name.startswith("alpha="):
-            out[name] = (calibration(CountCalibrator), float(name[6:]), N_BOOT, None)
-        else:
-            raise SystemExit(f"unknown variant {name!r}")
+        make, alpha, n_boot, guard = calibration(CountCalibrator), ALPHA, N_BOOT, None
+        for part in name.split("+"):
+            if part.startswith("count-guard="):  # count-guard=LAG or count-guard=LAG:INTERVAL
+                lag, _, interval = part[12:].partition(":")
+                guard = (int(lag), float(interval or COUNT_INTERVAL))
+            elif part == "point":
+                alpha, n_boot = 0.5, 1  # one replicate: the point estimate
+            elif part.startswith("re-alpha="):
+                make, alpha = calibration(ChargeEffectCalibrator), float(part[9:])
+            elif part.startswith("alpha="):
+                alpha = float(part[6:])
+            else:
+                raise SystemExit(f"unknown variant {part!r} in {name!r}")
+        out[name] = (make, alpha, n_boot, guard)
     return out
 
 
@@ -168,39 +174,10 @@ def replay(
     )
     bad = case["truth"].astype(bool)[order]
     if guard is not None:
-        locked = count_guard(locked, fresh[order], bad, case["fresh_codes"][order], *guard)
+        codes = pd.factorize(case["fresh_codes"][order])[0]
+        locked = count_guarded(locked, fresh[order], bad, codes, *guard)
     saving = costs.fail_cost * np.sum(locked & bad) - costs.good_cost * np.sum(locked & ~bad)
     return 1000 * saving / len(fresh), float(np.mean(locked))
-
-
-def count_guard(
-    locked: np.ndarray,
-    p: np.ndarray,
-    bad: np.ndarray,
-    codes: np.ndarray,
-    lag: int,
-    interval: float = 4.0,
-) -> np.ndarray:
-    """A study guard on the fresh plant's own counts (not in the product): final QC reports
-    charge ``c``'s failures among its *passed* sticks (locked-out sticks never reach it) before
-    charge ``c + lag`` is decided; a one-sided CUSUM of the standardized excess of predicted
-    over observed failures (reference 0.5, decision interval ``interval``) suspends the
-    lock-outs of all later charges once the model over-predicts failures on this plant."""
-    locked = locked.copy()
-    charges = np.unique(codes)  # codes number the charges in line order
-    members = [np.flatnonzero(codes == c) for c in charges]
-    excess, suspended = 0.0, False
-    for i, idx in enumerate(members):
-        if i >= lag and not suspended:
-            done = members[i - lag]
-            passed = ~locked[done]
-            q = p[done][passed]
-            z = (q.sum() - bad[done][passed].sum()) / np.sqrt(np.sum(q * (1 - q)) + 1e-9)
-            excess = max(0.0, excess + z - 0.5)
-            suspended = excess > interval
-        if suspended:
-            locked[idx] = False
-    return locked
 
 
 def point_threshold(p: np.ndarray, codes: np.ndarray, h: int, costs: LockoutCosts) -> float:
@@ -224,6 +201,11 @@ def main(argv: list[str] | None = None) -> int:
         "--variants", nargs="*", default=[f"alpha={ALPHA}", "alpha=0.2", "alpha=0.3", "point"]
     )
     parser.add_argument("--middle", default="cooling")
+    parser.add_argument(
+        "--table",
+        default=None,
+        help="a variant: also print bench_plant_quality's summary with its realized savings",
+    )
     args = parser.parse_args(argv)
     rules = variants(args.variants)
     rows = []
@@ -281,7 +263,22 @@ def main(argv: list[str] | None = None) -> int:
             f"| {variant} | {len(g)} | {g['realized'].sum():+.0f} | {g['realized'].min():+.0f} "
             f"| {int((g['realized'] < -1e-9).sum())} | {', '.join(shares)} |"
         )
+    if args.table:
+        print(f"\n# bench_plant_quality's tables with the realized savings of `{args.table}`")
+        summary(plant_rows(args, frame[frame["variant"] == args.table]), args.middle)
     return 0
+
+
+def plant_rows(args: argparse.Namespace, replayed: pd.DataFrame) -> pd.DataFrame:
+    """The cached case rows of ``bench_plant_quality.py`` (AUC, oracles, claims) with the
+    realized saving replaced by the replayed one."""
+    cache = Path(args.cache)
+    parts = [pd.read_json(cache / f"rows-{label}.jsonl", lines=True) for label in args.label]
+    rows = pd.concat(parts).drop_duplicates(["scenario", "seed", "station"], keep="last")
+    keys = ["scenario", "seed", "station"]
+    realized = replayed.set_index(keys)["realized"]
+    rows["realized"] = realized.reindex(pd.MultiIndex.from_frame(rows[keys])).to_numpy()
+    return rows.dropna(subset=["realized"])
 
 
 if __name__ == "__main__":

@@ -19,8 +19,10 @@ fresh plant, whose hidden per-stick truth then measures:
 * ``realized``: the saving per 1,000 fresh sticks the threshold actually brings against locking
   out nothing (fail_cost per failing stick locked out minus good_cost per good one), with the
   scorer's lock-out guard (:mod:`qcllp.pipeline.lockout_guard`: the fresh sticks decided in
-  charge order, lock-outs suspended once the model locks out far more than in training);
-  ``unguarded``: the same without the guard;
+  charge order, lock-outs suspended once the model locks out far more than in training, or
+  once final QC's counts, reported :data:`QC_LAG` charges later, show it over-predicts
+  failures: :mod:`qcllp.pipeline.count_guard`); ``no_count``: the guard without the count
+  rule; ``unguarded``: no guard at all;
 * ``best``: the best threshold in hindsight (chosen with the fresh truth): what the ranking
   allows.
 
@@ -66,7 +68,12 @@ sys.path.insert(0, str(ROOT))
 
 from qcllp.features import build_station_features  # noqa: E402
 from qcllp.learn import PerDefectClassifier  # noqa: E402
-from qcllp.pipeline.guard_rule import GuardCounts, guard_step  # noqa: E402
+from qcllp.pipeline.guard_rule import (  # noqa: E402
+    COUNT_INTERVAL,
+    GuardCounts,
+    count_excess_path,
+    guard_step,
+)
 from qcllp.pipeline.station_model import defect_probability  # noqa: E402
 from qcllp.pipeline.thresholds import realized_saving_per_1000  # noqa: E402
 from qcllp.pipeline.train import (  # noqa: E402
@@ -79,6 +86,7 @@ from qcllp.pipeline.train import (  # noqa: E402
 from qcllp.plant.config import load_plant_config  # noqa: E402
 from qcllp.plant.simulate import SimulatedPlant, simulate_plant  # noqa: E402
 
+QC_LAG = 5  # charges between a charge's decision and its final-QC counts (the count rule)
 CONFIG = ROOT / "plant_config" / "example.yaml"
 SCENARIOS = {
     "shared": None,
@@ -193,6 +201,7 @@ def run_case(config, train: SimulatedPlant, test: SimulatedPlant, station: str, 
         "low": metrics.get("saving_low_per_1000"),
         "high": metrics.get("saving_high_per_1000"),
         "realized": guarded_saving(p, bad, fte.bags.to_numpy(), model, costs, config),
+        "no_count": guarded_saving(p, bad, fte.bags.to_numpy(), model, costs, config, None),
         "unguarded": realized_saving_per_1000(p, bad, model.threshold, costs),
         "best": best_in_hindsight(p, bad, costs.fail_cost, costs.good_cost),
     }
@@ -231,9 +240,11 @@ def run_case(config, train: SimulatedPlant, test: SimulatedPlant, station: str, 
     return row
 
 
-def guarded_saving(p, bad, bags, model, costs, config) -> float:
+def guarded_saving(p, bad, bags, model, costs, config, qc_lag: int | None = QC_LAG) -> float:
     """The realized saving per 1,000 sticks with the scorer's lock-out guard: the fresh sticks
-    decided in charge order, lock-outs suspended from the stick at which the guard trips."""
+    decided in charge order, lock-outs suspended from the stick at which the share rules trip,
+    and from the charge at which final QC's counts, ``qc_lag`` charges late, trip the count
+    rule (``None``: without it)."""
     order = np.argsort(bags, kind="stable")  # charge ids number the charges in line order
     locked, _, _ = guard_step(
         GuardCounts(),
@@ -243,8 +254,40 @@ def guarded_saving(p, bad, bags, model, costs, config) -> float:
         model.lockout_excess_bound,
     )
     truth = bad[order]
+    if qc_lag is not None:
+        codes = pd.factorize(np.asarray(bags)[order])[0]
+        interval = config.scorer.count_guard_interval
+        locked = count_guarded(locked, p[order], truth, codes, qc_lag, interval)
     saving = costs.fail_cost * np.sum(locked & truth) - costs.good_cost * np.sum(locked & ~truth)
     return float(1000 * saving / len(p))
+
+
+def count_guarded(
+    locked: np.ndarray,
+    p: np.ndarray,
+    bad: np.ndarray,
+    codes: np.ndarray,
+    lag: int = QC_LAG,
+    interval: float = COUNT_INTERVAL,
+) -> np.ndarray:
+    """The scorer's guard on final QC's counts (:mod:`qcllp.pipeline.count_guard`), replayed:
+    sticks in line order, ``codes`` numbering their charges 0, 1, ... in that order. Final QC
+    reports charge ``c``'s failures among its passed sticks (the line acted on the flags)
+    before charge ``c + lag`` is decided; once the CUSUM trips on charge ``c``'s counts, the
+    lock-outs of charges ``c + lag`` on are suspended. Suspension only ever removes lock-outs
+    of later charges, so the counts up to the trip are those of the unsuspended decisions and
+    one pass over all charges suffices."""
+    passed = ~locked
+    h = int(codes.max()) + 1 if len(codes) else 0
+    path = count_excess_path(
+        np.bincount(codes, np.where(passed, p, 0.0), minlength=h),
+        np.bincount(codes, np.where(passed, p * (1 - p), 0.0), minlength=h),
+        np.bincount(codes, passed & bad, minlength=h),
+    )
+    over = np.flatnonzero(path > interval)
+    if not len(over):
+        return locked
+    return locked & (codes < over[0] + lag)
 
 
 def estimator_input(model, X: pd.DataFrame):

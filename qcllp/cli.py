@@ -717,10 +717,12 @@ def demo(ctx: Context, folder, charges, fresh_charges, method_name, seed) -> Non
     )
     seconds = (datetime.now() - started).total_seconds()
     table = result.table.to_string(float_format=lambda v: f"{v:.3f}")
+    qc = "" if result.final_qc is None else result.final_qc.to_string(float_format="{:.1f}".format)
     ctx.emit(
         {**result.as_dict(), "seconds": seconds},
         f"\nfresh charges scored at every station (against the simulator's hidden truth):\n"
-        f"{table}\n\ndemo finished in {seconds:.0f} s\nreport: {result.report}\n"
+        f"{table}\n\nfinal QC's counts of the fresh charges against each model (lock-out "
+        f"guard):\n{qc}\n\ndemo finished in {seconds:.0f} s\nreport: {result.report}\n"
         f"database: {result.database_url}\nlook at the results:\n"
         + "\n".join(f"  qcllp --config {result.config_path} {c}" for c in DEMO_LOOKS),
     )

@@ -2,8 +2,10 @@
 
 simulate -> ingest (files, as a plant delivers them) -> train every station -> promote ->
 simulate a fresh batch of charges and ingest its measurements -> score it at every station
-(flags in the database) -> measure the flags against the simulator's hidden per-stick truth ->
-HTML report. Everything lives in one folder on the embedded SQLite database.
+(flags in the database) -> final QC reports the fresh charges' counts among the sticks the line
+did not lock out, and the scorers compare them with what their models predicted (the lock-out
+guard's count rule, :mod:`.count_guard`) -> measure the flags against the simulator's hidden
+per-stick truth -> HTML report. Everything lives in one folder on the embedded SQLite database.
 
 The demo trains with a smaller search than a plant's nightly retraining (3 charge folds,
 :data:`DEMO_GRIDS`) so that it finishes in two to four minutes on two cores.
@@ -20,15 +22,16 @@ import yaml
 
 from qcllp.ingest import ingest_defect_counts, ingest_measurements
 from qcllp.plant.config import PlantConfig, example_config_path
-from qcllp.plant.simulate import simulate_plant, write_simulation
+from qcllp.plant.simulate import SimulatedPlant, simulate_plant, write_simulation
 from qcllp.store import Store
 
 from .plant_report import build_plant_report, fresh_figures
 from .registry import promote
-from .scoring import score_station
+from .scoring import flags_frame, score_station
+from .status import plant_status
 from .train import station_costs, train_station
 
-__all__ = ["DEMO_GRIDS", "DemoResult", "run_demo"]
+__all__ = ["DEMO_GRIDS", "DemoResult", "final_qc_counts", "run_demo"]
 
 # Smaller searches than a nightly retraining, so the demo stays around two minutes.
 DEMO_GRIDS = {
@@ -46,6 +49,7 @@ class DemoResult:
     report: Path
     table: pd.DataFrame
     config_path: Path  # the demo plant's YAML, pointing at its database
+    final_qc: pd.DataFrame | None = None  # per station: final QC's counts against the model
 
     def as_dict(self) -> dict:
         return {
@@ -54,6 +58,9 @@ class DemoResult:
             "database": self.database_url,
             "report": str(self.report),
             "stations": self.table.reset_index().to_dict(orient="records"),
+            "final_qc": []
+            if self.final_qc is None
+            else self.final_qc.reset_index().to_dict(orient="records"),
         }
 
 
@@ -114,9 +121,54 @@ def run_demo(
             scored = score_station(store, config, station)
             costs = station_costs(config, station)
             rows.append({"station": station, **fresh_figures(scored.scores, defect != "ok", costs)})
+        say("final QC reports the fresh charges; the scorers compare")
+        qc_file = folder / "fresh" / "final_qc.csv"
+        final_qc_counts(fresh, flags_frame(store), list(config.defect_types)).to_csv(
+            qc_file, index=False
+        )
+        ingest_defect_counts(store, config, qc_file)
+        for station in config.station_names:
+            score_station(store, config, station)  # takes the counts in
+        qc = _qc_table(plant_status(store, config))
         report = build_plant_report(store, config, folder / "report.html", truth=defect)
     table = pd.DataFrame(rows).set_index("station")
-    return DemoResult(folder, url, report, table, _write_config(config, folder, url))
+    return DemoResult(folder, url, report, table, _write_config(config, folder, url), qc)
+
+
+def final_qc_counts(
+    plant: SimulatedPlant, flags: pd.DataFrame, defect_types: list[str]
+) -> pd.DataFrame:
+    """Final QC's report of a simulated plant's charges as the line delivers it: per charge
+    the sticks that reached QC (not locked out at any station) and their defects by type; a
+    charge whose every stick was locked out is not reported."""
+    truth = plant.truth.astype({"charge_id": str, "stick_id": str})
+    locked = flags.loc[flags["decision"] == "lock_out", ["charge_id", "stick_id"]]
+    out = pd.MultiIndex.from_frame(locked.astype(str))
+    reached = truth[~pd.MultiIndex.from_frame(truth[["charge_id", "stick_id"]]).isin(out)]
+    counts = pd.crosstab(reached["charge_id"], reached["defect"])
+    report = pd.DataFrame({"n_sticks": counts.sum(axis=1)})
+    for kind in defect_types:
+        report[kind] = counts.get(kind, 0)
+    return report.rename_axis("charge_id").reset_index()
+
+
+def _qc_table(status: dict) -> pd.DataFrame:
+    """Per station: the charges final QC's counts were compared on, failures predicted among
+    the sticks that reached it and reported, and the guard's verdict."""
+    rows = []
+    for s in status["stations"]:
+        guard = s["lockout_guard"] or {}
+        rows.append(
+            {
+                "station": s["station"],
+                "charges_compared": guard.get("qc_charges", 0),
+                "failures_predicted": guard.get("qc_predicted", 0.0),
+                "failures_reported": guard.get("qc_reported", 0),
+                "over_prediction": guard.get("qc_excess", 0.0),
+                "lockouts": "suspended" if s["lockout_suspended"] else "on",
+            }
+        )
+    return pd.DataFrame(rows).set_index("station")
 
 
 def _write_config(config: PlantConfig, folder: Path, url: str) -> Path:

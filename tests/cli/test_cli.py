@@ -251,6 +251,10 @@ def test_demo_runs_end_to_end_as_a_real_process(tmp_path):
     stations = {row["station"]: row for row in result["stations"]}
     assert set(stations) == {"furnace", "rolling", "cooling", "straightening"}
     assert all(row["sticks"] > 0 for row in stations.values())
+    # final QC's counts of the fresh charges reached every station's lock-out guard
+    qc = {row["station"]: row for row in result["final_qc"]}
+    assert set(qc) == set(stations)
+    assert all(row["charges_compared"] > 0 for row in qc.values()), qc
 
 
 @pytest.mark.parametrize(
