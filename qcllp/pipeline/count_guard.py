@@ -83,8 +83,7 @@ def compare_counts(
     ``locked_elsewhere``: ``charge_id, stick_id`` locked out at other stations; ``observed``:
     failures of the model's target reported per charge.
     """
-    mine = here.groupby("charge_id")["model_id"].agg(lambda m: bool((m == model_id).any()))
-    ours = charges[charges["charge_id"].map(mine).fillna(False).astype(bool)]
+    ours = charges[charges["charge_id"].isin(here.loc[here["model_id"] == model_id, "charge_id"])]
     flags = here[here["charge_id"].isin(ours["charge_id"])]
     keys = pd.MultiIndex.from_frame(flags[["charge_id", "stick_id"]])
     gone = (flags["decision"] == "lock_out").to_numpy() | keys.isin(
