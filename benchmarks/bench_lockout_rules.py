@@ -13,10 +13,10 @@ models in minutes:
 * ``re-alpha=A``: as ``alpha=A`` with a charge random effect in the count likelihood
   (:class:`ChargeEffectCalibrator`, a study variant that is not in the product: see its
   docstring for what it measured);
-* ``count-guard=L[:H]``: as ``qcllp train``'s rule, with the scorer's guard on final QC's
+* ``count-guard=L[:H[:K]]``: as ``qcllp train``'s rule, with the scorer's guard on final QC's
   counts (:mod:`qcllp.pipeline.count_guard`), the counts reported ``L`` charges after their
-  charge was decided, decision interval ``H`` (default the scorer's,
-  :data:`qcllp.pipeline.guard_rule.COUNT_INTERVAL`); the other variants leave it out.
+  charge was decided, decision interval ``H`` and reference ``K`` (default the scorer's,
+  :mod:`qcllp.pipeline.guard_rule`); the other variants leave it out.
 
 Rules join with ``+``: ``alpha=0.3+count-guard=5`` is the 30 % bound with the count rule.
 
@@ -47,6 +47,7 @@ from bench_plant_quality import best_in_hindsight, count_guarded, summary  # noq
 from qcllp.learn.calibration import CountCalibrator, _CountLayout  # noqa: E402
 from qcllp.pipeline.guard_rule import (  # noqa: E402
     COUNT_INTERVAL,
+    COUNT_REFERENCE,
     GuardCounts,
     guard_step,
     lockout_excess_bound,
@@ -134,9 +135,13 @@ def variants(names: list[str]) -> dict:
     for name in names:
         make, alpha, n_boot, guard = calibration(CountCalibrator), ALPHA, N_BOOT, None
         for part in name.split("+"):
-            if part.startswith("count-guard="):  # count-guard=LAG or count-guard=LAG:INTERVAL
-                lag, _, interval = part[12:].partition(":")
-                guard = (int(lag), float(interval or COUNT_INTERVAL))
+            if part.startswith("count-guard="):  # count-guard=LAG[:INTERVAL[:REFERENCE]]
+                lag, interval, reference = (part[12:].split(":") + ["", ""])[:3]
+                guard = (
+                    int(lag),
+                    float(interval or COUNT_INTERVAL),
+                    float(reference or COUNT_REFERENCE),
+                )
             elif part == "point":
                 alpha, n_boot = 0.5, 1  # one replicate: the point estimate
             elif part.startswith("re-alpha="):
@@ -150,7 +155,7 @@ def variants(names: list[str]) -> dict:
 
 
 def replay(
-    case: dict, make, alpha: float, n_boot: int, guard: tuple[int, float] | None = None
+    case: dict, make, alpha: float, n_boot: int, guard: tuple[int, float, float] | None = None
 ) -> tuple[float, float]:
     """(realized saving per 1,000 fresh sticks with the guard, share locked out) of one rule."""
     f = logit(np.clip(case["oof_raw"], 1e-12, 1 - 1e-12))

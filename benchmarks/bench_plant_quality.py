@@ -70,6 +70,7 @@ from qcllp.features import build_station_features  # noqa: E402
 from qcllp.learn import PerDefectClassifier  # noqa: E402
 from qcllp.pipeline.guard_rule import (  # noqa: E402
     COUNT_INTERVAL,
+    COUNT_REFERENCE,
     GuardCounts,
     count_excess_path,
     guard_step,
@@ -269,6 +270,7 @@ def count_guarded(
     codes: np.ndarray,
     lag: int = QC_LAG,
     interval: float = COUNT_INTERVAL,
+    reference: float = COUNT_REFERENCE,
 ) -> np.ndarray:
     """The scorer's guard on final QC's counts (:mod:`qcllp.pipeline.count_guard`), replayed:
     sticks in line order, ``codes`` numbering their charges 0, 1, ... in that order. Final QC
@@ -283,6 +285,7 @@ def count_guarded(
         np.bincount(codes, np.where(passed, p, 0.0), minlength=h),
         np.bincount(codes, np.where(passed, p * (1 - p), 0.0), minlength=h),
         np.bincount(codes, passed & bad, minlength=h),
+        reference=reference,
     )
     over = np.flatnonzero(path > interval)
     if not len(over):

@@ -132,16 +132,17 @@ def count_excess_path(
     variance: np.ndarray,
     observed: np.ndarray,
     excess_before: float = 0.0,
+    reference: float = COUNT_REFERENCE,
 ) -> np.ndarray:
     """The count CUSUM ``S_c`` after each charge (module docstring), from ``excess_before``:
     per charge the failures ``predicted`` among its sticks that reached final QC (the sum of
     their probabilities), the ``variance`` of that count (the sum of ``q (1 - q)``) and the
-    failures ``observed`` (reported)."""
+    failures ``observed`` (reported); ``reference``: the CUSUM's ``k``."""
     predicted = np.asarray(predicted, dtype=float)
     z = (predicted - np.asarray(observed, dtype=float)) / np.sqrt(
         np.asarray(variance, dtype=float) + 1e-9
     )
-    return _lindley(z - COUNT_REFERENCE, excess_before)
+    return _lindley(z - reference, excess_before)
 
 
 def _lindley(increments: np.ndarray, before: float) -> np.ndarray:

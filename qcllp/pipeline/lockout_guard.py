@@ -41,21 +41,31 @@ __all__ = ["GuardState", "apply_guard", "guard_state"]
 
 @dataclass(frozen=True)
 class GuardState:
-    """Counts of one model at one station; ``suspended_at`` set once the guard tripped."""
+    """Counts of one model at one station; ``suspended_at`` set once the guard tripped;
+    ``qc_charges`` / ``qc_excess``: charges compared with final QC's counts and the CUSUM of
+    the over-prediction (:mod:`.count_guard`)."""
 
     decided: int = 0
     locked: int = 0
     suspended_at: datetime | None = None
     reason: str | None = None
     excess: float = 0.0
+    qc_charges: int = 0
+    qc_excess: float = 0.0
 
 
 def guard_state(conn: Connection, station: str, model_id: int) -> GuardState:
     g = LockoutGuard.__table__
     row = conn.execute(
-        select(g.c.decided, g.c.locked, g.c.suspended_at, g.c.reason, g.c.excess).where(
-            g.c.station == station, g.c.model_id == model_id
-        )
+        select(
+            g.c.decided,
+            g.c.locked,
+            g.c.suspended_at,
+            g.c.reason,
+            g.c.excess,
+            g.c.count_charges,
+            g.c.count_excess,
+        ).where(g.c.station == station, g.c.model_id == model_id)
     ).first()
     return GuardState() if row is None else GuardState(*row)
 

@@ -73,7 +73,7 @@ from qcllp.store import (
 
 from .count_guard import check_counts
 from .flag_sink import FlagSink, flag_line
-from .lockout_guard import apply_guard
+from .lockout_guard import GuardState, apply_guard, guard_state
 from .registry import LoadedModel, load_model
 from .station_pending import (
     MAX_BATCHES_PER_STEP,
@@ -146,6 +146,7 @@ class StepResult(ScoreResult):
     latencies_s: np.ndarray = field(default_factory=lambda: np.empty(0))
     more: bool = False  # more work is due right now (the step hit a bound)
     alarms: tuple[tuple[str, str], ...] = ()  # (kind, message) raised and stored by the step
+    guard: GuardState | None = None  # the active model's lock-out guard after the step
 
 
 # ----------------------------------------------------------------------------- locking
@@ -255,6 +256,7 @@ def score_step(
             forget_pending(conn, station, scores)
         for kind, message in alarms:
             insert_alarm(conn, "scorer", station, kind, message)
+        guard = None if model is None else guard_state(conn, station, model.id)
         if sink is not None:
             offset = sink.append([flag_line(row) for row in written])
         _save_checkpoint(conn, station, intake.seq, sink, offset, model)
@@ -279,6 +281,7 @@ def score_step(
         latencies_s=latencies,
         more=intake.waiting or (model is not None and len(due) >= limit),
         alarms=tuple(alarms),
+        guard=guard,
     )
 
 

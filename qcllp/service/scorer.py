@@ -18,7 +18,11 @@ Around each step:
   counted, shown in ``/healthz`` (503) and retried on the next tick -- nothing is lost, as the
   checkpoint only moves with a committed step.
 * **observability**: :mod:`qcllp.service.http` serves ``/healthz`` and ``/metrics`` on
-  127.0.0.1; one JSON log line per step that did something.
+  127.0.0.1; one JSON log line per step that did something. The lock-out guard's state
+  (:mod:`qcllp.pipeline.lockout_guard`) is read after every step: whether it holds the
+  model's lock-outs (gauge ``qcllp_scorer_lockouts_suspended``, the reason in ``/healthz``,
+  which stays 200: the line runs on, it only scraps nothing) and the CUSUM of the model's
+  over-prediction of final QC's counts (``qcllp_scorer_qc_over_prediction``).
 * **SIGTERM / SIGINT**: the current step finishes, the scheduler shuts down, exit code 0.
 """
 
@@ -104,6 +108,19 @@ class ScorerMetrics:
             ["station"],
             registry=self.registry,
         ).labels(**labels)
+        self.suspended = Gauge(
+            "qcllp_scorer_lockouts_suspended",
+            "1 while the lock-out guard holds the active model's lock-outs, else 0.",
+            ["station"],
+            registry=self.registry,
+        ).labels(**labels)
+        self.qc_excess = Gauge(
+            "qcllp_scorer_qc_over_prediction",
+            "The guard's CUSUM of the active model's over-prediction of final QC's counts "
+            "(suspends above scorer.count_guard_interval).",
+            ["station"],
+            registry=self.registry,
+        ).labels(**labels)
         self.alarms = Counter(
             "qcllp_scorer_alarms",
             "Alarms raised (model refused, sink truncated, ...).",
@@ -125,6 +142,7 @@ class ScorerState:
     last_step_at: datetime | None = None
     last_error: str | None = None
     standby: bool = False
+    lockouts_suspended: str | None = None  # the guard's reason while it holds lock-outs
     alarms: deque[str] = field(default_factory=lambda: deque(maxlen=20))  # the latest only
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -146,6 +164,7 @@ class ScorerState:
                 "lag_s": round(self.lag_s, 3),
                 "pending_sticks": self.pending,
                 "standby": self.standby,
+                "lockouts_suspended": self.lockouts_suspended,
                 "last_step_at": self.last_step_at.isoformat() if self.last_step_at else None,
                 "alarms": list(self.alarms)[-5:],
             }
@@ -250,11 +269,16 @@ class ScorerService:
             self.metrics.arrival_to_flag.observe(max(float(latency), 0.0))
         for kind, message in result.alarms:  # stored by the step in its transaction
             self._announce(kind, message)
+        if result.guard is not None:
+            self.metrics.suspended.set(result.guard.suspended_at is not None)
+            self.metrics.qc_excess.set(result.guard.qc_excess)
         self.metrics.lag.set(result.lag_s)
         self.metrics.pending.set(result.pending)
         with self.state.lock:
             self.state.lag_s, self.state.pending = result.lag_s, result.pending
             self.state.standby = result.standby
+            if result.guard is not None:
+                self.state.lockouts_suspended = result.guard.reason
             self.state.last_step_at = datetime.now(UTC)
         if len(result.scores) or result.batches_taken:
             _log(

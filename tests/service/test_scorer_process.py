@@ -627,3 +627,38 @@ def test_sigterm_exits_0_with_flags_and_sink_consistent_and_a_restart_goes_on(pl
     assert cooling["scorer_model"] == cooling["active_model"] == plant.model_a
     assert cooling["batches_behind"] == 0 and cooling["pending_sticks"] == 0
     assert sum(cooling["flags"].values()) == len(plant.expected)
+
+
+# ----------------------------------------------------------------------------- 8. final QC
+def test_final_qc_counts_that_the_model_over_predicted_suspend_its_lockouts_live(
+    plant, start_scorer
+):
+    raw = yaml.safe_load(plant.config_path.read_text())
+    raw["scorer"]["count_guard_interval"] = 0.05  # the first over-predicted charge trips
+    plant.config_path.write_text(yaml.safe_dump(raw))
+    scorer = start_scorer(plant)
+    fed = plant.feed(3)
+    wait_until(lambda: all_flagged(plant), what="the feed flagged", procs=[scorer])
+    assert scorer.metric("qcllp_scorer_lockouts_suspended") == 0
+    # final QC, the line in shadow mode: every stick reached it, and none failed
+    n_sticks = pd.Series(Counter(charge for charge, _ in fed)).sort_index()
+    qc = pd.DataFrame({"charge_id": n_sticks.index, "n_sticks": n_sticks.to_numpy()})
+    for kind in plant.config.defect_types:
+        qc[kind] = 0
+    qc.to_csv(plant.folder / "qc.csv", index=False)
+    ingest_defect_counts(plant.store, plant.config, plant.folder / "qc.csv")
+
+    wait_until(
+        lambda: scorer.metric("qcllp_scorer_lockouts_suspended") == 1,
+        what="the lock-outs suspended",
+        procs=[scorer],
+    )
+    assert scorer.metric("qcllp_scorer_qc_over_prediction") > 0.05
+    assert scorer.metric("qcllp_scorer_alarms_total", kind="lockout_suspended") == 1
+    reason = scorer.body()["lockouts_suspended"]
+    assert reason.startswith(f"lock-out suspended at {STATION}: final QC found fewer failures")
+    alarms = plant.alarms()
+    assert list(alarms["kind"]) == ["lockout_suspended"] and alarms["message"][0] == reason
+    logged = [e for e in scorer.events() if e["event"] == "alarm"]
+    assert [e["kind"] for e in logged] == ["lockout_suspended"]
+    assert scorer.terminate() == 0, scorer.log()
