@@ -17,7 +17,15 @@ from qcllp.store import RetrainerEvent, Store
 
 __all__ = ["EVENT_KINDS", "events", "insert_event", "record_event"]
 
-EVENT_KINDS = ("job", "trained", "promotion", "count_drift", "feature_drift", "recovery")
+EVENT_KINDS = (
+    "job",
+    "trained",
+    "promotion",
+    "count_drift",
+    "feature_drift",
+    "recovery",
+    "guard_retrain",
+)
 _T = RetrainerEvent.__table__
 
 

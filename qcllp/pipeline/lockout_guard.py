@@ -32,11 +32,11 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import Connection, select
 
-from qcllp.store import LockoutGuard, dialect_insert
+from qcllp.store import LockoutGuard, Model, Store, dialect_insert
 
 from .guard_rule import GuardCounts, excess_path, guard_step
 
-__all__ = ["GuardState", "apply_guard", "guard_state"]
+__all__ = ["GuardState", "Suspension", "apply_guard", "guard_state", "suspended_models"]
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,30 @@ def guard_state(conn: Connection, station: str, model_id: int) -> GuardState:
         ).where(g.c.station == station, g.c.model_id == model_id)
     ).first()
     return GuardState() if row is None else GuardState(*row)
+
+
+@dataclass(frozen=True)
+class Suspension:
+    """An active model whose lock-outs the scorer suspended, since when and why."""
+
+    station: str
+    model_id: int
+    suspended_at: datetime
+    reason: str
+
+
+def suspended_models(store: Store) -> list[Suspension]:
+    """The active models whose lock-outs are suspended (one small query: a row per station
+    and model on ``lockout_guards``, joined with the active models)."""
+    g, m = LockoutGuard.__table__, Model.__table__
+    query = (
+        select(g.c.station, g.c.model_id, g.c.suspended_at, g.c.reason)
+        .join(m, (m.c.id == g.c.model_id) & (m.c.station == g.c.station))
+        .where(m.c.status == "active", g.c.suspended_at.is_not(None))
+        .order_by(g.c.station)
+    )
+    with store.engine.connect() as conn:
+        return [Suspension(*row) for row in conn.execute(query).all()]
 
 
 def apply_guard(

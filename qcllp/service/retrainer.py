@@ -5,7 +5,10 @@ It keeps the station models current without an engineer at the keyboard:
 * **ingest** (``schedules.ingest_interval_s`` or ``ingest_cron``): every configured connector
   (:func:`qcllp.ingest.connectors.ingest_from_config`); after new defect counts, the drift
   watch of every active model with both signals, after new readings only the feature signal
-  (:mod:`qcllp.pipeline.drift`). A count-drift alarm queues a retraining of that station.
+  (:mod:`qcllp.pipeline.drift`). A count-drift alarm queues a retraining of that station,
+  and so does a station scorer's suspension of the active model's lock-outs (the lock-out
+  guard, :mod:`qcllp.pipeline.lockout_guard`; checked at every ingest poll, once per
+  suspended model).
 * **retention** (``retention.cron``, when ``retention.readings_days`` is set): the months of
   readings past it are archived and dropped (:mod:`qcllp.pipeline.retention`).
 * **retrain** (``schedules.retrain_cron``, or ``retrain_interval_s``): every station (or
@@ -68,7 +71,7 @@ from qcllp.ingest.batches import FileMemo
 from qcllp.ingest.connectors import ingest_from_config
 from qcllp.pipeline.artifacts import ArtifactError
 from qcllp.pipeline.drift import watch_station
-from qcllp.pipeline.events import record_event
+from qcllp.pipeline.events import events, record_event
 from qcllp.pipeline.leases import (
     RETRAINER_LEASE,
     HeldLease,
@@ -76,6 +79,7 @@ from qcllp.pipeline.leases import (
     holder_id,
     lease_holder,
 )
+from qcllp.pipeline.lockout_guard import suspended_models
 from qcllp.pipeline.registry import RegistryError, active_model, load_model
 from qcllp.pipeline.retention import apply_retention
 from qcllp.pipeline.retrain import Abandoned, decide_undecided, recover, retrain_station
@@ -132,6 +136,12 @@ class RetrainerMetrics:
         self.drift_alarms = Counter(
             "qcllp_retrainer_count_drift_alarms",
             "Count-drift alarms raised (each queues a retraining of the station).",
+            ["station"],
+            registry=self.registry,
+        )
+        self.guard_retrains = Counter(
+            "qcllp_retrainer_guard_retrains",
+            "Retrainings queued because a scorer suspended the active model's lock-outs.",
             ["station"],
             registry=self.registry,
         )
@@ -279,7 +289,40 @@ class RetrainerService:
             self._event("ingest", "failed" if news else "ok", line, {**summary, "failed": news})
         if new_counts or new_readings:
             summary["drift_checked"] = self.watch(counts=new_counts)
+        guarded = self.watch_guards()
+        if guarded:
+            summary["guard_retrains"] = guarded
         return summary
+
+    def watch_guards(self) -> list[str]:
+        """Queue a retraining of every station whose active model's lock-outs a scorer
+        suspended (the plant has changed since training; a new model is the way back), once
+        per suspension: the event ``guard_retrain`` remembers it across restarts."""
+        queued = []
+        for s in suspended_models(self.store):
+            if s.station not in self.stations:
+                continue
+            since = s.suspended_at.isoformat()
+            done = events(self.store, ["guard_retrain"], station=s.station, limit=1)
+            if done and (done[0]["model_id"], done[0]["detail"].get("suspended_at")) == (
+                s.model_id,
+                since,
+            ):
+                continue
+            record_event(
+                self.store,
+                "guard_retrain",
+                "queued",
+                f"retraining queued: {s.reason}",
+                station=s.station,
+                model_id=s.model_id,
+                detail={"suspended_at": since},
+            )
+            self.metrics.guard_retrains.labels(station=s.station).inc()
+            _log("guard_retrain", level=logging.WARNING, station=s.station, model_id=s.model_id)
+            self.queue_retrain(s.station)
+            queued.append(s.station)
+        return queued
 
     def _note_failures(self, failed: dict[str, str]) -> dict[str, str]:
         """Log an input's failure when it starts or its reason changes, and its recovery; not
