@@ -10,6 +10,7 @@ models in minutes:
   (:func:`qcllp.pipeline.thresholds.lockout_rule`; ``qcllp train`` uses ``ALPHA``) -- how much
   evidence a lock-out needs;
 * ``point``: the threshold with the largest point estimate of the saving (no evidence asked);
+* ``no-ceiling``: the count calibration without its ceiling (``CountCalibrator(ceiling=False)``);
 * ``re-alpha=A``: as ``alpha=A`` with a charge random effect in the count likelihood
   (:class:`ChargeEffectCalibrator`, a study variant that is not in the product: see its
   docstring for what it measured);
@@ -142,6 +143,8 @@ def variants(names: list[str]) -> dict:
                     float(interval or COUNT_INTERVAL),
                     float(reference or COUNT_REFERENCE),
                 )
+            elif part == "no-ceiling":  # the count likelihood without its ceiling
+                make = calibration(lambda: CountCalibrator(ceiling=False))
             elif part == "point":
                 alpha, n_boot = 0.5, 1  # one replicate: the point estimate
             elif part.startswith("re-alpha="):

@@ -90,14 +90,18 @@ def compare_counts(
         pd.MultiIndex.from_frame(locked_elsewhere[["charge_id", "stick_id"]])
     )
     q = flags["probability"].to_numpy(dtype=float)
+    foreign = (  # no probability of this model: fine only for a stick that never reached QC
+        (flags["model_id"] != model_id).to_numpy()
+        | ~np.isfinite(q)
+        | (flags["decision"] == "unscorable").to_numpy()
+    )
     per = pd.DataFrame(
         {
             "charge_id": flags["charge_id"].to_numpy(),
             "all": 1,
             "stayed": (~gone).astype(int),
-            "foreign": (flags["model_id"] != model_id).to_numpy()
-            | ~np.isfinite(q)
-            | (flags["decision"] == "unscorable").to_numpy(),
+            "foreign": foreign,
+            "foreign_stayed": foreign & ~gone,
             "q_all": np.nan_to_num(q),
             "q_stayed": np.where(gone, 0.0, np.nan_to_num(q)),
             "v_all": np.nan_to_num(q * (1 - q)),
@@ -106,15 +110,17 @@ def compare_counts(
     )
     sums = per.groupby("charge_id", sort=False).sum().reindex(ours["charge_id"])
     n = ours.set_index("charge_id")["n_sticks"].astype(float)
-    acted = sums["stayed"] == n
-    shadow = ~acted & (sums["all"] == n)
-    usable = (acted | shadow) & (sums["foreign"] == 0)
+    acted = (sums["stayed"] == n) & (sums["foreign_stayed"] == 0)
+    shadow = ~acted & (sums["all"] == n) & (sums["foreign"] == 0)
+    usable = acted | shadow
     skipped = {}
     for charge in sums.index[~usable]:
         row = sums.loc[charge]
-        if row["foreign"]:
+        missing = row["foreign_stayed"] if row["stayed"] == n[charge] else row["foreign"]
+        if missing:
             skipped[charge] = (
-                f"{int(row['foreign'])} of its sticks have no probability from model {model_id}"
+                f"{int(missing)} of its sticks that reached QC have no probability from "
+                f"model {model_id}"
             )
         else:
             skipped[charge] = (

@@ -91,17 +91,22 @@ def test_compare_counts_takes_the_sticks_that_reached_qc_or_skips_the_charge_wit
         # F: one stick by the earlier model, one by this one
         ("F", "1", 6, 0.5, "pass"),
         ("F", "2", 7, 0.5, "pass"),
+        # G: unscorable here, but locked out at another station: it never reached QC
+        ("G", "1", 7, None, "unscorable"),
+        ("G", "2", 7, 0.6, "pass"),
     ]
-    here, elsewhere = frames(rows, [("A", "4")])
-    charges = pd.DataFrame({"charge_id": list("ABCDEF"), "n_sticks": [2, 2, 2, 2, 1, 2]})
-    observed = pd.Series({"A": 1, "B": 1, "C": 0, "D": 1, "E": 0, "F": 1}, dtype=float)
+    here, elsewhere = frames(rows, [("A", "4"), ("G", "1")])
+    charges = pd.DataFrame({"charge_id": list("ABCDEFG"), "n_sticks": [2, 2, 2, 2, 1, 2, 1]})
+    observed = pd.Series({"A": 1, "B": 1, "C": 0, "D": 1, "E": 0, "F": 1, "G": 0}, dtype=float)
     check = compare_counts(charges, here, elsewhere, observed, 7)
-    assert list(check.charges) == ["A", "B"]
-    assert np.allclose(check.predicted, [0.3, 1.1])
-    assert np.allclose(check.variance, [0.2 * 0.8 + 0.1 * 0.9, 0.8 * 0.2 + 0.3 * 0.7])
-    assert np.allclose(check.observed, [1, 1])
+    assert list(check.charges) == ["A", "B", "G"]
+    assert np.allclose(check.predicted, [0.3, 1.1, 0.6])
+    assert np.allclose(check.variance, [0.2 * 0.8 + 0.1 * 0.9, 0.8 * 0.2 + 0.3 * 0.7, 0.24])
+    assert np.allclose(check.observed, [1, 1, 0])
     assert set(check.skipped) == {"C", "D", "F"}
-    assert "1 of its sticks have no probability from model 7" in check.skipped["C"]
+    assert (
+        "1 of its sticks that reached QC have no probability from model 7" in (check.skipped["C"])
+    )
     assert check.skipped["D"] == "final QC reported 2 sticks; the line kept 1 of the 1 decided here"
     assert "no probability from model 7" in check.skipped["F"]
 
