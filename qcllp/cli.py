@@ -622,7 +622,12 @@ def status(ctx: Context) -> None:
             lines.append(
                 f"{'':<14} final QC: {g['qc_charges']} charges compared, "
                 f"{g['qc_predicted']:.1f} failures predicted, {g['qc_reported']} reported; "
-                f"over-prediction {g['qc_excess']:.1f} (suspends above {g['qc_interval']:g})"
+                f"over-prediction {g['qc_excess']:.1f} "
+                + (
+                    f"(suspends above {g['qc_interval']:g})"
+                    if g["locks_out"]
+                    else "(the model locks out nothing: nothing to suspend)"
+                )
                 + (
                     f"; {g['qc_skipped']} not comparable, latest {g['qc_skip_reason']}"
                     if g["qc_skipped"]

@@ -147,9 +147,15 @@ def check_counts(
     count_batches: list[int],
     interval: float,
     now: datetime,
+    *,
+    locks_out: bool = True,
 ) -> str | None:
     """Compare the charges whose counts came in ``count_batches`` (ids, in commit order) and
-    update the model's guard row; returns the alarm message when the rule tripped now."""
+    update the model's guard row; returns the alarm message when the rule tripped now.
+
+    ``locks_out`` ``False`` (a model whose threshold declined to lock out anything): the
+    comparison is kept for ``qcllp status``, but there are no lock-outs to suspend -- a model
+    that scraps nothing cannot scrap good sticks, and its fit is the drift watch's business."""
     if not count_batches:
         return None
     charges = _reported_charges(conn, count_batches)
@@ -162,7 +168,7 @@ def check_counts(
     others = [s for s in stations if s != station]
     elsewhere = _flags(conn, others, ids, locked_only=True) if others else here.iloc[:0]
     check = compare_counts(charges, here, elsewhere, _failures(conn, ids, target), model_id)
-    return _update(conn, station, model_id, check, interval, now)
+    return _update(conn, station, model_id, check, interval if locks_out else np.inf, now)
 
 
 def _reported_charges(conn: Connection, batches: list[int]) -> pd.DataFrame:

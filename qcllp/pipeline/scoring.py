@@ -232,6 +232,7 @@ def score_step(
                 intake.count_batches,
                 config.scorer.count_guard_interval,
                 now,
+                locks_out=model.model.threshold <= 1.0,
             )
             if tripped:
                 alarms.append(("lockout_suspended", tripped))

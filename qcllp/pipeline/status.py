@@ -112,6 +112,7 @@ def plant_status(store: Store, config: PlantConfig, *, alarms: int = 10) -> dict
                     "qc_reported": int(guard.count_observed),
                     "qc_excess": float(guard.count_excess),
                     "qc_interval": config.scorer.count_guard_interval,
+                    "locks_out": (model["metrics"].get("threshold") or 0.0) <= 1.0,
                     "qc_skipped": int(guard.count_skipped),
                     "qc_skip_reason": guard.count_skip_reason,
                 },

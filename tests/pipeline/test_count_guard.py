@@ -145,9 +145,11 @@ def counted_plant(store, history_plant, tmp_path):
     ingest_defect_counts(store, config, folder / "history" / "defects")
     ingest_measurements(store, config, folder / "fresh" / "measurements")
     trained = train_station(store, config, "cooling").model_id
+    model = load_model(store, trained).model
     model = replace(
-        load_model(store, trained).model,
+        model,
         threshold=0.0,
+        metrics={**model.metrics, "threshold": 0.0},
         lockout_rate_bound=None,
         lockout_excess_bound=None,
     )
@@ -180,6 +182,7 @@ def test_over_predicted_failures_suspend_the_lockouts_once_with_an_alarm(
     assert cooling["lockout_suspended"].startswith("lock-out suspended at cooling: final QC")
     assert f"last charge {n_sticks.index[trip_at]}" in cooling["lockout_suspended"]
     guard = cooling["lockout_guard"]
+    assert guard["locks_out"] is True
     assert guard["qc_charges"] == len(n_sticks) and guard["qc_skipped"] == 0
     assert guard["qc_reported"] == 0
     assert guard["qc_predicted"] == pytest.approx(decided["probability"].sum())
@@ -243,3 +246,30 @@ def test_counts_where_the_line_acted_are_compared_on_the_passed_sticks(counted_p
     assert guard["qc_reported"] == int(failures[compared].sum())
     path = expected_path(decided, n_sticks[compared], failures)
     assert guard["qc_excess"] == pytest.approx(path[-1])
+
+
+def test_a_model_that_locks_out_nothing_is_compared_but_never_suspended(counted_plant, tmp_path):
+    store, config, model_id = counted_plant
+    eager = load_model(store, model_id).model
+    declined = replace(
+        eager, threshold=1.0 + 1e-9, metrics={**eager.metrics, "threshold": 1.0 + 1e-9}
+    )
+    declined_id = record_model(
+        store, config, declined, labeled_data(store, config, "cooling")
+    ).model_id
+    promote(store, declined_id)
+    score_station(store, config, "cooling")
+    flags = flags_frame(store, "cooling")
+    assert not flags["flagged"].any()
+    n_sticks = flags[flags["decision"] != "unscorable"].groupby("charge_id").size()
+    counts_file(tmp_path / "qc.csv", n_sticks, pd.Series(0, index=n_sticks.index))
+    tiny = replace(config, scorer=replace(config.scorer, count_guard_interval=1e-6))
+    ingest_defect_counts(store, tiny, tmp_path / "qc.csv")
+    score_station(store, tiny, "cooling")
+    status = plant_status(store, tiny)
+    cooling = next(s for s in status["stations"] if s["station"] == "cooling")
+    assert cooling["lockout_suspended"] is None
+    guard = cooling["lockout_guard"]
+    assert guard["qc_charges"] == len(n_sticks) and guard["qc_excess"] > 1e-6
+    assert guard["locks_out"] is False
+    assert not [a for a in status["alarms"] if a["kind"] == "lockout_suspended"]
