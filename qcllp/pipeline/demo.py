@@ -1,11 +1,13 @@
 """The one-command demo: a simulated plant from raw files to lock-out flags and a report.
 
 simulate -> ingest (files, as a plant delivers them) -> train every station -> promote ->
-simulate a fresh batch of charges and ingest its measurements -> score it at every station
-(flags in the database) -> final QC reports the fresh charges' counts among the sticks the line
-did not lock out, and the scorers compare them with what their models predicted (the lock-out
-guard's count rule, :mod:`.count_guard`) -> measure the flags against the simulator's hidden
-per-stick truth -> HTML report. Everything lives in one folder on the embedded SQLite database.
+run the line on fresh charges, day by day (:data:`DAY_CHARGES` a day): each day's
+measurements are ingested and scored at every station (flags in the database), and final QC
+reports the previous day's charges -- their counts among the sticks the line did not lock
+out -- which the scorers compare with what their models predicted (the lock-out guard's count
+rule, :mod:`.count_guard`: a model that over-predicts on this plant has its lock-outs
+suspended from then on) -> measure the flags against the simulator's hidden per-stick truth
+-> HTML report. Everything lives in one folder on the embedded SQLite database.
 
 The demo trains with a smaller search than a plant's nightly retraining (3 charge folds,
 :data:`DEMO_GRIDS`) so that it finishes in two to four minutes on two cores.
@@ -31,8 +33,9 @@ from .scoring import flags_frame, score_station
 from .status import plant_status
 from .train import station_costs, train_station
 
-__all__ = ["DEMO_GRIDS", "DemoResult", "final_qc_counts", "run_demo"]
+__all__ = ["DAY_CHARGES", "DEMO_GRIDS", "DemoResult", "final_qc_counts", "run_demo"]
 
+DAY_CHARGES = 5  # fresh charges a day; final QC reports a day's charges the next day
 # Smaller searches than a nightly retraining, so the demo stays around two minutes.
 DEMO_GRIDS = {
     "alter-psvm": {"C": [0.1, 1.0], "C_p": [10.0]},
@@ -102,7 +105,6 @@ def run_demo(
             promote(store, result.model_id)
 
         start = history.readings["timestamp"].max() + pd.Timedelta(hours=1)
-        say(f"a fresh batch of {fresh_charges} charges arrives")
         fresh = simulate_plant(
             config,
             fresh_charges,
@@ -110,29 +112,43 @@ def run_demo(
             start=start,
             first_charge=n_charges + 1,
         )
-        write_simulation(fresh, folder / "fresh")
-        ingest_measurements(store, config, folder / "fresh" / "measurements")
+        days = range(0, fresh_charges, DAY_CHARGES)
+        say(f"{fresh_charges} fresh charges run through the line in {len(days)} days")
+        for day, first in enumerate(days, 1):
+            today = fresh.charges(first, first + DAY_CHARGES)
+            write_simulation(today, folder / "fresh" / f"day-{day:02d}")
+            ingest_measurements(store, config, folder / "fresh" / f"day-{day:02d}" / "measurements")
+            for station in config.station_names:
+                score_station(store, config, station)
+            if day > 1:  # final QC reports yesterday's charges
+                _report_final_qc(store, config, fresh.charges(first - DAY_CHARGES, first), folder)
+        _report_final_qc(store, config, fresh.charges(days[-1], fresh_charges), folder)
+        for station in config.station_names:
+            score_station(store, config, station)  # the scorers take the last counts in
 
         truth = fresh.truth.astype({"charge_id": str, "stick_id": str})
         defect = truth.set_index(["charge_id", "stick_id"])["defect"]
         rows = []
         for station in config.station_names:
-            say(f"scoring {station}")
-            scored = score_station(store, config, station)
             costs = station_costs(config, station)
-            rows.append({"station": station, **fresh_figures(scored.scores, defect != "ok", costs)})
-        say("final QC reports the fresh charges; the scorers compare")
-        qc_file = folder / "fresh" / "final_qc.csv"
-        final_qc_counts(fresh, flags_frame(store), list(config.defect_types)).to_csv(
-            qc_file, index=False
-        )
-        ingest_defect_counts(store, config, qc_file)
-        for station in config.station_names:
-            score_station(store, config, station)  # takes the counts in
+            decided = flags_frame(store, station)
+            rows.append({"station": station, **fresh_figures(decided, defect != "ok", costs)})
         qc = _qc_table(plant_status(store, config))
         report = build_plant_report(store, config, folder / "report.html", truth=defect)
     table = pd.DataFrame(rows).set_index("station")
     return DemoResult(folder, url, report, table, _write_config(config, folder, url), qc)
+
+
+def _report_final_qc(
+    store: Store, config: PlantConfig, charges: SimulatedPlant, folder: Path
+) -> None:
+    """Final QC's file for these charges, as the line delivers it, ingested."""
+    first = charges.truth["charge_id"].astype(str).min()
+    path = folder / "fresh" / "final_qc" / f"final_qc_{first}.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    counts = final_qc_counts(charges, flags_frame(store), list(config.defect_types))
+    counts.to_csv(path, index=False)
+    ingest_defect_counts(store, config, path)
 
 
 def final_qc_counts(

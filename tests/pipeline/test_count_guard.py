@@ -18,6 +18,7 @@ from qcllp.pipeline.scoring import flags_frame, score_station
 from qcllp.pipeline.status import plant_status
 from qcllp.pipeline.train import labeled_data, record_model, train_station
 from qcllp.plant.simulate import simulate_plant, write_simulation
+from qcllp.store import Store
 
 TYPES = ["crack", "bend", "scale"]
 
@@ -135,15 +136,9 @@ def expected_path(flags: pd.DataFrame, n_sticks: pd.Series, failures: pd.Series)
     return cusum(predicted, variance, observed)
 
 
-@pytest.fixture
-def counted_plant(store, history_plant, tmp_path):
-    """Both engines: history and fresh measurements, and an active cooling model trained on
-    them that locks out every stick (a model trained before the share rules: none apply)."""
-    config = replace(history_plant.config, path=tmp_path / "plant.yaml")
-    folder = history_plant.folder
-    ingest_measurements(store, config, folder / "history" / "measurements")
-    ingest_defect_counts(store, config, folder / "history" / "defects")
-    ingest_measurements(store, config, folder / "fresh" / "measurements")
+def eager_cooling(store, config) -> int:
+    """An active cooling model trained on the store's history that locks out every stick (a
+    model trained before the share rules: none apply); its id."""
     trained = train_station(store, config, "cooling").model_id
     model = load_model(store, trained).model
     model = replace(
@@ -155,7 +150,28 @@ def counted_plant(store, history_plant, tmp_path):
     )
     eager = record_model(store, config, model, labeled_data(store, config, "cooling")).model_id
     promote(store, eager)
-    return store, config, eager
+    return eager
+
+
+@pytest.fixture
+def counted_plant(store, history_plant, tmp_path):
+    """Both engines: history and fresh measurements ingested, the eager cooling model."""
+    config = replace(history_plant.config, path=tmp_path / "plant.yaml")
+    folder = history_plant.folder
+    ingest_measurements(store, config, folder / "history" / "measurements")
+    ingest_defect_counts(store, config, folder / "history" / "defects")
+    ingest_measurements(store, config, folder / "fresh" / "measurements")
+    return store, config, eager_cooling(store, config)
+
+
+@pytest.fixture
+def sqlite_plant(history_plant, tmp_path):
+    """SQLite only (the engines are compared by the test above): a copy of the history
+    plant's database, the eager cooling model."""
+    config = replace(history_plant.config, path=tmp_path / "plant.yaml")
+    store = Store.open(history_plant.copy_to(tmp_path))
+    yield store, config, eager_cooling(store, config)
+    store.close()
 
 
 def test_over_predicted_failures_suspend_the_lockouts_once_with_an_alarm(
@@ -210,8 +226,8 @@ def test_over_predicted_failures_suspend_the_lockouts_once_with_an_alarm(
     assert cooling["lockout_suspended"] is None
 
 
-def test_counts_where_the_line_acted_are_compared_on_the_passed_sticks(counted_plant, tmp_path):
-    store, config, model_id = counted_plant
+def test_counts_where_the_line_acted_are_compared_on_the_passed_sticks(sqlite_plant, tmp_path):
+    store, config, model_id = sqlite_plant
     # the share rule stops the eager model after 30 sticks: the line locks out those
     model = replace(
         load_model(store, model_id).model, lockout_rate_bound=0.05, lockout_excess_bound=None
@@ -248,8 +264,8 @@ def test_counts_where_the_line_acted_are_compared_on_the_passed_sticks(counted_p
     assert guard["qc_excess"] == pytest.approx(path[-1])
 
 
-def test_a_model_that_locks_out_nothing_is_compared_but_never_suspended(counted_plant, tmp_path):
-    store, config, model_id = counted_plant
+def test_a_model_that_locks_out_nothing_is_compared_but_never_suspended(sqlite_plant, tmp_path):
+    store, config, model_id = sqlite_plant
     eager = load_model(store, model_id).model
     declined = replace(
         eager, threshold=1.0 + 1e-9, metrics={**eager.metrics, "threshold": 1.0 + 1e-9}
