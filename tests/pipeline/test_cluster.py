@@ -112,6 +112,7 @@ def quick_timeout(monkeypatch):
 
 
 # ----------------------------------------------------------------------------- same model
+@pytest.mark.slow  # 20 s: a whole station trained twice; the task-level tests below stay
 def test_a_station_trained_on_the_cluster_is_the_model_trained_here(
     history_plant, tmp_path, dask_cluster
 ):
