@@ -4,11 +4,11 @@ The share and excess rules (:mod:`.guard_rule`) see only how much a model locks 
 its lock-outs are right, only final QC can say: days after a charge passed the station, the
 plant reports how many of its sticks failed, among those that reached QC (a locked-out stick
 never does). The scorer already knows each decided stick's probability (``flags``), so when
-a charge's counts arrive it compares the failures the active model predicted among that
-charge's sticks with those reported, and suspends the model's lock-outs once it over-predicts
-on this plant (:func:`qcllp.pipeline.guard_rule.count_excess_path`). On 60 reseeded simulated
-plants this stopped both models that lost money, which the share rules had let through
-(``benchmarks/bench_lockout_rules.py``, README).
+a charge's counts arrive it compares the failures the model that decided them predicted
+among that charge's sticks with those reported, and suspends the model's lock-outs once it
+over-predicts on this plant (:func:`qcllp.pipeline.guard_rule.count_excess_path`). On 60
+reseeded simulated plants this stopped both models that lost money, which the share rules
+had let through (``benchmarks/bench_lockout_rules.py``, README).
 
 Which sticks reached QC: a charge is compared only when that is certain from the flags.
 
@@ -17,10 +17,10 @@ Which sticks reached QC: a charge is compared only when that is certain from the
   prediction;
 * **the line did not act on them** (a trial in shadow mode, or a gateway that is down):
   ``n_sticks`` equals all sticks decided here -- all their probabilities are the prediction;
-* otherwise (an unscorable stick, sticks decided by another model, a stick missing at this
-  station), the charge is *skipped* and counted, so ``qcllp status`` shows how much of QC's
-  word the guard could use. Charges this model never decided are none of its business and are
-  not counted.
+* otherwise (an unscorable stick that reached QC, sticks decided by another model or by this
+  one before its latest promotion, a stick missing at this station), the charge is *skipped*
+  and counted, so ``qcllp status`` shows how much of QC's word the guard could use. Charges
+  this model never decided are none of its business and are not counted.
 
 Which of both is chosen depends on the decisions and the line, never on the outcome, so a
 calibrated model's comparison stays unbiased.
@@ -29,7 +29,10 @@ When: in the scorer's step, for the ``defect_counts`` batches the step takes in 
 ``commit_seq`` checkpoint as the sticks), before deciding, so a trip holds the step's own
 lock-outs. The charges are found through ``charges.counts_batch_id`` (indexed): a step reads
 only the counts that are new, never the history. Everything is stored in the step's
-transaction, so a crash never counts a charge twice or loses it.
+transaction, so a crash never counts a charge twice or loses it. Not covered: counts that
+arrive before this station has decided all of the charge's sticks (or before another
+station's scorer has written its lock-outs) are used then, and the charge is skipped; final
+QC reports days after the stations decide, so this needs a scorer that was down for days.
 """
 
 from __future__ import annotations
@@ -47,8 +50,10 @@ from qcllp.store import (
     DefectCount,
     Flag,
     LockoutGuard,
+    Model,
     dialect_insert,
     rows_frame,
+    stored_utc,
 )
 
 from .guard_rule import count_excess_path
@@ -142,33 +147,59 @@ def check_counts(
     conn: Connection,
     station: str,
     stations: list[str],
-    model_id: int,
-    target: str,
     count_batches: list[int],
     interval: float,
     now: datetime,
-    *,
-    locks_out: bool = True,
-) -> str | None:
-    """Compare the charges whose counts came in ``count_batches`` (ids, in commit order) and
-    update the model's guard row; returns the alarm message when the rule tripped now.
+) -> list[str]:
+    """Compare the charges whose counts came in ``count_batches`` (ids, in commit order) with
+    every model that decided sticks of them here since its promotion, and update each one's
+    guard row; returns the alarm messages of the models the rule tripped now.
 
-    ``locks_out`` ``False`` (a model whose threshold declined to lock out anything): the
-    comparison is kept for ``qcllp status``, but there are no lock-outs to suspend -- a model
-    that scraps nothing cannot scrap good sticks, and its fit is the drift watch's business."""
+    Independent of the model the scorer has loaded: counts that arrive while it has none (an
+    artifact refused) still reach the model that decided those sticks. Flags a model wrote
+    before its latest promotion count as another model's: promoting a model again after its
+    suspension starts its comparison afresh, not with the counts of the sticks that made it
+    trip. A model whose threshold declined to lock out anything (threshold above 1) is
+    compared, for ``qcllp status``, but never suspended: it scraps nothing, so it cannot scrap
+    good sticks, and its fit is the drift watch's business."""
     if not count_batches:
-        return None
+        return []
     charges = _reported_charges(conn, count_batches)
     if charges.empty:
-        return None
+        return []
     ids = charges["charge_id"].tolist()
     here = _flags(conn, [station], ids)
-    if not (here["model_id"] == model_id).any():
-        return None
+    if here.empty:
+        return []
     others = [s for s in stations if s != station]
     elsewhere = _flags(conn, others, ids, locked_only=True) if others else here.iloc[:0]
-    check = compare_counts(charges, here, elsewhere, _failures(conn, ids, target), model_id)
-    return _update(conn, station, model_id, check, interval if locks_out else np.inf, now)
+    counts = _counts(conn, ids)
+    scored = pd.to_datetime(here["scored_at"], utc=True)
+    alarms = []
+    for model_id, target, promoted_at in _models(conn, here["model_id"].unique().tolist()):
+        since = pd.Timestamp(stored_utc(promoted_at)) if promoted_at is not None else None
+        view = here
+        if since is not None:
+            stale = ((here["model_id"] == model_id) & (scored < since)).to_numpy()
+            if stale.any():
+                view = here.copy()
+                view.loc[stale, "model_id"] = -1  # decided in an earlier term of the model
+        mine = view["model_id"] == model_id
+        if not mine.any():
+            continue
+        locks_out = bool((view.loc[mine, "threshold"] <= 1.0).any())
+        check = compare_counts(charges, view, elsewhere, _failures(counts, target), model_id)
+        alarm = _update(conn, station, model_id, check, interval if locks_out else np.inf, now)
+        if alarm:
+            alarms.append(alarm)
+    return alarms
+
+
+def _models(conn: Connection, ids: list[int]) -> list[tuple[int, str, datetime | None]]:
+    """``(id, target, promoted_at)`` of these models."""
+    m = Model.__table__
+    query = select(m.c.id, m.c.target, m.c.promoted_at).where(m.c.id.in_(ids)).order_by(m.c.id)
+    return [tuple(row) for row in conn.execute(query).all()]
 
 
 def _reported_charges(conn: Connection, batches: list[int]) -> pd.DataFrame:
@@ -190,7 +221,8 @@ def _flags(
 ) -> pd.DataFrame:
     """Flags of these charges at these stations (the unique index's prefix serves the query)."""
     f = Flag.__table__
-    columns = ["charge_id", "stick_id", "model_id", "probability", "decision"]
+    columns = ["charge_id", "stick_id", "model_id", "probability", "decision", "threshold"]
+    columns.append("scored_at")
     rows = []
     for start in range(0, len(charges), IN_CHUNK):
         query = select(*(f.c[c] for c in columns)).where(
@@ -202,9 +234,8 @@ def _flags(
     return rows_frame(rows, columns).astype({"probability": np.float64})
 
 
-def _failures(conn: Connection, charges: list[str], target: str) -> pd.Series:
-    """Failures of the model's target per charge: one defect type's count, or all types'
-    (any defect, multiclass)."""
+def _counts(conn: Connection, charges: list[str]) -> pd.DataFrame:
+    """``charge_id, defect_type, count`` of these charges (final QC)."""
     d = DefectCount.__table__
     rows = []
     for start in range(0, len(charges), IN_CHUNK):
@@ -212,7 +243,12 @@ def _failures(conn: Connection, charges: list[str], target: str) -> pd.Series:
             d.c.charge_id.in_(charges[start : start + IN_CHUNK])
         )
         rows += conn.execute(query).all()
-    counts = rows_frame(rows, ["charge_id", "defect_type", "count"])
+    return rows_frame(rows, ["charge_id", "defect_type", "count"])
+
+
+def _failures(counts: pd.DataFrame, target: str) -> pd.Series:
+    """Failures of a model's target per charge: one defect type's count, or all types' (any
+    defect, multiclass)."""
     if target not in ("defective", "multiclass"):
         counts = counts[counts["defect_type"] == target]
     return counts.groupby("charge_id")["count"].sum().astype(float)

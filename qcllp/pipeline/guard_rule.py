@@ -48,7 +48,10 @@ plant cases of ``benchmarks/bench_lockout_rules.py`` (README): ``h`` 8 stopped b
 that lost money (−1,388 and −1,287 per 1,000 sticks became +362 and −80) and cost one healthy
 case 345 of its 509; ``h`` 4 tripped on healthy models' noise and gave up a third of the gains.
 The rule looks only at the sticks that reached QC, a selection made by the model's own
-decisions, not by the outcome, so a calibrated model's ``z`` keeps mean 0.
+decisions, not by the outcome, so a calibrated model's ``z`` keeps mean 0. One charge's ``z``
+counts at most :data:`COUNT_Z_CAP` (4): a charge of near-certain sticks (``q`` close to 1,
+variance close to 0) that all passed QC would otherwise trip the rule alone, and no single
+charge -- a mislabelled report, a misassigned stick -- should.
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ HORIZON_CHARGES = 1000
 MIN_EXCESS = 3.0  # sticks; a model that locked out (almost) nothing in training
 COUNT_REFERENCE = 0.5  # the count CUSUM's reference k, in standard deviations per charge
 COUNT_INTERVAL = 8.0  # its decision interval h (module docstring)
+COUNT_Z_CAP = 4.0  # no one charge moves it by more: it takes at least three to trip
 
 
 def lockout_rate_bound(
@@ -142,7 +146,7 @@ def count_excess_path(
     z = (predicted - np.asarray(observed, dtype=float)) / np.sqrt(
         np.asarray(variance, dtype=float) + 1e-9
     )
-    return _lindley(z - reference, excess_before)
+    return _lindley(np.minimum(z, COUNT_Z_CAP) - reference, excess_before)
 
 
 def _lindley(increments: np.ndarray, before: float) -> np.ndarray:

@@ -23,6 +23,7 @@ connection open through database restarts; and SQLite has none.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import socket
@@ -46,6 +47,7 @@ __all__ = [
     "lease_holder",
     "release",
     "renew",
+    "scorer_lock_key",
     "station_lease_name",
 ]
 
@@ -73,6 +75,14 @@ def _what(name: str) -> str:
     if name.startswith("train:"):
         return f"training of station {name.removeprefix('train:')!r}"
     return f"lease {name!r}"
+
+
+def scorer_lock_key(station: str) -> int:
+    """The PostgreSQL advisory-lock key of a station's scorer step: the scorers take it
+    (:func:`qcllp.pipeline.scoring.station_lock`), and so does a promotion, so that it never
+    interleaves with a step's read and write of the station's lock-out guard."""
+    digest = hashlib.sha256(f"qcllp-scorer:{station}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 def station_lease_name(station: str) -> str:

@@ -16,12 +16,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, delete, select
+from sqlalchemy import Connection, delete, func, select
 
 from qcllp import __version__
 from qcllp.store import LockoutGuard, Model, Store
 
 from .artifacts import ArtifactError, load_artifact, save_artifact
+from .leases import scorer_lock_key
 from .station_model import ModelMismatchError, StationModel, station_model_from_v1
 
 __all__ = [
@@ -127,21 +128,29 @@ def promote(
         row = session.get(Model, model_id)
         if row is None:
             raise RegistryError(f"no model with id {model_id}")
-        session.execute(
-            delete(LockoutGuard).where(
-                LockoutGuard.station == row.station, LockoutGuard.model_id == model_id
-            )
-        )
-        if row.status == "active":
-            return _as_dict(row)
-        for other in session.scalars(
-            select(Model).where(Model.station == row.station, Model.status == "active")
-        ):
-            other.status = "retired"
-        row.status = "active"
-        row.promoted_at = datetime.now(UTC)
+        _restart_guard(session.connection(), row.station, model_id)
+        row.promoted_at = datetime.now(UTC)  # the guard judges what it decides from now on
+        if row.status != "active":
+            for other in session.scalars(
+                select(Model).where(Model.station == row.station, Model.status == "active")
+            ):
+                other.status = "retired"
+            row.status = "active"
         session.flush()
         return _as_dict(row)
+
+
+def _restart_guard(conn: Connection, station: str, model_id: int) -> None:
+    """A model (re)starts its term with a fresh lock-out guard. On PostgreSQL the station's
+    scorer lock is taken first, so that no scorer step in flight writes the old guard row
+    back after it is gone (SQLite's writer lock serializes both already)."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(select(func.pg_advisory_xact_lock(scorer_lock_key(station))))
+    conn.execute(
+        delete(LockoutGuard).where(
+            LockoutGuard.station == station, LockoutGuard.model_id == model_id
+        )
+    )
 
 
 def rollback(store: Store, station: str) -> dict[str, Any]:
@@ -172,6 +181,7 @@ def rollback(store: Store, station: str) -> dict[str, Any]:
                 "there is nothing to roll back to"
             )
         load_model(store, previous.id)
+        _restart_guard(session.connection(), station, previous.id)
         current.status = "retired"
         previous.status = "active"
         previous.promoted_at = datetime.now(UTC)

@@ -42,7 +42,6 @@ ingesters.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -73,6 +72,7 @@ from qcllp.store import (
 
 from .count_guard import check_counts
 from .flag_sink import FlagSink, flag_line
+from .leases import scorer_lock_key
 from .lockout_guard import GuardState, apply_guard, guard_state
 from .registry import LoadedModel, load_model
 from .station_pending import (
@@ -150,11 +150,6 @@ class StepResult(ScoreResult):
 
 
 # ----------------------------------------------------------------------------- locking
-def _lock_key(station: str) -> int:
-    digest = hashlib.sha256(f"qcllp-scorer:{station}".encode()).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
-
-
 @contextmanager
 def station_lock(store: Store, station: str) -> Iterator[Connection | None]:
     """One transaction holding the station's scorer lock; yields ``None`` when another
@@ -164,7 +159,8 @@ def station_lock(store: Store, station: str) -> Iterator[Connection | None]:
             yield conn
         return
     with store.engine.connect() as conn, conn.begin():
-        got = conn.execute(select(func.pg_try_advisory_xact_lock(_lock_key(station)))).scalar()
+        key = scorer_lock_key(station)
+        got = conn.execute(select(func.pg_try_advisory_xact_lock(key))).scalar()
         yield conn if got else None
 
 
@@ -221,21 +217,17 @@ def score_step(
                 committed = sink.path.stat().st_size if sink.path.exists() else 0
             offset, sink_problem = sink.prepare(committed)
         intake = take_in(conn, config, st, checkpoint["commit_seq"], 4 * limit)
-        alarms: list[tuple[str, str]] = []
-        if model is not None:
-            tripped = check_counts(
+        alarms = [
+            ("lockout_suspended", message)
+            for message in check_counts(
                 conn,
                 station,
                 list(config.station_names),
-                model.id,
-                model.model.target,
                 intake.count_batches,
                 config.scorer.count_guard_interval,
                 now,
-                locks_out=model.model.threshold <= 1.0,
             )
-            if tripped:
-                alarms.append(("lockout_suspended", tripped))
+        ]
         due = due_sticks(conn, station, now, limit, assume_complete)
         scores = pd.DataFrame(columns=SCORE_COLUMNS)
         written: list[dict] = []

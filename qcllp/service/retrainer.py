@@ -84,7 +84,7 @@ from qcllp.pipeline.registry import RegistryError, active_model, load_model
 from qcllp.pipeline.retention import apply_retention
 from qcllp.pipeline.retrain import Abandoned, decide_undecided, recover, retrain_station
 from qcllp.plant.config import PlantConfig
-from qcllp.store import RETRAINER_JOBS, Store
+from qcllp.store import RETRAINER_JOBS, Store, stored_utc
 
 from .http import HealthServer
 from .logs import log_event, one_line
@@ -302,7 +302,7 @@ class RetrainerService:
         for s in suspended_models(self.store):
             if s.station not in self.stations:
                 continue
-            since = s.suspended_at.isoformat()
+            since = stored_utc(s.suspended_at).isoformat()
             done = events(self.store, ["guard_retrain"], station=s.station, limit=1)
             if done and (done[0]["model_id"], done[0]["detail"].get("suspended_at")) == (
                 s.model_id,

@@ -12,9 +12,14 @@ import pytest
 
 from qcllp.ingest import ingest_defect_counts, ingest_measurements
 from qcllp.pipeline.count_guard import compare_counts
-from qcllp.pipeline.guard_rule import COUNT_INTERVAL, COUNT_REFERENCE, count_excess_path
+from qcllp.pipeline.guard_rule import (
+    COUNT_INTERVAL,
+    COUNT_REFERENCE,
+    COUNT_Z_CAP,
+    count_excess_path,
+)
 from qcllp.pipeline.registry import load_model, promote
-from qcllp.pipeline.scoring import flags_frame, score_station
+from qcllp.pipeline.scoring import flags_frame, score_station, score_step
 from qcllp.pipeline.status import plant_status
 from qcllp.pipeline.train import labeled_data, record_model, train_station
 from qcllp.plant.simulate import simulate_plant, write_simulation
@@ -27,7 +32,7 @@ def cusum(predicted, variance, observed, start=0.0):
     """The count CUSUM written out charge by charge (the reference for the closed form)."""
     s, path = start, []
     for p, v, o in zip(predicted, variance, observed, strict=True):
-        s = max(0.0, s + (p - o) / np.sqrt(v + 1e-9) - COUNT_REFERENCE)
+        s = max(0.0, s + min((p - o) / np.sqrt(v + 1e-9), COUNT_Z_CAP) - COUNT_REFERENCE)
         path.append(s)
     return np.array(path)
 
@@ -49,6 +54,15 @@ def test_the_count_cusum_is_the_recursion_in_closed_form():
     rng = np.random.default_rng(0)
     args = poisson_binomial_plant(rng, 300, shift=0.8)
     assert np.allclose(count_excess_path(*args, 1.5), cusum(*args, 1.5))
+
+
+def test_no_single_charge_trips_the_rule():
+    # twenty near-certain sticks, none failed: z is about 200, but counts 4 at most
+    one = count_excess_path([19.99], [0.01], [0])
+    assert one[0] == pytest.approx(COUNT_Z_CAP - COUNT_REFERENCE)
+    assert one[0] < COUNT_INTERVAL
+    three = count_excess_path([19.99] * 3, [0.01] * 3, [0] * 3)
+    assert three[-1] > COUNT_INTERVAL
 
 
 def test_a_calibrated_model_does_not_trip_and_an_over_predicting_one_does_within_charges():
@@ -289,3 +303,51 @@ def test_a_model_that_locks_out_nothing_is_compared_but_never_suspended(sqlite_p
     assert guard["qc_charges"] == len(n_sticks) and guard["qc_excess"] > 1e-6
     assert guard["locks_out"] is False
     assert not [a for a in status["alarms"] if a["kind"] == "lockout_suspended"]
+
+
+def shadow_counts(store, path, charges=None) -> pd.Series:
+    """Final QC of the cooling flags' charges in shadow mode, nothing failed; ``n_sticks``."""
+    flags = flags_frame(store, "cooling")
+    n_sticks = flags[flags["decision"] != "unscorable"].groupby("charge_id").size()
+    if charges is not None:
+        n_sticks = n_sticks.loc[charges]
+    counts_file(path, n_sticks, pd.Series(0, index=n_sticks.index))
+    return n_sticks
+
+
+def test_counts_taken_in_while_the_scorer_has_no_model_still_reach_the_model(
+    sqlite_plant, tmp_path
+):
+    store, config, model_id = sqlite_plant
+    score_station(store, config, "cooling")
+    n_sticks = shadow_counts(store, tmp_path / "qc.csv")
+    ingest_defect_counts(store, config, tmp_path / "qc.csv")
+    # the service steps without a model (its artifact was refused): the counts batch is taken
+    step = score_step(store, config, "cooling", None)
+    assert step.batches_taken == 1
+    guard = next(s for s in plant_status(store, config)["stations"] if s["station"] == "cooling")[
+        "lockout_guard"
+    ]
+    assert guard["qc_charges"] == len(n_sticks)
+
+
+def test_promoting_a_model_again_starts_its_comparison_afresh(sqlite_plant, tmp_path):
+    store, config, model_id = sqlite_plant
+    score_station(store, config, "cooling")
+    charges = sorted(flags_frame(store, "cooling")["charge_id"].unique())
+    tiny = replace(config, scorer=replace(config.scorer, count_guard_interval=1e-6))
+    shadow_counts(store, tmp_path / "first.csv", charges[:1])
+    ingest_defect_counts(store, tiny, tmp_path / "first.csv")
+    score_station(store, tiny, "cooling")
+
+    def cooling() -> dict:
+        return next(s for s in plant_status(store, tiny)["stations"] if s["station"] == "cooling")
+
+    assert cooling()["lockout_suspended"] is not None
+    promote(store, model_id)  # the cause fixed: the operator lifts the suspension
+    # QC reports the other charges, decided before the lift: not held against the new term
+    shadow_counts(store, tmp_path / "rest.csv", charges[1:])
+    ingest_defect_counts(store, tiny, tmp_path / "rest.csv")
+    score_station(store, tiny, "cooling")
+    assert cooling()["lockout_suspended"] is None
+    assert cooling()["lockout_guard"] is None or cooling()["lockout_guard"]["qc_charges"] == 0
