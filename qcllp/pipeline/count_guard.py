@@ -48,7 +48,6 @@ from qcllp.store import (
     IN_CHUNK,
     Charge,
     DefectCount,
-    Flag,
     LockoutGuard,
     Model,
     dialect_insert,
@@ -56,6 +55,7 @@ from qcllp.store import (
     stored_utc,
 )
 
+from .final_qc import read_flags
 from .guard_rule import count_excess_path
 
 __all__ = ["CountCheck", "check_counts", "compare_counts"]
@@ -219,19 +219,9 @@ def _reported_charges(conn: Connection, batches: list[int]) -> pd.DataFrame:
 def _flags(
     conn: Connection, stations: list[str], charges: list[str], *, locked_only: bool = False
 ) -> pd.DataFrame:
-    """Flags of these charges at these stations (the unique index's prefix serves the query)."""
-    f = Flag.__table__
+    """What the comparison needs of the flags of these charges at these stations."""
     columns = ["charge_id", "stick_id", "model_id", "probability", "decision", "threshold"]
-    columns.append("scored_at")
-    rows = []
-    for start in range(0, len(charges), IN_CHUNK):
-        query = select(*(f.c[c] for c in columns)).where(
-            f.c.station.in_(stations), f.c.charge_id.in_(charges[start : start + IN_CHUNK])
-        )
-        if locked_only:
-            query = query.where(f.c.decision == "lock_out")
-        rows += conn.execute(query).all()
-    return rows_frame(rows, columns).astype({"probability": np.float64})
+    return read_flags(conn, stations, charges, [*columns, "scored_at"], locked_only=locked_only)
 
 
 def _counts(conn: Connection, charges: list[str]) -> pd.DataFrame:

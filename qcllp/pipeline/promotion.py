@@ -50,6 +50,7 @@ from .artifacts import ArtifactError
 from .charge_windows import recent_charges
 from .evaluate import score_probabilities
 from .events import insert_event
+from .final_qc import sticks_qc_counted
 from .registry import RegistryError, active_model, get_model, load_model, promote
 from .station_model import StationModel, logit
 from .thresholds import LockoutCosts
@@ -270,8 +271,9 @@ def window_data(
 ) -> tuple[StationFeatures, pd.Series]:
     """The station features of a window of labeled charges and each charge's failing share
     (final QC), for the charges with readings at the station: what the promotion gate and the
-    drift watch judge a model on."""
+    drift watch judge a model on. A charge's rows are the sticks QC counted (:mod:`.final_qc`)."""
     features = station_features(store, config, station, charge_ids=list(counts.index))
+    features = sticks_qc_counted(store, config, features, counts["n_sticks"])
     shares = counts[list(config.defect_types)].sum(axis=1) / counts["n_sticks"]
     return features, shares.reindex(pd.unique(features.bags.to_numpy()))
 

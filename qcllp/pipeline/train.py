@@ -57,6 +57,7 @@ from qcllp.plant.config import DEFAULT_ANY_DEFECT, DEFAULT_BOOTSTRAP, PlantConfi
 from qcllp.store import Store
 
 from .evaluate import Evaluation, cross_validate_charges, score_probabilities
+from .final_qc import sticks_qc_counted
 from .guard_rule import lockout_excess_bound, lockout_rate_bound
 from .leases import HeldLease, station_lease_name
 from .methods import Method, canonical_name, method
@@ -260,7 +261,8 @@ def labeled_data(
     until: datetime | None = None,
     random_state: int | None = None,
 ) -> LabeledData:
-    """Features and proportions of the charges that have final-QC counts.
+    """Features and proportions of the charges that have final-QC counts; a charge's bag
+    holds the sticks QC counted (not those the line locked out: :mod:`.final_qc`).
 
     When those charges hold more than ``training.max_sticks`` sticks (by their final-QC
     ``n_sticks``), only a seeded subset of whole charges is read (:func:`subsample_charges`,
@@ -305,6 +307,7 @@ def labeled_data(
                 "raise it"
             )
     features = station_features(store, config, station, charge_ids=list(counts.index))
+    features = sticks_qc_counted(store, config, features, counts["n_sticks"])
     data = labeled_from_frames(config, station, features, counts, target=target)
     return replace(data, subsample=subsample)
 
