@@ -297,7 +297,9 @@ class RetrainerService:
     def watch_guards(self) -> list[str]:
         """Queue a retraining of every station whose active model's lock-outs a scorer
         suspended (the plant has changed since training; a new model is the way back), once
-        per suspension: the event ``guard_retrain`` remembers it across restarts."""
+        per suspension: the event ``guard_retrain`` remembers it across restarts. As with a
+        drift retraining, the queued job lives in memory: should the daemon die before it
+        runs, the next scheduled retraining covers the station."""
         queued = []
         for s in suspended_models(self.store):
             if s.station not in self.stations:

@@ -117,7 +117,8 @@ class ScorerMetrics:
         self.qc_excess = Gauge(
             "qcllp_scorer_qc_over_prediction",
             "The guard's CUSUM of the active model's over-prediction of final QC's counts "
-            "(suspends above scorer.count_guard_interval).",
+            "(suspends above scorer.count_guard_interval; informative only for a model that "
+            "locks out nothing).",
             ["station"],
             registry=self.registry,
         ).labels(**labels)
