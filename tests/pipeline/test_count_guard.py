@@ -57,12 +57,12 @@ def test_the_count_cusum_is_the_recursion_in_closed_form():
 
 
 def test_no_single_charge_trips_the_rule():
-    # twenty near-certain sticks, none failed: z is about 200, but counts 4 at most
+    # twenty near-certain sticks, none failed: z is about 200, but counts 8 at most
     one = count_excess_path([19.99], [0.01], [0])
     assert one[0] == pytest.approx(COUNT_Z_CAP - COUNT_REFERENCE)
     assert one[0] < COUNT_INTERVAL
-    three = count_excess_path([19.99] * 3, [0.01] * 3, [0] * 3)
-    assert three[-1] > COUNT_INTERVAL
+    two = count_excess_path([19.99] * 2, [0.01] * 2, [0] * 2)
+    assert two[-1] > COUNT_INTERVAL
 
 
 def test_a_calibrated_model_does_not_trip_and_an_over_predicting_one_does_within_charges():
