@@ -102,6 +102,7 @@ def test_a_fixed_seed_gives_the_same_model_also_with_two_jobs(gaussians):
         np.testing.assert_array_equal(other.fitness_history_, serial.fitness_history_)
 
 
+@pytest.mark.slow  # 10 s: four evolutions in threads
 def test_fits_side_by_side_in_threads_give_the_model_of_one_fit_alone(gaussians):
     """A threaded joblib or in-process Dask backend runs fits in threads of one process: each
     fit draws from its own random source, so they cannot disturb each other."""

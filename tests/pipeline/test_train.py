@@ -182,6 +182,7 @@ def test_the_auto_rule_prefers_the_saving_then_the_bag_error():
     assert choose_method([trial("a", float("nan"), 0.0), trial("b", 0.2, 0.0)]) == 1
 
 
+@pytest.mark.slow  # 12 s: four learners through the whole pipeline; each learner has its own tests
 def test_the_nonlinear_learners_train_a_station_through_the_whole_pipeline(history_plant, tmp_path):
     """Every learner of the issue "Beyond the seeds" is selectable by name: grid search on
     charges, per-type models, count calibration, threshold, artifact."""
