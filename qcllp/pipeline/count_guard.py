@@ -161,7 +161,9 @@ def check_counts(
     suspension starts its comparison afresh, not with the counts of the sticks that made it
     trip. A model whose threshold declined to lock out anything (threshold above 1) is
     compared, for ``qcllp status``, but never suspended: it scraps nothing, so it cannot scrap
-    good sticks, and its fit is the drift watch's business."""
+    good sticks, and its fit is the drift watch's business. Nor is a model no longer active
+    (counts of charges an earlier model decided, reported after a promotion): it scraps
+    nothing any more, and an alarm about it would send the operator after the wrong model."""
     if not count_batches:
         return []
     charges = _reported_charges(conn, count_batches)
@@ -176,7 +178,7 @@ def check_counts(
     counts = _counts(conn, ids)
     scored = pd.to_datetime(here["scored_at"], utc=True)
     alarms = []
-    for model_id, target, promoted_at in _models(conn, here["model_id"].unique().tolist()):
+    for model_id, target, status, promoted_at in _models(conn, here["model_id"].unique().tolist()):
         since = pd.Timestamp(stored_utc(promoted_at)) if promoted_at is not None else None
         view = here
         if since is not None:
@@ -187,7 +189,7 @@ def check_counts(
         mine = view["model_id"] == model_id
         if not mine.any():
             continue
-        locks_out = bool((view.loc[mine, "threshold"] <= 1.0).any())
+        locks_out = status == "active" and bool((view.loc[mine, "threshold"] <= 1.0).any())
         check = compare_counts(charges, view, elsewhere, _failures(counts, target), model_id)
         alarm = _update(conn, station, model_id, check, interval if locks_out else np.inf, now)
         if alarm:
@@ -195,10 +197,11 @@ def check_counts(
     return alarms
 
 
-def _models(conn: Connection, ids: list[int]) -> list[tuple[int, str, datetime | None]]:
-    """``(id, target, promoted_at)`` of these models."""
+def _models(conn: Connection, ids: list[int]) -> list[tuple[int, str, str, datetime | None]]:
+    """``(id, target, status, promoted_at)`` of these models."""
     m = Model.__table__
-    query = select(m.c.id, m.c.target, m.c.promoted_at).where(m.c.id.in_(ids)).order_by(m.c.id)
+    columns = (m.c.id, m.c.target, m.c.status, m.c.promoted_at)
+    query = select(*columns).where(m.c.id.in_(ids)).order_by(m.c.id)
     return [tuple(row) for row in conn.execute(query).all()]
 
 

@@ -18,6 +18,7 @@ from qcllp.pipeline.guard_rule import (
     COUNT_Z_CAP,
     count_excess_path,
 )
+from qcllp.pipeline.lockout_guard import guard_state
 from qcllp.pipeline.registry import load_model, promote
 from qcllp.pipeline.scoring import flags_frame, score_station, score_step
 from qcllp.pipeline.status import plant_status
@@ -351,3 +352,21 @@ def test_promoting_a_model_again_starts_its_comparison_afresh(sqlite_plant, tmp_
     score_station(store, tiny, "cooling")
     assert cooling()["lockout_suspended"] is None
     assert cooling()["lockout_guard"] is None or cooling()["lockout_guard"]["qc_charges"] == 0
+
+
+def test_a_model_no_longer_active_is_compared_but_never_suspended(sqlite_plant, tmp_path):
+    store, config, model_id = sqlite_plant
+    score_station(store, config, "cooling")  # the eager model decides the fresh charges
+    successor = record_model(
+        store, config, load_model(store, model_id).model, labeled_data(store, config, "cooling")
+    ).model_id
+    promote(store, successor)  # ... and is retired before final QC reports them
+    shadow_counts(store, tmp_path / "qc.csv")
+    tiny = replace(config, scorer=replace(config.scorer, count_guard_interval=1e-6))
+    ingest_defect_counts(store, tiny, tmp_path / "qc.csv")
+    score_station(store, tiny, "cooling")
+    with store.engine.connect() as conn:
+        retired = guard_state(conn, "cooling", model_id)
+    assert retired.qc_charges > 0 and retired.qc_excess > 1e-6
+    assert retired.suspended_at is None
+    assert not [a for a in plant_status(store, tiny)["alarms"] if a["kind"] == "lockout_suspended"]
