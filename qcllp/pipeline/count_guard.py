@@ -48,15 +48,14 @@ from qcllp.store import (
     IN_CHUNK,
     Charge,
     DefectCount,
-    LockoutGuard,
     Model,
-    dialect_insert,
     rows_frame,
     stored_utc,
 )
 
 from .final_qc import read_flags
 from .guard_rule import count_excess_path
+from .lockout_guard import guard_state, write_guard
 
 __all__ = ["CountCheck", "check_counts", "compare_counts"]
 
@@ -255,48 +254,32 @@ def _update(
     interval: float,
     now: datetime,
 ) -> str | None:
-    g = LockoutGuard.__table__
-    row = conn.execute(
-        select(
-            g.c.count_charges,
-            g.c.count_skipped,
-            g.c.count_predicted,
-            g.c.count_observed,
-            g.c.count_excess,
-            g.c.suspended_at,
-            g.c.reason,
-        ).where(g.c.station == station, g.c.model_id == model_id)
-    ).first()
-    charges, skipped, predicted, observed, excess, suspended_at, reason = (
-        row if row is not None else (0, 0, 0.0, 0, 0.0, None, None)
-    )
-    path = count_excess_path(check.predicted, check.variance, check.observed, excess)
+    state = guard_state(conn, station, model_id)
+    path = count_excess_path(check.predicted, check.variance, check.observed, state.qc_excess)
     values = {
-        "count_charges": charges + len(check.charges),
-        "count_skipped": skipped + len(check.skipped),
-        "count_predicted": predicted + float(check.predicted.sum()),
-        "count_observed": observed + int(check.observed.sum()),
-        "count_excess": float(path[-1]) if len(path) else excess,
+        "count_charges": state.qc_charges + len(check.charges),
+        "count_skipped": state.qc_skipped + len(check.skipped),
+        "count_predicted": state.qc_predicted + float(check.predicted.sum()),
+        "count_observed": state.qc_reported + int(check.observed.sum()),
+        "count_excess": float(path[-1]) if len(path) else state.qc_excess,
     }
     if check.skipped:
         charge, why = list(check.skipped.items())[-1]
         values["count_skip_reason"] = f"charge {charge}: {why}"
     alarm = None
     over = np.flatnonzero(path > interval)
-    if suspended_at is None and len(over):
+    if state.suspended_at is None and len(over):
         at = int(over[0]) + 1
-        said, found = predicted + check.predicted[:at].sum(), observed + check.observed[:at].sum()
-        reason = alarm = (
+        said = state.qc_predicted + check.predicted[:at].sum()
+        found = state.qc_reported + check.observed[:at].sum()
+        alarm = (
             f"lock-out suspended at {station}: final QC found fewer failures than model "
             f"{model_id} predicted among the sticks that reached it ({found:.0f} reported, "
-            f"{said:.1f} predicted over {charges + at} charges; over-prediction CUSUM "
+            f"{said:.1f} predicted over {state.qc_charges + at} charges; over-prediction CUSUM "
             f"{path[at - 1]:.1f} above {interval:g}, last charge {check.charges[at - 1]}): "
             "its lock-outs scrap good sticks on this plant; retrain, or promote the model "
             "again once the cause is fixed"
         )
-        values |= {"suspended_at": now, "reason": reason}
-    insert = dialect_insert(conn, g).values(
-        station=station, model_id=model_id, decided=0, locked=0, **values
-    )
-    conn.execute(insert.on_conflict_do_update(index_elements=["station", "model_id"], set_=values))
+        values |= {"suspended_at": now, "reason": alarm}
+    write_guard(conn, station, model_id, values)
     return alarm

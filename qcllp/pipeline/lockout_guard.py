@@ -36,14 +36,21 @@ from qcllp.store import LockoutGuard, Model, Store, dialect_insert
 
 from .guard_rule import GuardCounts, excess_path, guard_step
 
-__all__ = ["GuardState", "Suspension", "apply_guard", "guard_state", "suspended_models"]
+__all__ = [
+    "GuardState",
+    "Suspension",
+    "apply_guard",
+    "guard_state",
+    "suspended_models",
+    "write_guard",
+]
 
 
 @dataclass(frozen=True)
 class GuardState:
     """Counts of one model at one station; ``suspended_at`` set once the guard tripped;
-    ``qc_charges`` / ``qc_excess``: charges compared with final QC's counts and the CUSUM of
-    the over-prediction (:mod:`.count_guard`)."""
+    ``qc_*``: final QC's word (:mod:`.count_guard`): charges compared and skipped, failures
+    predicted and reported, and the CUSUM of the over-prediction."""
 
     decided: int = 0
     locked: int = 0
@@ -51,23 +58,41 @@ class GuardState:
     reason: str | None = None
     excess: float = 0.0
     qc_charges: int = 0
+    qc_skipped: int = 0
+    qc_predicted: float = 0.0
+    qc_reported: int = 0
     qc_excess: float = 0.0
 
 
+_G = LockoutGuard.__table__
+_STATE_COLUMNS = (
+    _G.c.decided,
+    _G.c.locked,
+    _G.c.suspended_at,
+    _G.c.reason,
+    _G.c.excess,
+    _G.c.count_charges,
+    _G.c.count_skipped,
+    _G.c.count_predicted,
+    _G.c.count_observed,
+    _G.c.count_excess,
+)
+
+
 def guard_state(conn: Connection, station: str, model_id: int) -> GuardState:
-    g = LockoutGuard.__table__
     row = conn.execute(
-        select(
-            g.c.decided,
-            g.c.locked,
-            g.c.suspended_at,
-            g.c.reason,
-            g.c.excess,
-            g.c.count_charges,
-            g.c.count_excess,
-        ).where(g.c.station == station, g.c.model_id == model_id)
+        select(*_STATE_COLUMNS).where(_G.c.station == station, _G.c.model_id == model_id)
     ).first()
     return GuardState() if row is None else GuardState(*row)
+
+
+def write_guard(conn: Connection, station: str, model_id: int, values: dict) -> None:
+    """Store ``values`` (columns of ``lockout_guards``) in the guard row of the model at the
+    station, in the caller's transaction; a new row starts with no decisions."""
+    stmt = dialect_insert(conn, _G).values(
+        station=station, model_id=model_id, **{"decided": 0, "locked": 0, **values}
+    )
+    conn.execute(stmt.on_conflict_do_update(index_elements=["station", "model_id"], set_=values))
 
 
 @dataclass(frozen=True)
@@ -83,7 +108,7 @@ class Suspension:
 def suspended_models(store: Store) -> list[Suspension]:
     """The active models whose lock-outs are suspended (one small query: a row per station
     and model on ``lockout_guards``, joined with the active models)."""
-    g, m = LockoutGuard.__table__, Model.__table__
+    g, m = _G, Model.__table__
     query = (
         select(g.c.station, g.c.model_id, g.c.suspended_at, g.c.reason)
         .join(m, (m.c.id == g.c.model_id) & (m.c.station == g.c.station))
@@ -137,32 +162,16 @@ def apply_guard(
         out = scores.copy()
         out.iloc[held, out.columns.get_loc("decision")] = "pass"
         out.iloc[held, out.columns.get_loc("reason")] = reason
-    _store(conn, station, model_id, after, reason, now if alarm else state.suspended_at)
-    return out, alarm
-
-
-def _store(
-    conn: Connection,
-    station: str,
-    model_id: int,
-    counts: GuardCounts,
-    reason: str | None,
-    suspended_at: datetime | None,
-) -> None:
-    """Stores the counts after the step (the model's wishes, also while suspended)."""
-    values = {
-        "station": station,
-        "model_id": model_id,
-        "decided": counts.decided,
-        "locked": counts.locked,
-        "excess": counts.excess,
-        "suspended_at": suspended_at,
-        "reason": reason,
-    }
-    stmt = dialect_insert(conn, LockoutGuard.__table__).values(**values)
-    conn.execute(
-        stmt.on_conflict_do_update(
-            index_elements=["station", "model_id"],
-            set_={k: v for k, v in values.items() if k not in ("station", "model_id")},
-        )
+    write_guard(  # the counts after the step: the model's wishes, also while suspended
+        conn,
+        station,
+        model_id,
+        {
+            "decided": after.decided,
+            "locked": after.locked,
+            "excess": after.excess,
+            "suspended_at": now if alarm else state.suspended_at,
+            "reason": reason,
+        },
     )
+    return out, alarm
