@@ -380,3 +380,13 @@ def test_the_statement_timeout_has_a_default_and_must_be_positive(example_mappin
     mapping["statement_timeout_s"] = 0
     with pytest.raises(ConfigError, match="statement_timeout_s: must be > 0, got 0"):
         parse_plant_config(mapping, "x.yaml", base_dir=Path("/x"))
+
+
+def test_the_count_guard_interval_has_a_default_and_must_be_positive(example_mapping):
+    config = parse_plant_config(copy.deepcopy(example_mapping), "x.yaml", base_dir=Path("/x"))
+    assert config.scorer.count_guard_interval == 8.0
+    for bad, message in ((0, "must be > 0, got 0"), ("eight", "must be a number")):
+        mapping = copy.deepcopy(example_mapping)
+        mapping["scorer"]["count_guard_interval"] = bad
+        with pytest.raises(ConfigError, match=f"scorer.count_guard_interval: {message}"):
+            parse_plant_config(mapping, "x.yaml", base_dir=Path("/x"))
