@@ -21,8 +21,11 @@ It keeps the station models current without an engineer at the keyboard:
 ``coalesce`` and ``misfire_grace_time`` a daemon that was down runs each missed job once when
 it is back, not once per missed time. At start the stored jobs are kept when their trigger is
 unchanged (a re-added job would lose its missed run) and replaced when the config changed it.
-A drift retraining is a one-off job in a memory job store: if the daemon dies before it runs,
-the next scheduled retraining covers it.
+A retraining queued by a drift alarm or a suspension is a one-off job (``queued-retrain-<station>``)
+in the same job store: a daemon killed before it ran runs it when it is back (APScheduler removes
+a one-off job from its store as it starts it, so one killed *while* it runs is not repeated; the
+next scheduled retraining covers that station, and :func:`qcllp.pipeline.retrain.recover`
+decides what the killed run left).
 
 **One daemon per plant**: the daemon works only while it holds the ``retrainer`` lease
 (:mod:`qcllp.pipeline.leases`); a second one started by mistake waits as a standby
@@ -59,7 +62,6 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from apscheduler.executors.pool import ThreadPoolExecutor
-from apscheduler.jobstores.memory import MemoryJobStore
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
@@ -96,6 +98,7 @@ log = logging.getLogger("qcllp.retrainer")
 LEASE = RETRAINER_LEASE
 EXIT_LEASE_LOST = 3
 EXIT_DATABASE = 1  # the database stayed away at start: systemd starts the daemon again
+QUEUED_PREFIX = "queued-retrain-"  # id of a one-off retraining a drift alarm or suspension queued
 _BACKOFF_S = (1, 2, 4, 8, 15, 30, 60)
 _SERVICE: RetrainerService | None = None  # the jobs in the persistent store refer to it
 T = TypeVar("T")
@@ -297,9 +300,8 @@ class RetrainerService:
     def watch_guards(self) -> list[str]:
         """Queue a retraining of every station whose active model's lock-outs a scorer
         suspended (the plant has changed since training; a new model is the way back), once
-        per suspension: the event ``guard_retrain`` remembers it across restarts. As with a
-        drift retraining, the queued job lives in memory: should the daemon die before it
-        runs, the next scheduled retraining covers the station."""
+        per suspension: the event ``guard_retrain`` remembers it across restarts, and the
+        queued job is stored (:func:`_queue_retrain`)."""
         queued = []
         for s in suspended_models(self.store):
             if s.station not in self.stations:
@@ -438,7 +440,8 @@ def _reconcile_jobs(scheduler: BackgroundScheduler, config: PlantConfig) -> None
     grace = max(1, int(config.retrainer.misfire_grace_s))  # APScheduler wants whole seconds
     triggers = _triggers(config)
     for job in scheduler.get_jobs(jobstore="default"):
-        if job.id not in triggers:  # the config no longer has it (retention switched off)
+        # the config no longer has it (retention switched off); a queued one-off job stays
+        if job.id not in triggers and not job.id.startswith(QUEUED_PREFIX):
             scheduler.remove_job(job.id, jobstore="default")
             _log("job_removed", job=job.id)
     for name, trigger in triggers.items():
@@ -467,11 +470,38 @@ def _reconcile_jobs(scheduler: BackgroundScheduler, config: PlantConfig) -> None
         _log("job_scheduled", job=name, trigger=str(trigger))
 
 
+def _queue_retrain(scheduler: BackgroundScheduler, station: str) -> None:
+    """A one-off retraining of ``station``, now, in the stored job store: it survives a kill
+    before it runs (the module docstring). One per station: queued twice, it runs once."""
+    scheduler.add_job(
+        run_job,
+        "date",
+        args=("retrain", [station], True),
+        id=f"{QUEUED_PREFIX}{station}",
+        name=f"retrain {station} (queued)",
+        jobstore="default",
+        replace_existing=True,
+        misfire_grace_time=None,
+    )
+
+
+def _shutdown(scheduler: BackgroundScheduler, *, wait: bool = True) -> None:
+    """Stop the scheduler with its stored jobs left exactly as they are.
+
+    APScheduler 3's loop makes one more pass after ``shutdown()``: a job due at that instant is
+    taken as started (submitted to the stopped executor, which refuses it), then a recurring
+    one is moved to its next time (a run lost, where the next start would have run it as
+    missed) and a one-off one ends the loop's thread with an error. Paused first (no new job
+    starts) and with the store detached, that pass finds nothing."""
+    scheduler.pause()
+    scheduler.remove_jobstore("default", shutdown=False)
+    scheduler.shutdown(wait=wait)
+
+
 def _scheduler(store: Store, config: PlantConfig) -> BackgroundScheduler:
     return BackgroundScheduler(
         jobstores={
             "default": SQLAlchemyJobStore(engine=store.engine, tablename=RETRAINER_JOBS.name),
-            "volatile": MemoryJobStore(),
         },
         # ingest and a long retraining may run side by side; each job has max_instances=1
         executors={"default": ThreadPoolExecutor(max_workers=2)},
@@ -561,7 +591,7 @@ def _lead(service: RetrainerService, stop: threading.Event) -> int:
         finally:
             service.stopping.set()
             if scheduler.running:  # a running job finishes or abandons at a phase boundary
-                scheduler.shutdown(wait=True)
+                _shutdown(scheduler)
             service.metrics.leader.set(0)
 
 
@@ -575,18 +605,7 @@ def _run_scheduler(
     config = service.config
     service._with_retries("schedule", lambda: _reconcile_jobs(scheduler, config))
 
-    def queue_retrain(station: str) -> None:
-        scheduler.add_job(
-            run_job,
-            "date",
-            args=("retrain", [station], True),
-            id=f"drift-retrain-{station}",
-            jobstore="volatile",
-            replace_existing=True,
-            misfire_grace_time=None,
-        )
-
-    service.queue_retrain = queue_retrain
+    service.queue_retrain = lambda station: _queue_retrain(scheduler, station)
     scheduler.resume()
     while not stop.wait(1.0):
         if lease.lost:

@@ -6,9 +6,12 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from qcllp.pipeline.events import events
 from qcllp.pipeline.registry import active_model, promote
 from qcllp.pipeline.retrain import retrain_station
+from qcllp.service import retrainer
 from qcllp.service.retrainer import RetrainerService
 from qcllp.store import LockoutGuard
 
@@ -65,3 +68,33 @@ def test_a_suspended_model_queues_one_retraining_per_suspension(retrain_plant, t
     assert queued == ["rolling", "rolling"]
     assert len(events(store, ["guard_retrain"])) == 2
     store.close()
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_queued_retraining_survives_a_daemon_stopped_before_it_ran(retrain_plant, tmp_path):
+    """The queued one-off job is a row of the stored job table, not a memory entry: a daemon
+    that stops with it pending (its scheduler never resumed here) finds it due at its restart,
+    beside the configured jobs, and queuing a station twice leaves one job. The scheduler's
+    last pass after a plain shutdown took the due job as started and ended its thread with an
+    error (the warning this test turns into a failure)."""
+    store = retrain_plant.copy_to(tmp_path)
+    config = retrain_plant.config
+    first = retrainer._scheduler(store, config)
+    first.start(paused=True)
+    retrainer._reconcile_jobs(first, config)
+    retrainer._queue_retrain(first, "rolling")
+    retrainer._queue_retrain(first, "rolling")
+    retrainer._shutdown(first, wait=False)
+
+    again = retrainer._scheduler(store, config)
+    again.start(paused=True)
+    try:
+        retrainer._reconcile_jobs(again, config)  # at start: the config's jobs; kept the queued
+        ids = sorted(job.id for job in again.get_jobs())
+        assert ids == ["ingest", "queued-retrain-rolling", "retrain"]
+        job = again.get_job("queued-retrain-rolling")
+        assert job.args == ("retrain", ["rolling"], True)
+        assert job.next_run_time <= datetime.now(UTC)  # due: it runs as the scheduler resumes
+    finally:
+        retrainer._shutdown(again, wait=False)
+        store.close()
