@@ -104,6 +104,17 @@ class ServiceProcess:
     def signal(self, signum: int) -> None:
         os.kill(self.pid, signum)
 
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGSTOP, and wait until the kernel has stopped the process: ``kill`` returns before
+        a process running on another core is stopped, and it may still take a lock then."""
+        self.signal(signal.SIGSTOP)
+        stat = Path(f"/proc/{self.pid}/stat")
+        deadline = time.monotonic() + timeout
+        while stat.read_text().rsplit(")", 1)[1].split()[0] != "T":
+            if time.monotonic() > deadline:
+                raise AssertionError(f"process {self.pid} not stopped {timeout} s after SIGSTOP")
+            time.sleep(0.005)
+
     def kill9(self) -> None:
         self.signal(signal.SIGKILL)
         assert self.proc.wait(timeout=10) == -signal.SIGKILL

@@ -318,7 +318,7 @@ def paused(plant: Plant, scorer: Scorer) -> Iterator[None]:
     conn = sqlite3.connect(database, timeout=30, isolation_level=None)
     try:
         conn.execute("BEGIN IMMEDIATE")  # waits for a running step to commit
-        scorer.signal(signal.SIGSTOP)
+        scorer.stop()  # stopped, not only signalled, before the lock is let go
         conn.execute("ROLLBACK")
     finally:
         conn.close()
