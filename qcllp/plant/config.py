@@ -55,7 +55,7 @@ Schema (see ``plant_config/example.yaml`` for a full example)::
       methods: {<method>: {<param>: [values, ...]}}
       cv: int >= 2
       random_state: int
-      any_defect: per-type-sum | per-type-noisy-or | direct
+      any_defect: per-type-sum | per-type-noisy-or | direct | auto
       bootstrap: int >= 2               # resamples for the lock-out rule (default 30)
       max_sticks: int >= 1              # train on a seeded subset of whole charges when the
                                         # labeled ones hold more sticks (default 500,000)
@@ -112,8 +112,8 @@ DEFAULT_SETTLE_S = 2.0
 DEFAULT_TIMEOUT_S = 300.0
 DEFAULT_METHOD = "em-llp"
 DEFAULT_CV_FOLDS = 5
-ANY_DEFECT_MODES = ("per-type-sum", "per-type-noisy-or", "direct")
-DEFAULT_ANY_DEFECT = "per-type-sum"
+ANY_DEFECT_MODES = ("per-type-sum", "per-type-noisy-or", "direct", "auto")
+DEFAULT_ANY_DEFECT = "per-type-sum"  # README "Quality on the simulated plant": why not auto
 DEFAULT_BOOTSTRAP = 30
 DEFAULT_RANDOM_STATE = 0
 # Sticks a station trains on at most (Training.max_sticks): 10,000 charges of ~50 sticks

@@ -182,6 +182,41 @@ def test_the_auto_rule_prefers_the_saving_then_the_bag_error():
     assert choose_method([trial("a", float("nan"), 0.0), trial("b", 0.2, 0.0)]) == 1
 
 
+def test_any_defect_auto_keeps_the_way_whose_probabilities_explain_the_counts_better(
+    history_plant,
+):
+    """``auto`` fits both ways; the model it keeps is exactly the one its way alone gives,
+    with what each way scored (the count log likelihood each explicit fit records)."""
+    from qcllp.pipeline.train import fit_station_model, station_costs
+
+    config = history_plant.config
+    costs = station_costs(config, "cooling")
+    with Store.open(history_plant.url) as store:
+        data = labeled_data(store, config, "cooling")
+    fits, said = {}, []
+    for mode in ("auto", "per-type-sum", "direct"):  # the config says per-type-sum
+        plan = training_plan(config, "cooling", any_defect=mode)
+        fits[mode] = fit_station_model(plan, data, costs, progress=said.append).model
+    auto = fits["auto"]
+    scores = auto.params["any_defect_auto"]
+    assert scores == {m: fits[m].metrics["count_loglik"] for m in ("per-type-sum", "direct")}
+    chosen = auto.params["any_defect"]
+    assert scores[chosen] == max(scores.values())
+    assert auto.threshold == fits[chosen].threshold
+    assert auto.metrics == fits[chosen].metrics
+    assert type(auto.estimator) is type(fits[chosen].estimator)
+    assert f"cooling: any defect learned {chosen} (per-type-sum " in "\n".join(said)
+
+
+def test_any_defect_auto_keeps_the_likelier_way_and_ties_keep_the_per_type_models():
+    from qcllp.pipeline.train import choose_any_defect
+
+    assert Training().any_defect == "per-type-sum"  # auto is measured, not the default
+    assert choose_any_defect({"per-type-sum": -2.0, "direct": -1.5}) == "direct"
+    assert choose_any_defect({"per-type-sum": -1.5, "direct": -2.0}) == "per-type-sum"
+    assert choose_any_defect({"per-type-sum": -1.5, "direct": -1.5}) == "per-type-sum"
+
+
 @pytest.mark.slow  # 12 s: four learners through the whole pipeline; each learner has its own tests
 def test_the_nonlinear_learners_train_a_station_through_the_whole_pipeline(history_plant, tmp_path):
     """Every learner of the issue "Beyond the seeds" is selectable by name: grid search on
