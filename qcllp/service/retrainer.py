@@ -22,10 +22,13 @@ It keeps the station models current without an engineer at the keyboard:
 it is back, not once per missed time. At start the stored jobs are kept when their trigger is
 unchanged (a re-added job would lose its missed run) and replaced when the config changed it.
 A retraining queued by a drift alarm or a suspension is a one-off job (``queued-retrain-<station>``)
-in the same job store: a daemon killed before it ran runs it when it is back (APScheduler removes
-a one-off job from its store as it starts it, so one killed *while* it runs is not repeated; the
-next scheduled retraining covers that station, and :func:`qcllp.pipeline.retrain.recover`
-decides what the killed run left).
+in the same job store: a daemon killed or stopped before the job was handed to a worker runs it
+when it is back. APScheduler removes a one-off job from its store as it hands it to a worker,
+where it may still wait behind a running training; a daemon killed after that does not repeat
+it, and the next scheduled retraining covers the station (:func:`qcllp.pipeline.retrain.recover`
+decides what a killed run left). A suspension is recorded as answered only once its job is
+stored; a count-drift alarm that a stopping daemon could no longer queue waits for that
+scheduled retraining too.
 
 **One daemon per plant**: the daemon works only while it holds the ``retrainer`` lease
 (:mod:`qcllp.pipeline.leases`); a second one started by mistake waits as a standby
@@ -202,7 +205,7 @@ class RetrainerService:
         self.state = RetrainerState(self.holder)
         self.stopping = threading.Event()
         self.reference_cache: dict[int, Any] = {}
-        self.queue_retrain: Callable[[str], None] = lambda station: None
+        self.queue_retrain: Callable[[str], bool] = lambda station: False
         self.stations = list(config.retrainer.stations or config.station_names)
         self.files = FileMemo()
         self.failing: dict[str, str] = {}  # input -> why its last ingestion failed
@@ -301,7 +304,7 @@ class RetrainerService:
         """Queue a retraining of every station whose active model's lock-outs a scorer
         suspended (the plant has changed since training; a new model is the way back), once
         per suspension: the event ``guard_retrain`` remembers it across restarts, and the
-        queued job is stored (:func:`_queue_retrain`)."""
+        queued job is stored (:class:`_RetrainQueue`)."""
         queued = []
         for s in suspended_models(self.store):
             if s.station not in self.stations:
@@ -312,6 +315,11 @@ class RetrainerService:
                 s.model_id,
                 since,
             ):
+                continue
+            # queued first: should the event not be written, the retry queues it again (one
+            # job per station); should the daemon be stopping, nothing is recorded and its
+            # next start finds the suspension unanswered
+            if not self.queue_retrain(s.station):
                 continue
             record_event(
                 self.store,
@@ -324,7 +332,6 @@ class RetrainerService:
             )
             self.metrics.guard_retrains.labels(station=s.station).inc()
             _log("guard_retrain", level=logging.WARNING, station=s.station, model_id=s.model_id)
-            self.queue_retrain(s.station)
             queued.append(s.station)
         return queued
 
@@ -470,19 +477,39 @@ def _reconcile_jobs(scheduler: BackgroundScheduler, config: PlantConfig) -> None
         _log("job_scheduled", job=name, trigger=str(trigger))
 
 
-def _queue_retrain(scheduler: BackgroundScheduler, station: str) -> None:
-    """A one-off retraining of ``station``, now, in the stored job store: it survives a kill
-    before it runs (the module docstring). One per station: queued twice, it runs once."""
-    scheduler.add_job(
-        run_job,
-        "date",
-        args=("retrain", [station], True),
-        id=f"{QUEUED_PREFIX}{station}",
-        name=f"retrain {station} (queued)",
-        jobstore="default",
-        replace_existing=True,
-        misfire_grace_time=None,
-    )
+class _RetrainQueue:
+    """Queues one-off retrainings (``put``) in the stored job store until ``close``.
+
+    A job (the ingest poll) queues while the daemon may be stopping: APScheduler's
+    ``shutdown(wait=True)`` holds its job-store lock while it waits for running jobs, so an
+    ``add_job`` from one of them would wait for ever. ``close`` (before the shutdown) waits for
+    a ``put`` under way and refuses later ones; the caller then leaves its event unrecorded.
+    One job per station: queued twice, it runs once."""
+
+    def __init__(self, scheduler: BackgroundScheduler):
+        self.scheduler = scheduler
+        self.lock = threading.Lock()
+        self.open = True
+
+    def put(self, station: str) -> bool:
+        with self.lock:
+            if not self.open:
+                return False
+            self.scheduler.add_job(
+                run_job,
+                "date",
+                args=("retrain", [station], True),
+                id=f"{QUEUED_PREFIX}{station}",
+                name=f"retrain {station} (queued)",
+                jobstore="default",
+                replace_existing=True,
+                misfire_grace_time=None,
+            )
+            return True
+
+    def close(self) -> None:
+        with self.lock:
+            self.open = False
 
 
 def _shutdown(scheduler: BackgroundScheduler, *, wait: bool = True) -> None:
@@ -586,10 +613,13 @@ def _lead(service: RetrainerService, stop: threading.Event) -> int:
             _log("recovered", action=line)
         scheduler = _scheduler(store, config)
         scheduler.start(paused=True)
+        queue = _RetrainQueue(scheduler)
+        service.queue_retrain = queue.put
         try:
             return _run_scheduler(service, scheduler, lease, stop)
         finally:
             service.stopping.set()
+            queue.close()
             if scheduler.running:  # a running job finishes or abandons at a phase boundary
                 _shutdown(scheduler)
             service.metrics.leader.set(0)
@@ -604,8 +634,6 @@ def _run_scheduler(
     """Schedule the jobs, let them run until stopped or the lease is lost; the exit code."""
     config = service.config
     service._with_retries("schedule", lambda: _reconcile_jobs(scheduler, config))
-
-    service.queue_retrain = lambda station: _queue_retrain(scheduler, station)
     scheduler.resume()
     while not stop.wait(1.0):
         if lease.lost:

@@ -51,8 +51,9 @@ def fast_config() -> PlantConfig:
     return replace(config, training=training)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def history_plant(tmp_path_factory, fast_config) -> HistoryPlant:
+    """One simulated plant for the session (tests read it, or work on a ``copy_to``)."""
     folder = tmp_path_factory.mktemp("history_plant")
     history = simulate_plant(fast_config, HISTORY_CHARGES, random_state=3)
     files = write_simulation(history, folder / "history")

@@ -105,12 +105,16 @@ class ServiceProcess:
         os.kill(self.pid, signum)
 
     def stop(self, timeout: float = 10.0) -> None:
-        """SIGSTOP, and wait until the kernel has stopped the process: ``kill`` returns before
-        a process running on another core is stopped, and it may still take a lock then."""
+        """SIGSTOP, and wait until the kernel has stopped every thread of the process: ``kill``
+        returns first, and a thread running on another core (the scorer's steps run in a
+        worker thread) may still take a lock meanwhile. /proc/<pid>/stat is the main thread's
+        state only; each thread has its own under /proc/<pid>/task."""
         self.signal(signal.SIGSTOP)
-        stat = Path(f"/proc/{self.pid}/stat")
         deadline = time.monotonic() + timeout
-        while stat.read_text().rsplit(")", 1)[1].split()[0] != "T":
+        while not all(
+            stat.read_text().rsplit(")", 1)[1].split()[0] in "Tt"
+            for stat in Path(f"/proc/{self.pid}/task").glob("*/stat")
+        ):
             if time.monotonic() > deadline:
                 raise AssertionError(f"process {self.pid} not stopped {timeout} s after SIGSTOP")
             time.sleep(0.005)

@@ -41,11 +41,14 @@ def test_a_suspended_model_queues_one_retraining_per_suspension(retrain_plant, t
     model_id = active_model(store, "rolling")["id"]
     service = RetrainerService(store, config)
     queued: list[str] = []
-    service.queue_retrain = queued.append
+    service.queue_retrain = lambda station: queued.append(station) or True
     service.run("ingest")
     assert queued == []  # nothing suspended
 
     suspend(store, "rolling", model_id, datetime(2026, 11, 20, 8, tzinfo=UTC))
+    stopping = RetrainerService(store, config)  # its queue refuses: the daemon is stopping
+    stopping.run("ingest")
+    assert events(store, ["guard_retrain"]) == []  # not answered: the next start answers it
     service.run("ingest")
     assert queued == ["rolling"]
     (event,) = events(store, ["guard_retrain"])
@@ -55,7 +58,7 @@ def test_a_suspended_model_queues_one_retraining_per_suspension(retrain_plant, t
 
     service.run("ingest")  # the same suspension: not again
     restarted = RetrainerService(store, config)
-    restarted.queue_retrain = queued.append
+    restarted.queue_retrain = lambda station: queued.append(station) or True
     restarted.run("ingest")  # nor after a restart
     assert queued == ["rolling"]
 
@@ -82,8 +85,10 @@ def test_a_queued_retraining_survives_a_daemon_stopped_before_it_ran(retrain_pla
     first = retrainer._scheduler(store, config)
     first.start(paused=True)
     retrainer._reconcile_jobs(first, config)
-    retrainer._queue_retrain(first, "rolling")
-    retrainer._queue_retrain(first, "rolling")
+    queue = retrainer._RetrainQueue(first)
+    assert queue.put("rolling") and queue.put("rolling")
+    queue.close()  # as the daemon stops: no job is added any more
+    assert not queue.put("cooling")
     retrainer._shutdown(first, wait=False)
 
     again = retrainer._scheduler(store, config)

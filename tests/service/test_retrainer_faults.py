@@ -38,7 +38,7 @@ def test_a_database_away_is_retried_reported_and_caught_up_after(
     )
     service = RetrainerService(store, config)
     queued: list[str] = []
-    service.queue_retrain = queued.append
+    service.queue_retrain = lambda station: queued.append(station) or True
 
     store.engine.dispose()
     shutil.move(database, tmp_path / "away.sqlite")  # a new connection finds no plant tables
