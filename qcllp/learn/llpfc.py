@@ -384,6 +384,9 @@ class LLPFC(MarginLLPClassifier):
             trees = np.maximum(np.round(steps * self.max_iter / rounds), steps).astype(int)
         else:
             features = X
+            base = clone(self.base)
+            if base.get_params().get("random_state", 0) is None:  # seeded like our boosting
+                base.set_params(random_state=random_state.randint(SEED_MAX))
         doubled = np.concatenate([features, features])
         classes = np.repeat([0, 1], n)
         z = np.full(n, log_prior[1] - log_prior[0])
@@ -398,7 +401,7 @@ class LLPFC(MarginLLPClassifier):
                 model.fit(doubled, classes, sample_weight=weights)
                 z = model.decision_function(features)
             else:
-                model = clone(self.base).fit(doubled, classes, sample_weight=weights)
+                model = clone(base).fit(doubled, classes, sample_weight=weights)
                 z = _EstimatorDecision(model).decision_function(X)
         return (
             _BoostedDecision(bins, model, self.n_threads) if booster else _EstimatorDecision(model)
