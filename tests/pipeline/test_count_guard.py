@@ -25,6 +25,7 @@ from qcllp.pipeline.status import plant_status
 from qcllp.pipeline.train import labeled_data, record_model, train_station
 from qcllp.plant.simulate import simulate_plant, write_simulation
 from qcllp.store import Store
+from tests.pipeline.eager_model import promote_locking_all
 
 TYPES = ["crack", "bend", "scale"]
 
@@ -154,18 +155,9 @@ def expected_path(flags: pd.DataFrame, n_sticks: pd.Series, failures: pd.Series)
 def eager_cooling(store, config) -> int:
     """An active cooling model trained on the store's history that locks out every stick (a
     model trained before the share rules: none apply); its id."""
-    trained = train_station(store, config, "cooling").model_id
-    model = load_model(store, trained).model
-    model = replace(
-        model,
-        threshold=0.0,
-        metrics={**model.metrics, "threshold": 0.0},
-        lockout_rate_bound=None,
-        lockout_excess_bound=None,
+    return promote_locking_all(
+        store, config, "cooling", train_station(store, config, "cooling").model_id
     )
-    eager = record_model(store, config, model, labeled_data(store, config, "cooling")).model_id
-    promote(store, eager)
-    return eager
 
 
 @pytest.fixture

@@ -9,10 +9,10 @@ import pandas as pd
 
 from qcllp.ingest import ingest_defect_counts
 from qcllp.pipeline.promotion import labeled_counts, window_data
-from qcllp.pipeline.registry import load_model, promote
 from qcllp.pipeline.scoring import flags_frame, score_station
-from qcllp.pipeline.train import labeled_data, record_model, train_station
+from qcllp.pipeline.train import labeled_data, train_station
 from qcllp.store import Store
+from tests.pipeline.eager_model import promote_locking_all
 
 
 def test_a_bag_holds_the_sticks_final_qc_counted(history_plant, tmp_path):
@@ -21,11 +21,8 @@ def test_a_bag_holds_the_sticks_final_qc_counted(history_plant, tmp_path):
         scorer=replace(history_plant.config.scorer, guard_min_sticks=30),
     )
     store = Store.open(history_plant.copy_to(tmp_path))
-    model = load_model(store, train_station(store, config, "cooling").model_id).model
-    eager = replace(model, threshold=0.0, lockout_rate_bound=0.05, lockout_excess_bound=None)
-    promote(
-        store, record_model(store, config, eager, labeled_data(store, config, "cooling")).model_id
-    )
+    trained = train_station(store, config, "cooling").model_id
+    promote_locking_all(store, config, "cooling", trained, rate_bound=0.05)
     score_station(store, config, "cooling")  # 29 sticks locked out, then the guard stops it
     flags = flags_frame(store, "cooling")
     total = flags.groupby("charge_id").size()

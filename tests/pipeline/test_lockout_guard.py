@@ -17,10 +17,11 @@ from qcllp.pipeline.guard_rule import (
     lockout_excess_bound,
     lockout_rate_bound,
 )
-from qcllp.pipeline.registry import load_model, promote
+from qcllp.pipeline.registry import promote
 from qcllp.pipeline.scoring import flags_frame, score_station
 from qcllp.pipeline.status import plant_status
-from qcllp.pipeline.train import labeled_data, record_model, train_station
+from qcllp.pipeline.train import train_station
+from tests.pipeline.eager_model import promote_locking_all
 
 MIN_STICKS = 30
 
@@ -111,14 +112,8 @@ def eager_plant(store, history_plant, tmp_path):
     ingest_defect_counts(store, config, folder / "history" / "defects")
     ingest_measurements(store, config, folder / "fresh" / "measurements")
     trained = train_station(store, config, "cooling").model_id
-    model = replace(
-        load_model(store, trained).model,
-        threshold=0.0,
-        lockout_rate_bound=0.05,
-        lockout_excess_bound=None,  # the share rule alone (the excess rule: tests above)
-    )
-    eager = record_model(store, config, model, labeled_data(store, config, "cooling")).model_id
-    promote(store, eager)
+    # the share rule alone (the excess rule: tests above)
+    eager = promote_locking_all(store, config, "cooling", trained, rate_bound=0.05)
     return store, config, trained, eager
 
 

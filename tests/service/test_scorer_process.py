@@ -28,7 +28,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -41,12 +41,13 @@ from sqlalchemy.engine import make_url
 
 from qcllp.cli import main
 from qcllp.ingest import ingest_defect_counts, ingest_measurements
-from qcllp.pipeline.registry import get_model, load_model, promote
+from qcllp.pipeline.registry import get_model, promote
 from qcllp.pipeline.scoring import flags_frame
-from qcllp.pipeline.train import labeled_data, record_model, train_station
+from qcllp.pipeline.train import train_station
 from qcllp.plant.config import PlantConfig, load_plant_config
 from qcllp.plant.simulate import SimulatedPlant, simulate_plant, write_simulation
 from qcllp.store import Alarm, ScorerCheckpoint, Store
+from tests.pipeline.eager_model import promote_locking_all
 from tests.service import harness
 from tests.service.harness import ServiceProcess
 
@@ -637,16 +638,7 @@ def test_final_qc_counts_that_the_model_over_predicted_suspend_its_lockouts_live
     raw["scorer"]["count_guard_interval"] = 0.05  # the first over-predicted charge trips
     plant.config_path.write_text(yaml.safe_dump(raw))
     # a model that locks out every stick (a declining one has nothing to suspend)
-    model = load_model(plant.store, plant.model_a).model
-    eager = replace(
-        model,
-        threshold=0.0,
-        metrics={**model.metrics, "threshold": 0.0},
-        lockout_rate_bound=None,
-        lockout_excess_bound=None,
-    )
-    data = labeled_data(plant.store, plant.config, STATION)
-    promote(plant.store, record_model(plant.store, plant.config, eager, data).model_id)
+    promote_locking_all(plant.store, plant.config, STATION, plant.model_a)
     scorer = start_scorer(plant)
     fed = plant.feed(3)
     wait_until(lambda: all_flagged(plant), what="the feed flagged", procs=[scorer])
