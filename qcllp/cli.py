@@ -89,6 +89,7 @@ def _set_global(ctx: click.Context, param: click.Parameter, value: Any) -> None:
     obj = ctx.ensure_object(Context)
     setattr(obj, param.name, value)
     if param.name == "config_path":
+        obj.config_given = True  # the plant named on the command line, not the default
         obj._config = None
 
 

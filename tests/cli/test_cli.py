@@ -223,12 +223,17 @@ def test_debug_shows_the_traceback(tmp_path):
 
 
 def test_demo_runs_end_to_end_as_a_real_process(tmp_path):
+    """The demo runs the plant of --config (here the example under another name)."""
     exe = shutil.which("qcllp", path=str(Path(sys.executable).parent)) or "qcllp"
-    env = {**os.environ, "QCLLP_CONFIG": str(EXAMPLE)}
+    env = {k: v for k, v in os.environ.items() if k != "QCLLP_CONFIG"}
+    config = tmp_path / "other_mill.yaml"
+    config.write_text(EXAMPLE.read_text().replace("name: example_mill", "name: other_mill", 1))
     proc = subprocess.run(
         [
             exe,
             "--json",
+            "--config",
+            str(config),
             "demo",
             "--folder",
             str(tmp_path / "demo"),
@@ -248,6 +253,7 @@ def test_demo_runs_end_to_end_as_a_real_process(tmp_path):
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert Path(result["report"]).is_file()
+    assert "name: other_mill" in Path(result["config"]).read_text()
     stations = {row["station"]: row for row in result["stations"]}
     assert set(stations) == {"furnace", "rolling", "cooling", "straightening"}
     assert all(row["sticks"] > 0 for row in stations.values())
