@@ -18,7 +18,9 @@ supervised oracles trained with the hidden per-stick labels (issue "Beyond the s
 
 Learners: the seed learners (``AlterPSVM`` as ``qcllp train``'s alter-psvm: 3 random restarts,
 C_p = 10; ``KMeansLabeler`` as its kmeans-labeler) and the new ones at their defaults, ``-rbf`` /
-``-logistic`` / ``-hgb`` naming the feature map or base model.
+``-logistic`` / ``-hgb`` naming the feature map or base model. ``CountLR-study``
+(:class:`CountLikelihoodLR`, defined here, not in the product) is the maximum-likelihood
+logistic regression of the bags' counts, for comparison; it does not count as a new learner.
 
 The new learners' targets: on the plant, the best new learner within 0.02 of ``gb`` at every
 station and above every seed learner at the middle station (cooling).
@@ -41,6 +43,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy.optimize import minimize
+from scipy.special import expit
 from sklearn.base import clone
 from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.linear_model import LogisticRegression
@@ -59,12 +63,92 @@ from bench_plant_quality import (  # noqa: E402
 )
 
 from qcllp.learn import BagGridSearchCV, BagKFold, PerDefectClassifier  # noqa: E402
+from qcllp.learn.calibration import _CountLayout  # noqa: E402
+from qcllp.learn.margin import MarginLLPClassifier  # noqa: E402
+from qcllp.learn.params import POSITIVE  # noqa: E402
 from qcllp.learn.synthetic import bags_from_labels  # noqa: E402
 from qcllp.pipeline.methods import Standardized  # noqa: E402
 from qcllp.plant.config import load_plant_config  # noqa: E402
 
 HEART = Path(__file__).resolve().parents[2] / "shared" / "data" / "heart.csv"
 SEED_LEARNERS = ("AlterPSVM", "InvCal", "MeanMap", "KMeansLabeler")
+
+
+class CountLikelihoodLR(MarginLLPClassifier):
+    """Study learner, not in the product: logistic regression fitted by the Poisson-binomial
+    likelihood of the bags' positive counts, ``sum_b log P(k_b | p_i = sigmoid(w x_i + c))``
+    minus ``|w|^2 / 2C``, by L-BFGS.
+
+    This is the objective whose EM Sun, Sheldon & O'Connor (2017) run (the exact
+    count-conditional posterior in the E-step); EMLLP approximates its posterior by a per-bag
+    logit shift and stops after a few rounds. Its gradient by the logits is ``posterior -
+    p`` (the EM identity), the posteriors ``p_i P_{-i}(k_b - 1) / P(k_b)`` exact by a forward
+    and a backward pass of the count recursion over every bag's rows at once (the layout of
+    :class:`qcllp.learn.calibration._CountLayout`). Known labels are ignored (the plant has
+    none)."""
+
+    _parameter_constraints = {"C": [POSITIVE], "random_state": ["random_state"]}
+
+    def __init__(self, C: float = 0.03, random_state=None):
+        self.C = C
+        self.random_state = random_state
+
+    def _fit_binary(self, X, bag_codes, shares, known, random_state):
+        sizes = np.bincount(bag_codes, minlength=len(shares))
+        layout = _CountLayout(bag_codes, shares * sizes, len(shares))
+        n, d = X.shape
+
+        def loss(theta: np.ndarray) -> tuple[float, np.ndarray]:
+            w = theta[:d]
+            p = expit(X @ w + theta[d])
+            loglik, posterior = count_posteriors(layout, p)
+            r = posterior - p
+            return -loglik + w @ w / (2 * self.C), np.r_[w / self.C - X.T @ r, -r.sum()]
+
+        rate = np.clip(np.sum(shares * sizes) / n, 1e-3, 1 - 1e-3)
+        start = np.r_[np.zeros(d), np.log(rate / (1 - rate))]
+        theta = minimize(loss, start, jac=True, method="L-BFGS-B").x
+        return _Linear(theta[:d], theta[d])
+
+
+class _Linear:
+    def __init__(self, coef: np.ndarray, intercept: float):
+        self.coef, self.intercept = coef, intercept
+
+    def decision_function(self, X: np.ndarray) -> np.ndarray:
+        return X @ self.coef + self.intercept
+
+
+def count_posteriors(layout: _CountLayout, p: np.ndarray) -> tuple[float, np.ndarray]:
+    """(sum over bags of log P(k_b), per row P(y_i = 1 | k_b)) for Bernoulli(``p``) rows."""
+    h, width, top = layout.h, layout.width, layout.top
+    table = np.zeros((h, width))
+    table[layout.cells] = p[layout.rows]
+
+    def advance(dist: np.ndarray, pj: np.ndarray) -> np.ndarray:
+        step = dist * (1.0 - pj)
+        step[:, 1:] += dist[:, :-1] * pj
+        return step
+
+    forward = np.zeros((width + 1, h, top + 1))  # counts of the rows before position j
+    forward[0, :, 0] = 1.0
+    for j in range(width):
+        forward[j + 1] = advance(forward[j], table[:, j : j + 1])
+    backward = np.zeros((width + 1, h, top + 1))  # counts of the rows from position j on
+    backward[width, :, 0] = 1.0
+    for j in range(width - 1, -1, -1):
+        backward[j] = advance(backward[j + 1], table[:, j : j + 1])
+    bags = np.arange(h)
+    p_k = np.maximum(forward[width][bags, layout.k], 1e-300)
+    # P_{-j}(k - 1) = sum_a forward_j(a) backward_{j+1}(k - 1 - a), all positions at once
+    split = layout.k[:, None] - 1 - np.arange(top + 1)
+    others = np.take_along_axis(
+        backward[1:], np.broadcast_to(np.clip(split, 0, top), (width, h, top + 1)), axis=2
+    )
+    p_rest = (forward[:width] * others * (split >= 0)).sum(axis=2).T  # (h, width)
+    posterior = np.empty_like(p)
+    posterior[layout.rows] = (table * p_rest / p_k[:, None])[layout.cells]
+    return float(np.log(p_k).sum()), posterior
 
 
 def _learner(module: str, name: str, **params) -> Callable[[int], object] | None:
@@ -94,6 +178,7 @@ def learners() -> dict[str, Callable[[int], object]]:
         "ProportionBoosting": _learner("proportion_boosting", "ProportionBoosting"),
         "EMLLP-hgb": _learner("em_llp", "EMLLP"),
         "EMLLP-logistic": _learner("em_llp", "EMLLP", base="logistic"),
+        "CountLR-study": lambda seed: CountLikelihoodLR(random_state=seed),
     }
     return {name: f for name, f in found.items() if f is not None}
 
@@ -209,7 +294,7 @@ def plant(args, found: dict[str, Callable]) -> None:
     print("\n| learner | median fit s (all defect types) |\n|---|---:|")
     for name in names:
         print(f"| {name} | {table[f'{name} s'].median():.1f} |")
-    new = [n for n in names if n not in SEED_LEARNERS]
+    new = [n for n in names if n not in SEED_LEARNERS and not n.endswith("-study")]
     seed_names = [n for n in names if n in SEED_LEARNERS]
     if new:
         medians = table.groupby(["scenario", "station"], sort=False)[[*names, "gb"]].median()
