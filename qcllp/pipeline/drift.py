@@ -49,10 +49,10 @@ from qcllp.plant.config import PlantConfig, Retrainer
 from qcllp.store import Store
 
 from .charge_windows import recent_charges
-from .events import events, record_event
+from .events import events, insert_event
 from .promotion import holdout_figures, labeled_counts, window_data
 from .registry import LoadedModel
-from .scoring import record_alarm
+from .scoring import insert_alarm
 from .train import station_costs
 
 __all__ = [
@@ -299,7 +299,14 @@ def watch_station(
                 f"vs {drift.reference:.4f} in training (limit {drift.limit:.4f})"
             )
             crossed = _signal(
-                store, "count_drift", station, loaded.id, drift.alarm, reason, drift.detail()
+                store,
+                "count_drift",
+                station,
+                loaded.id,
+                drift.alarm,
+                reason,
+                drift.detail(),
+                retrain=True,
             )
     return crossed
 
@@ -312,25 +319,34 @@ def _signal(
     alarm: bool,
     reason: str,
     detail: dict[str, Any],
+    *,
+    retrain: bool = False,
 ) -> bool:
-    """Record the check; raise an alarm when it newly crossed. Returns whether it did."""
+    """Record the check; raise an alarm when it newly crossed (``retrain``: with a
+    ``drift_retrain`` event, the retraining it wants, which the daemon's next start still
+    queues should the daemon have stopped before queuing it). All in one transaction: the
+    check is edge-triggered, so an alarm recorded without the rest would never be raised again.
+    Returns whether it newly crossed."""
     previous = events(store, [kind], station=station, limit=1)
     was_alarm = (
         bool(previous) and previous[0]["outcome"] == "alarm" and previous[0]["model_id"] == model_id
     )
-    record_event(
-        store,
-        kind,
-        "alarm" if alarm else "ok",
-        reason,
-        station=station,
-        model_id=model_id,
-        detail=detail,
-    )
-    if alarm and not was_alarm:
-        record_alarm(store, "retrainer", station, kind, f"model {model_id}: {reason}")
-        return True
-    return False
+    crossed = alarm and not was_alarm
+    with store.engine.begin() as conn:
+        outcome = "alarm" if alarm else "ok"
+        insert_event(conn, kind, outcome, reason, station=station, model_id=model_id, detail=detail)
+        if crossed:
+            insert_alarm(conn, "retrainer", station, kind, f"model {model_id}: {reason}")
+        if crossed and retrain:
+            insert_event(
+                conn,
+                "drift_retrain",
+                "wanted",
+                f"retraining wanted: {kind.replace('_', ' ')} of model {model_id}",
+                station=station,
+                model_id=model_id,
+            )
+    return crossed
 
 
 def _enough(settings: Retrainer) -> int:

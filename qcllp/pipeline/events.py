@@ -25,6 +25,7 @@ EVENT_KINDS = (
     "feature_drift",
     "recovery",
     "guard_retrain",
+    "drift_retrain",
 )
 _T = RetrainerEvent.__table__
 

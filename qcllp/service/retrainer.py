@@ -24,11 +24,12 @@ unchanged (a re-added job would lose its missed run) and replaced when the confi
 A retraining queued by a drift alarm or a suspension is a one-off job (``queued-retrain-<station>``)
 in the same job store: a daemon killed or stopped before the job was handed to a worker runs it
 when it is back. APScheduler removes a one-off job from its store as it hands it to a worker,
-where it may still wait behind a running training; a daemon killed after that does not repeat
-it, and the next scheduled retraining covers the station (:func:`qcllp.pipeline.retrain.recover`
-decides what a killed run left). A suspension is recorded as answered only once its job is
-stored; a count-drift alarm that a stopping daemon could no longer queue waits for that
-scheduled retraining too.
+where it may still wait behind a running training. So the want is also an event
+(``drift_retrain``, written with the drift alarm; ``guard_retrain``, once the suspension's job
+is stored), and at start the daemon queues every station whose newest such event no retraining
+has answered since (:meth:`RetrainerService.requeue_unanswered`): a daemon killed after the
+hand-over, or stopped before it could queue an alarm, retrains the station when it is back.
+(:func:`qcllp.pipeline.retrain.recover` decides what a killed training left.)
 
 **One daemon per plant**: the daemon works only while it holds the ``retrainer`` lease
 (:mod:`qcllp.pipeline.leases`); a second one started by mistake waits as a standby
@@ -102,6 +103,7 @@ LEASE = RETRAINER_LEASE
 EXIT_LEASE_LOST = 3
 EXIT_DATABASE = 1  # the database stayed away at start: systemd starts the daemon again
 QUEUED_PREFIX = "queued-retrain-"  # id of a one-off retraining a drift alarm or suspension queued
+WANTED_KINDS = ("drift_retrain", "guard_retrain")  # the events of a queued retraining
 _BACKOFF_S = (1, 2, 4, 8, 15, 30, 60)
 _SERVICE: RetrainerService | None = None  # the jobs in the persistent store refer to it
 T = TypeVar("T")
@@ -373,8 +375,30 @@ class RetrainerService:
             if crossed:
                 self.metrics.drift_alarms.labels(station=station).inc()
                 _log("count_drift", level=logging.WARNING, station=station, model_id=loaded.id)
-                self.queue_retrain(station)
+                self.queue_retrain(station)  # refused while stopping: the next start queues
         return checked
+
+    def requeue_unanswered(self) -> list[str]:
+        """At start: queue a retraining of every station whose newest queued retraining
+        (``drift_retrain`` or ``guard_retrain`` event) no retraining has answered since (a
+        ``trained`` event, or a station's ``skipped`` one, written after it). Covers what the
+        stored one-off job cannot: a job handed to a worker when the daemon was killed, and a
+        count-drift alarm the stopping daemon could no longer queue."""
+        queued = []
+        for station in self.stations:
+            wanted = events(self.store, WANTED_KINDS, station=station, limit=1)
+            if not wanted:
+                continue
+            trained = events(self.store, ["trained"], station=station, limit=1)
+            skipped = [
+                e for e in events(self.store, ["job"], station=station) if e["outcome"] == "skipped"
+            ]
+            if any(e["id"] > wanted[0]["id"] for e in trained + skipped[:1]):
+                continue
+            if self.queue_retrain(station):
+                _log("retrain_requeued", station=station, wanted=wanted[0]["reason"])
+                queued.append(station)
+        return queued
 
     def retrain(self, stations: list[str] | None = None, force: bool = False) -> dict[str, Any]:
         """Retrain the stations in line order; each decision is an event row."""
@@ -634,6 +658,7 @@ def _run_scheduler(
     """Schedule the jobs, let them run until stopped or the lease is lost; the exit code."""
     config = service.config
     service._with_retries("schedule", lambda: _reconcile_jobs(scheduler, config))
+    service._with_retries("requeue", service.requeue_unanswered)
     scheduler.resume()
     while not stop.wait(1.0):
         if lease.lost:

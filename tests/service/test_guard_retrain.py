@@ -1,8 +1,10 @@
-"""The retraining daemon answers a scorer's suspension of lock-outs: it queues a retraining of
-that station, once per suspension, also across a restart of the daemon."""
+"""The retraining daemon answers a scorer's suspension of lock-outs and a count-drift alarm: it
+queues a retraining of that station, once per suspension, also across a restart of the daemon,
+and a retraining that was wanted but never ran is queued again when the daemon starts."""
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -11,6 +13,7 @@ import pytest
 from qcllp.pipeline.events import events
 from qcllp.pipeline.registry import active_model, promote
 from qcllp.pipeline.retrain import retrain_station
+from qcllp.plant.config import Connectors, FileConnector
 from qcllp.service import retrainer
 from qcllp.service.retrainer import RetrainerService
 from qcllp.store import LockoutGuard
@@ -103,3 +106,55 @@ def test_a_queued_retraining_survives_a_daemon_stopped_before_it_ran(retrain_pla
     finally:
         retrainer._shutdown(again, wait=False)
         store.close()
+
+
+def test_a_wanted_retraining_that_never_ran_is_queued_again_at_start(retrain_plant, tmp_path):
+    """A count-drift alarm raised while the daemon stopped (its queue refuses), and a
+    suspension's job handed to a worker just before a kill (stored, then gone, no training):
+    both leave an event no retraining answered, and the next start queues the station -- into
+    the stored job table -- until a retraining of that station is recorded."""
+    store = retrain_plant.copy_to(tmp_path)
+    assert retrain_station(store, retrain_plant.config, "rolling").outcome == "promoted"
+    drop = tmp_path / "drop"
+    shutil.copytree(retrain_plant.later("worse"), drop)
+    config = replace(
+        retrain_plant.config,
+        connectors=Connectors(
+            measurements=FileConnector(str(drop / "measurements"), pattern="*.csv"),
+            defects=FileConnector(str(drop / "defects"), pattern="*.csv"),
+        ),
+        retrainer=replace(retrain_plant.config.retrainer, stations=("rolling", "cooling")),
+    )
+    stopping = RetrainerService(store, config)  # its queue refuses: the daemon is stopping
+    stopping.run("ingest")  # defects at three times the rate: the count signal fires
+    (wanted,) = events(store, ["drift_retrain"])
+    assert (wanted["station"], wanted["outcome"]) == ("rolling", "wanted")
+    assert stopping.metrics.drift_alarms.labels(station="rolling")._value.get() == 1
+
+    scheduler = retrainer._scheduler(store, config)
+    scheduler.start(paused=True)
+    try:
+        retrainer._reconcile_jobs(scheduler, config)
+        started = RetrainerService(store, config)
+        started.queue_retrain = retrainer._RetrainQueue(scheduler).put
+        assert started.requeue_unanswered() == ["rolling"]
+        job = scheduler.get_job("queued-retrain-rolling")
+        assert job.args == ("retrain", ["rolling"], True)
+    finally:
+        retrainer._shutdown(scheduler, wait=False)
+
+    outcome = retrain_station(store, config, "rolling", force=True)  # what that job runs
+    assert outcome.outcome in {"promoted", "kept"}, outcome
+    queued: list[str] = []
+    answered = RetrainerService(store, config)
+    answered.queue_retrain = lambda station: queued.append(station) or True
+    assert answered.requeue_unanswered() == [] and queued == []
+
+    suspend(store, "rolling", active_model(store, "rolling")["id"], datetime.now(UTC))
+    answered.run("ingest")  # the suspension's job is stored; a kill then loses it in a worker
+    assert queued == ["rolling"] and len(events(store, ["guard_retrain"])) == 1
+    restarted = RetrainerService(store, config)
+    restarted.queue_retrain = lambda station: queued.append(station) or True
+    assert restarted.requeue_unanswered() == ["rolling"]
+    assert restarted.requeue_unanswered() == ["rolling"]  # until a retraining answers it
+    store.close()
