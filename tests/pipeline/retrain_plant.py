@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from qcllp.ingest import ingest_defect_counts, ingest_measurements
-from qcllp.plant.config import PlantConfig, Retrainer
+from qcllp.plant.config import Connectors, FileConnector, PlantConfig, Retrainer
 from qcllp.plant.simulate import simulate_plant, write_simulation
 from qcllp.store import Store
 
@@ -44,6 +44,20 @@ class RetrainPlant:
     def later(self, kind: str) -> Path:
         """Folder of the later charges' files: ``"same"``, ``"shifted"`` or ``"worse"``."""
         return self.folder / kind
+
+    def dropping(self, kind: str, folder: Path, stations: tuple[str, ...]) -> PlantConfig:
+        """The config with file connectors on a drop folder in ``folder`` that already holds
+        the later charges' files of ``kind``; the daemon retrains ``stations``."""
+        drop = folder / "drop"
+        shutil.copytree(self.later(kind), drop)
+        return replace(
+            self.config,
+            connectors=Connectors(
+                measurements=FileConnector(str(drop / "measurements"), pattern="*.csv"),
+                defects=FileConnector(str(drop / "defects"), pattern="*.csv"),
+            ),
+            retrainer=replace(self.config.retrainer, stations=stations),
+        )
 
 
 def build(fast_config: PlantConfig, folder: Path) -> RetrainPlant:

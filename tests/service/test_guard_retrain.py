@@ -4,7 +4,6 @@ and a retraining that was wanted but never ran is queued again when the daemon s
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -13,7 +12,6 @@ import pytest
 from qcllp.pipeline.events import events
 from qcllp.pipeline.registry import active_model, promote
 from qcllp.pipeline.retrain import retrain_station
-from qcllp.plant.config import Connectors, FileConnector
 from qcllp.service import retrainer
 from qcllp.service.retrainer import RetrainerService
 from qcllp.store import LockoutGuard
@@ -115,16 +113,7 @@ def test_a_wanted_retraining_that_never_ran_is_queued_again_at_start(retrain_pla
     the stored job table -- until a retraining of that station is recorded."""
     store = retrain_plant.copy_to(tmp_path)
     assert retrain_station(store, retrain_plant.config, "rolling").outcome == "promoted"
-    drop = tmp_path / "drop"
-    shutil.copytree(retrain_plant.later("worse"), drop)
-    config = replace(
-        retrain_plant.config,
-        connectors=Connectors(
-            measurements=FileConnector(str(drop / "measurements"), pattern="*.csv"),
-            defects=FileConnector(str(drop / "defects"), pattern="*.csv"),
-        ),
-        retrainer=replace(retrain_plant.config.retrainer, stations=("rolling", "cooling")),
-    )
+    config = retrain_plant.dropping("worse", tmp_path, stations=("rolling", "cooling"))
     stopping = RetrainerService(store, config)  # its queue refuses: the daemon is stopping
     stopping.run("ingest")  # defects at three times the rate: the count signal fires
     (wanted,) = events(store, ["drift_retrain"])

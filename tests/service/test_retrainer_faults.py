@@ -26,16 +26,7 @@ def test_a_database_away_is_retried_reported_and_caught_up_after(
     store = retrain_plant.copy_to(tmp_path)
     database = tmp_path / "plant.sqlite"
     assert retrain_station(store, retrain_plant.config, "rolling").outcome == "promoted"
-    drop = tmp_path / "drop"
-    shutil.copytree(retrain_plant.later("worse"), drop)
-    config = replace(
-        retrain_plant.config,
-        connectors=Connectors(
-            measurements=FileConnector(str(drop / "measurements"), pattern="*.csv"),
-            defects=FileConnector(str(drop / "defects"), pattern="*.csv"),
-        ),
-        retrainer=replace(retrain_plant.config.retrainer, stations=("rolling",)),
-    )
+    config = retrain_plant.dropping("worse", tmp_path, stations=("rolling",))
     service = RetrainerService(store, config)
     queued: list[str] = []
     service.queue_retrain = lambda station: queued.append(station) or True
