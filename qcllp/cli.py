@@ -591,7 +591,8 @@ def status(ctx: Context) -> None:
     retrainer = result["retrainer"]
     lines.append(f"retrainer: {retrainer['leader'] or 'not running (no lease held)'}")
     for job in retrainer["jobs"]:
-        lines.append(f"  job {job['job']:<8} next {job['next_run']}; last {job['last']}")
+        since = f"queued {job['why']}" if job.get("why") else f"last {job['last']}"
+        lines.append(f"  job {job['job']:<8} next {job['next_run']}; {since}")
     for s in result["stations"]:
         flags = ", ".join(f"{k} {v}" for k, v in sorted(s["flags"].items())) or "none"
         lines.append(

@@ -15,7 +15,14 @@ from sqlalchemy import Connection, select
 
 from qcllp.store import RetrainerEvent, Store
 
-__all__ = ["EVENT_KINDS", "events", "insert_event", "record_event"]
+__all__ = [
+    "EVENT_KINDS",
+    "QUEUED_PREFIX",
+    "WANTED_KINDS",
+    "events",
+    "insert_event",
+    "record_event",
+]
 
 EVENT_KINDS = (
     "job",
@@ -27,6 +34,8 @@ EVENT_KINDS = (
     "guard_retrain",
     "drift_retrain",
 )
+QUEUED_PREFIX = "queued-retrain-"  # job id of a retraining a drift alarm or a suspension queued
+WANTED_KINDS = ("drift_retrain", "guard_retrain")  # the events of such a retraining
 _T = RetrainerEvent.__table__
 
 

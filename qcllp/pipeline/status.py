@@ -29,7 +29,7 @@ from qcllp.store import (
 )
 from qcllp.store.partitions import list_partitions
 
-from .events import events
+from .events import QUEUED_PREFIX, WANTED_KINDS, events
 from .leases import RETRAINER_LEASE, lease_holder, station_lease_name
 from .registry import active_model
 
@@ -176,7 +176,17 @@ def _retrainer(store: Store) -> dict[str, Any]:
                 "job": job_id,
                 "next_run": None if next_run is None else datetime.fromtimestamp(next_run, tz=UTC),
                 "last": last.get(job_id),
+                "why": _why_queued(store, job_id),
             }
             for job_id, next_run in jobs
         ],
     }
+
+
+def _why_queued(store: Store, job_id: str) -> str | None:
+    """A queued one-off retraining (it has no last run; its run is logged as ``retrain``): the
+    newest event that wanted it, e.g. a count-drift alarm or a suspension of lock-outs."""
+    if not job_id.startswith(QUEUED_PREFIX):
+        return None
+    wanted = events(store, WANTED_KINDS, station=job_id.removeprefix(QUEUED_PREFIX), limit=1)
+    return f"{wanted[0]['at']:%Y-%m-%d %H:%M:%S} {wanted[0]['reason']}" if wanted else None

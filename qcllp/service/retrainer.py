@@ -77,7 +77,7 @@ from qcllp.ingest.batches import FileMemo
 from qcllp.ingest.connectors import ingest_from_config
 from qcllp.pipeline.artifacts import ArtifactError
 from qcllp.pipeline.drift import watch_station
-from qcllp.pipeline.events import events, record_event
+from qcllp.pipeline.events import QUEUED_PREFIX, WANTED_KINDS, events, record_event
 from qcllp.pipeline.leases import (
     RETRAINER_LEASE,
     HeldLease,
@@ -102,8 +102,6 @@ log = logging.getLogger("qcllp.retrainer")
 LEASE = RETRAINER_LEASE
 EXIT_LEASE_LOST = 3
 EXIT_DATABASE = 1  # the database stayed away at start: systemd starts the daemon again
-QUEUED_PREFIX = "queued-retrain-"  # id of a one-off retraining a drift alarm or suspension queued
-WANTED_KINDS = ("drift_retrain", "guard_retrain")  # the events of a queued retraining
 _BACKOFF_S = (1, 2, 4, 8, 15, 30, 60)
 _SERVICE: RetrainerService | None = None  # the jobs in the persistent store refer to it
 T = TypeVar("T")

@@ -12,6 +12,7 @@ import pytest
 from qcllp.pipeline.events import events
 from qcllp.pipeline.registry import active_model, promote
 from qcllp.pipeline.retrain import retrain_station
+from qcllp.pipeline.status import plant_status
 from qcllp.service import retrainer
 from qcllp.service.retrainer import RetrainerService
 from qcllp.store import LockoutGuard
@@ -129,6 +130,9 @@ def test_a_wanted_retraining_that_never_ran_is_queued_again_at_start(retrain_pla
         assert started.requeue_unanswered() == ["rolling"]
         job = scheduler.get_job("queued-retrain-rolling")
         assert job.args == ("retrain", ["rolling"], True)
+        listed = {j["job"]: j for j in plant_status(store, config)["retrainer"]["jobs"]}
+        assert "retraining wanted: count drift of model" in listed["queued-retrain-rolling"]["why"]
+        assert listed["retrain"]["why"] is None
     finally:
         retrainer._shutdown(scheduler, wait=False)
 
