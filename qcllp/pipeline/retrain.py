@@ -30,12 +30,21 @@ from qcllp.store import Model, RetrainerEvent, Store
 
 from .charge_windows import recent_charges
 from .cluster import compute_on
-from .events import events, insert_event, record_event
+from .events import WANTED_KINDS, events, insert_event, record_event
 from .leases import HeldLease, LeaseBusy, station_lease_name
 from .promotion import PromotionDecision, decide_promotion
 from .train import TrainingError, train_station
 
-__all__ = ["Abandoned", "RetrainOutcome", "decide_undecided", "recover", "retrain_station"]
+__all__ = [
+    "Abandoned",
+    "RetrainOutcome",
+    "decide_undecided",
+    "recover",
+    "retrain_station",
+    "unanswered_want",
+]
+
+ANSWER_WINDOW = 20  # a station's newest retraining events searched for the answer to a want
 
 
 class Abandoned(RuntimeError):
@@ -90,6 +99,9 @@ def retrain_station(
     except LeaseBusy as exc:
         return RetrainOutcome(station, "skipped", str(exc))
     with lease:
+        # the wanted retrainings this one answers: those written before it took the lease
+        wanted = events(store, WANTED_KINDS, station=station, limit=1)
+        answers = {"answers": wanted[0]["id"]} if wanted else {}
         labeled = recent_charges(store, labeled=True)
         size = min(settings.holdout_charges, len(labeled) // 2)
         if size < settings.min_holdout_charges:
@@ -97,7 +109,7 @@ def retrain_station(
                 f"{len(labeled)} labeled charges: too few to train and keep "
                 f"{settings.min_holdout_charges} for the promotion holdout"
             )
-            return _skipped(store, station, reason)
+            return _skipped(store, station, reason, answers)
         fingerprint = {"labeled_charges": len(labeled), "newest": str(labeled.index[-1])}
         last = events(store, ["trained"], station=station, limit=1)
         if not force and last and _same(last[0]["detail"], fingerprint):
@@ -107,7 +119,7 @@ def retrain_station(
         window = settings.training_charges
         first = len(labeled) - size - window
         since = labeled.iloc[first].to_pydatetime() if window and first > 0 else None
-        detail = {**fingerprint, "since": since, "until": until, "forced": force}
+        detail = {**fingerprint, "since": since, "until": until, "forced": force, **answers}
 
         def trained(conn: Connection, model_id: int) -> None:
             insert_event(
@@ -136,7 +148,7 @@ def retrain_station(
                     also=trained,
                 )
         except TrainingError as exc:
-            record_event(store, "trained", "failed", str(exc), station=station)
+            record_event(store, "trained", "failed", str(exc), station=station, detail=answers)
             return RetrainOutcome(station, "failed", str(exc))
         lease.check()
         decision = decide_promotion(store, config, station, result.model_id)
@@ -144,9 +156,31 @@ def retrain_station(
     return RetrainOutcome(station, outcome, decision.reason, result.model_id, decision)
 
 
-def _skipped(store: Store, station: str, reason: str) -> RetrainOutcome:
-    record_event(store, "job", "skipped", reason, station=station)
+def _skipped(
+    store: Store, station: str, reason: str, detail: dict[str, Any] | None = None
+) -> RetrainOutcome:
+    record_event(store, "job", "skipped", reason, station=station, detail=detail)
     return RetrainOutcome(station, "skipped", reason)
+
+
+def unanswered_want(store: Store, station: str) -> dict[str, Any] | None:
+    """The newest event that wanted a retraining of ``station`` (a count-drift alarm's
+    ``drift_retrain``, a suspension's ``guard_retrain``) when no retraining has answered it:
+    a ``trained`` event (also a failed training) or a skip for too few charges whose
+    ``answers`` (the newest want it saw when it took the station's lease) reaches it.
+
+    By cause, not by order: a training that was already running when the want was written
+    finishes after it but trained on what was there before, and a skip because nothing new
+    arrived does not answer a forced retraining. Only the station's last
+    :data:`ANSWER_WINDOW` retraining events are read: a want is answered by the retraining
+    after it, or not at all."""
+    wanted = events(store, WANTED_KINDS, station=station, limit=1)
+    if not wanted:
+        return None
+    for e in events(store, ["trained", "job"], station=station, limit=ANSWER_WINDOW):
+        if (e["detail"] or {}).get("answers", -1) >= wanted[0]["id"]:
+            return None
+    return wanted[0]
 
 
 def _same(detail: dict[str, Any] | None, fingerprint: dict[str, Any]) -> bool:

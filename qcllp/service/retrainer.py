@@ -27,8 +27,9 @@ when it is back. APScheduler removes a one-off job from its store as it hands it
 where it may still wait behind a running training. So the want is also an event
 (``drift_retrain``, written with the drift alarm; ``guard_retrain``, once the suspension's job
 is stored), and at start the daemon queues every station whose newest such event no retraining
-has answered since (:meth:`RetrainerService.requeue_unanswered`): a daemon killed after the
-hand-over, or stopped before it could queue an alarm, retrains the station when it is back.
+has answered -- one that took the station's lease after it was written
+(:meth:`RetrainerService.requeue_unanswered`): a daemon killed after the hand-over, or stopped
+before it could queue an alarm, retrains the station when it is back.
 (:func:`qcllp.pipeline.retrain.recover` decides what a killed training left.)
 
 **One daemon per plant**: the daemon works only while it holds the ``retrainer`` lease
@@ -77,7 +78,7 @@ from qcllp.ingest.batches import FileMemo
 from qcllp.ingest.connectors import ingest_from_config
 from qcllp.pipeline.artifacts import ArtifactError
 from qcllp.pipeline.drift import watch_station
-from qcllp.pipeline.events import QUEUED_PREFIX, WANTED_KINDS, events, record_event
+from qcllp.pipeline.events import QUEUED_PREFIX, events, record_event
 from qcllp.pipeline.leases import (
     RETRAINER_LEASE,
     HeldLease,
@@ -88,7 +89,13 @@ from qcllp.pipeline.leases import (
 from qcllp.pipeline.lockout_guard import suspended_models
 from qcllp.pipeline.registry import RegistryError, active_model, load_model
 from qcllp.pipeline.retention import apply_retention
-from qcllp.pipeline.retrain import Abandoned, decide_undecided, recover, retrain_station
+from qcllp.pipeline.retrain import (
+    Abandoned,
+    decide_undecided,
+    recover,
+    retrain_station,
+    unanswered_want,
+)
 from qcllp.plant.config import PlantConfig
 from qcllp.store import RETRAINER_JOBS, Store, stored_utc
 
@@ -377,24 +384,16 @@ class RetrainerService:
         return checked
 
     def requeue_unanswered(self) -> list[str]:
-        """At start: queue a retraining of every station whose newest queued retraining
-        (``drift_retrain`` or ``guard_retrain`` event) no retraining has answered since (a
-        ``trained`` event, or a station's ``skipped`` one, written after it). Covers what the
-        stored one-off job cannot: a job handed to a worker when the daemon was killed, and a
-        count-drift alarm the stopping daemon could no longer queue."""
+        """At start: queue a retraining of every station whose newest queued retraining no
+        retraining has answered (:func:`qcllp.pipeline.retrain.unanswered_want`). Covers what
+        the stored one-off job cannot: a job handed to a worker when the daemon was killed, a
+        count-drift alarm the stopping daemon could no longer queue, and a queued job that
+        found the station being trained (the running training predates the alarm)."""
         queued = []
         for station in self.stations:
-            wanted = events(self.store, WANTED_KINDS, station=station, limit=1)
-            if not wanted:
-                continue
-            trained = events(self.store, ["trained"], station=station, limit=1)
-            skipped = [
-                e for e in events(self.store, ["job"], station=station) if e["outcome"] == "skipped"
-            ]
-            if any(e["id"] > wanted[0]["id"] for e in trained + skipped[:1]):
-                continue
-            if self.queue_retrain(station):
-                _log("retrain_requeued", station=station, wanted=wanted[0]["reason"])
+            wanted = unanswered_want(self.store, station)
+            if wanted is not None and self.queue_retrain(station):
+                _log("retrain_requeued", station=station, wanted=wanted["reason"])
                 queued.append(station)
         return queued
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from qcllp.pipeline.events import events
+from qcllp.pipeline.events import events, record_event
 from qcllp.pipeline.registry import active_model, promote
 from qcllp.pipeline.retrain import retrain_station
 from qcllp.pipeline.status import plant_status
@@ -150,4 +150,39 @@ def test_a_wanted_retraining_that_never_ran_is_queued_again_at_start(retrain_pla
     restarted.queue_retrain = lambda station: queued.append(station) or True
     assert restarted.requeue_unanswered() == ["rolling"]
     assert restarted.requeue_unanswered() == ["rolling"]  # until a retraining answers it
+    assert retrain_station(store, config, "rolling", force=True).outcome in {"promoted", "kept"}
+    assert restarted.requeue_unanswered() == []  # answered
+    store.close()
+
+
+def test_a_want_is_answered_by_a_retraining_that_saw_it_not_by_one_that_ends_after_it(
+    retrain_plant, tmp_path
+):
+    """An alarm written while the station's training runs (that training read the charges
+    before it): the training ends after the want but does not answer it. A forced retraining
+    that skips for too few labeled charges does answer it (nothing more to do)."""
+    store = retrain_plant.copy_to(tmp_path)
+    config = retrain_plant.config
+    service = RetrainerService(store, config)
+    queued: list[str] = []
+    service.queue_retrain = lambda station: queued.append(station) or True
+
+    said: list[str] = []
+
+    def alarm_midway(message: str) -> None:  # the training's first progress line
+        if not said:
+            said.append(message)
+            record_event(store, "drift_retrain", "wanted", "alarm midway", station="rolling")
+
+    midway = retrain_station(store, config, "rolling", progress=alarm_midway)
+    assert midway.outcome == "promoted"
+    (trained,) = events(store, ["trained"], station="rolling")
+    (wanted,) = events(store, ["drift_retrain"], station="rolling")
+    assert trained["id"] > wanted["id"] and "answers" not in trained["detail"]
+    assert service.requeue_unanswered() == ["rolling"]
+
+    too_few = replace(config, retrainer=replace(config.retrainer, min_holdout_charges=10_000))
+    skipped = retrain_station(store, too_few, "rolling", force=True)
+    assert skipped.outcome == "skipped" and "too few" in skipped.reason
+    assert service.requeue_unanswered() == [] and queued == ["rolling"]
     store.close()

@@ -24,7 +24,7 @@ import pytest
 import yaml
 from sqlalchemy import select
 
-from qcllp.pipeline.events import events
+from qcllp.pipeline.events import events, record_event
 from qcllp.pipeline.registry import list_models, load_model
 from qcllp.pipeline.retrain import retrain_station
 from qcllp.store import Alarm, IngestionBatch, Store
@@ -124,6 +124,10 @@ class DaemonPlant:
     def decisions(self) -> list[dict]:
         with self.store() as store:
             return events(store, ["promotion"], station=STATION, limit=100)
+
+    def trained(self) -> list[dict]:
+        with self.store() as store:
+            return events(store, ["trained"], station=STATION, limit=100)
 
 
 @pytest.fixture
@@ -242,6 +246,42 @@ def test_a_process_change_raises_the_drift_alarm_and_triggers_a_retraining(
     assert daemon.logged("count_drift", station=STATION)
     assert daemon.metric("qcllp_retrainer_count_drift_alarms_total", station=STATION) == 1
     assert forced[0]["reason"]
+    assert daemon.terminate() == 0
+    assert_registry_consistent(plant)
+
+
+def test_a_retraining_a_kill_lost_in_a_worker_runs_when_the_daemon_starts(
+    tmp_path, retrain_plant, start_daemon
+):
+    """The state a ``kill -9`` leaves after a suspension's queued job went to a worker: the
+    ``guard_retrain`` event, no job row, no training. The next daemon retrains the station as
+    it starts (the scheduled retraining is an hour away)."""
+    plant = make_plant(tmp_path, retrain_plant, history=True)
+    with plant.store() as store:
+        first = retrain_station(store, retrain_plant.config, STATION)
+        assert first.outcome == "promoted"
+        record_event(
+            store,
+            "guard_retrain",
+            "queued",
+            f"retraining queued: lock-out suspended at {STATION}",
+            station=STATION,
+            model_id=first.model_id,
+        )
+        (wanted,) = events(store, ["guard_retrain"])
+    daemon = start_daemon(plant)
+    daemon.leading()
+    answered = wait_until(
+        lambda: [
+            e
+            for e in plant.trained()
+            if e["model_id"] != first.model_id and e["detail"].get("answers") == wanted["id"]
+        ],
+        what="the forced retraining that answers the lost one",
+        procs=[daemon],
+    )
+    assert answered[0]["detail"]["forced"] is True
+    assert daemon.logged("retrain_requeued", station=STATION)
     assert daemon.terminate() == 0
     assert_registry_consistent(plant)
 
