@@ -563,8 +563,12 @@ def run_retrainer(store: Store, config: PlantConfig, *, port: int | None = None)
     service = RetrainerService(store, config)
     _SERVICE = service
     stop = threading.Event()
+    def on_signal(*_: Any) -> None:
+        stop.set()
+        service.stopping.set()  # also ends a retry's backoff wait at start (recover, schedule)
+
     for signum in (signal.SIGTERM, signal.SIGINT):  # before anything else starts
-        signal.signal(signum, lambda *_: stop.set())
+        signal.signal(signum, on_signal)
     settings = config.retrainer
     http = HealthServer(
         settings.host,
