@@ -205,22 +205,13 @@ def recover(store: Store, config: PlantConfig, *, min_age_s: float | None = None
 
 def decide_undecided(store: Store, config: PlantConfig) -> list[str]:
     """Candidates the daemon trained (event ``trained``) that never got a promotion decision
-    (the daemon died, or the database went away, in between) get one now."""
+    (the daemon died, or the database went away, in between) get one now.
+
+    The list is read first and each candidate checked again once its station's lease is held:
+    its trainer (a retraining in another thread) may have decided it and let the lease go in
+    between, and a candidate is decided once."""
     done: list[str] = []
-    e = RetrainerEvent.__table__
-    with store.engine.connect() as conn:
-        trained = conn.execute(
-            select(e.c.station, e.c.model_id).where(
-                e.c.kind == "trained", e.c.outcome == "candidate"
-            )
-        ).all()
-        decided = set(
-            conn.execute(select(e.c.model_id).where(e.c.kind == "promotion")).scalars().all()
-        )
-        statuses = dict(conn.execute(select(Model.id, Model.status)).all())
-    for station, model_id in trained:
-        if model_id in decided or statuses.get(model_id) != "candidate":
-            continue
+    for station, model_id in _undecided(store):
         if station not in config.station_names:
             continue
         try:
@@ -230,11 +221,33 @@ def decide_undecided(store: Store, config: PlantConfig) -> list[str]:
         except LeaseBusy:  # being trained right now: its trainer decides
             continue
         with lease:
+            if (station, model_id) not in _undecided(store, model_id):
+                continue
             decision = decide_promotion(store, config, station, model_id)
         line = f"{station}: candidate {model_id} left undecided; decided now: {decision.reason}"
         record_event(store, "recovery", "decided", line, station=station, model_id=model_id)
         done.append(line)
     return done
+
+
+def _undecided(store: Store, model_id: int | None = None) -> list[tuple[str, int]]:
+    """(station, model id) of the daemon's candidates without a promotion decision (only
+    ``model_id``'s, if given)."""
+    e = RetrainerEvent.__table__
+    trained = select(e.c.station, e.c.model_id).where(
+        e.c.kind == "trained", e.c.outcome == "candidate"
+    )
+    decided = select(e.c.model_id).where(e.c.kind == "promotion")
+    statuses = select(Model.id, Model.status)
+    if model_id is not None:
+        trained = trained.where(e.c.model_id == model_id)
+        decided = decided.where(e.c.model_id == model_id)
+        statuses = statuses.where(Model.id == model_id)
+    with store.engine.connect() as conn:
+        candidates = conn.execute(trained).all()
+        done = set(conn.execute(decided).scalars())
+        status = dict(conn.execute(statuses).all())
+    return [(s, m) for s, m in candidates if m not in done and status.get(m) == "candidate"]
 
 
 def _orphan_artifacts(store: Store, config: PlantConfig, min_age_s: float) -> list[Path]:

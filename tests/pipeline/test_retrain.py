@@ -13,6 +13,7 @@ import pytest
 
 from qcllp.features import station_features
 from qcllp.pipeline.events import events, record_event
+from qcllp.pipeline.leases import HeldLease
 from qcllp.pipeline.promotion import HoldoutFigures, decide_promotion, judge
 from qcllp.pipeline.registry import active_model, list_models, promote
 from qcllp.pipeline.retrain import decide_undecided, recover, retrain_station
@@ -181,6 +182,28 @@ def test_recovery_decides_an_undecided_candidate_and_removes_orphan_artifacts(
     assert decide_undecided(store, config) == [] and recover(store, config) == []
     kinds = [e["outcome"] for e in events(store, ["recovery"])]
     assert sorted(kinds) == ["decided", "removed", "removed"]
+    store.close()
+
+
+def test_a_candidate_its_trainer_decides_while_recovery_waits_is_not_decided_twice(
+    retrain_plant, tmp_path, monkeypatch
+):
+    """Recovery lists the undecided candidates, then takes each station's lease: a retraining
+    in another thread may decide the candidate and let the lease go in between."""
+    store = retrain_plant.copy_to(tmp_path)
+    config = retrain_plant.config
+    until = store.read_charge_times().sort_values().iloc[-12].to_pydatetime()
+    result = train_station(store, config, STATION, until=until)
+    record_event(store, "trained", "candidate", "test", station=STATION, model_id=result.model_id)
+    take = HeldLease.take
+
+    def trainer_decides_first(*args, **kwargs):
+        decide_promotion(store, config, STATION, result.model_id)  # the trainer, just before
+        return take(*args, **kwargs)
+
+    monkeypatch.setattr(HeldLease, "take", staticmethod(trainer_decides_first))
+    assert decide_undecided(store, config) == []
+    assert len(events(store, ["promotion"])) == 1 and events(store, ["recovery"]) == []
     store.close()
 
 
