@@ -563,6 +563,7 @@ def run_retrainer(store: Store, config: PlantConfig, *, port: int | None = None)
     service = RetrainerService(store, config)
     _SERVICE = service
     stop = threading.Event()
+
     def on_signal(*_: Any) -> None:
         stop.set()
         service.stopping.set()  # also ends a retry's backoff wait at start (recover, schedule)

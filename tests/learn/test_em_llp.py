@@ -58,6 +58,29 @@ def test_toy_set_with_a_linear_base_ends_label_flipped_without_the_hard_sign_che
     assert (model.fit(X, bags, shares).predict(X) == y).mean() <= 0.05
 
 
+@pytest.mark.parametrize("variant", ["hard", "soft"])
+def test_toy_set_is_recovered_from_the_alter_psvm_start(variant):
+    # the start where the share start ends label-flipped (test above); measured: 100 %
+    X, bags, shares, y = toy()
+    model = EMLLP(base="logistic", variant=variant, init="alter-psvm", random_state=0)
+    assert (model.fit(X, bags, shares).predict(X) == y).mean() >= 0.95
+
+
+def test_the_alter_psvm_start_takes_features_in_sensor_units():
+    # qcllp train passes em-llp raw features (kN, degC: up to tens of thousands); the linear
+    # start is fitted on standardized ones (on the raw ones its solver overflowed and stopped
+    # with "SVD did not converge"); measured: training AUC 0.950
+    rng = np.random.RandomState(0)
+    X = rng.standard_normal((2000, 40)) * rng.uniform(1, 3e4, 40) + rng.uniform(0, 3e4, 40)
+    z = (X[:, 0] - X[:, 0].mean()) / X[:, 0].std()
+    y = (z > 0).astype(int)
+    bags = np.empty(2000, dtype=int)  # neighbours in z share a bag: shares from 0 to 1
+    bags[np.argsort(z + rng.standard_normal(2000))] = np.arange(2000) // 50
+    shares = pd.Series(y).groupby(bags).mean()
+    model = EMLLP(base="logistic", variant="hard", init="alter-psvm", random_state=0)
+    assert roc_auc_score(y, model.fit(X, bags, shares).predict_proba(X)[:, 1]) >= 0.9
+
+
 def test_soft_posteriors_meet_every_bag_share_and_keep_the_ranking():
     rng = np.random.RandomState(0)
     codes = np.repeat(np.arange(5), [3, 10, 20, 7, 1])
