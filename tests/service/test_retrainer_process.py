@@ -250,6 +250,7 @@ def test_a_process_change_raises_the_drift_alarm_and_triggers_a_retraining(
     assert_registry_consistent(plant)
 
 
+@pytest.mark.slow
 def test_a_retraining_a_kill_lost_in_a_worker_runs_when_the_daemon_starts(
     tmp_path, retrain_plant, start_daemon
 ):
