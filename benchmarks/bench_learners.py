@@ -86,8 +86,8 @@ class CountLikelihoodLR(MarginLLPClassifier):
     logit shift and stops after a few rounds. Its gradient by the logits is ``posterior -
     p`` (the EM identity), the posteriors ``p_i P_{-i}(k_b - 1) / P(k_b)`` exact by a forward
     and a backward pass of the count recursion over every bag's rows at once (the layout of
-    :class:`qcllp.learn.calibration._CountLayout`). Known labels are ignored (the plant has
-    none)."""
+    :class:`qcllp.learn.calibration._CountLayout`, which rounds ``share x size`` to the
+    nearest count). Known labels are ignored (the plant has none)."""
 
     _parameter_constraints = {"C": [POSITIVE], "random_state": ["random_state"]}
 
@@ -141,16 +141,19 @@ def count_posteriors(layout: _CountLayout, p: np.ndarray) -> tuple[float, np.nda
     for j in range(width - 1, -1, -1):
         backward[j] = advance(backward[j + 1], table[:, j : j + 1])
     bags = np.arange(h)
-    p_k = np.maximum(forward[width][bags, layout.k], 1e-300)
+    p_k = forward[width][bags, layout.k]
+    flat = p_k <= 1e-300  # clipped: a flat log likelihood, so posterior = p (no gradient)
+    p_k = np.where(flat, 1.0, p_k)
     # P_{-j}(k - 1) = sum_a forward_j(a) backward_{j+1}(k - 1 - a), all positions at once
     split = layout.k[:, None] - 1 - np.arange(top + 1)
     others = np.take_along_axis(
         backward[1:], np.broadcast_to(np.clip(split, 0, top), (width, h, top + 1)), axis=2
     )
     p_rest = (forward[:width] * others * (split >= 0)).sum(axis=2).T  # (h, width)
+    p_rest = np.where(flat[:, None], 1.0, p_rest)
     posterior = np.empty_like(p)
     posterior[layout.rows] = (table * p_rest / p_k[:, None])[layout.cells]
-    return float(np.log(p_k).sum()), posterior
+    return float(np.log(np.where(flat, 1e-300, p_k)).sum()), posterior
 
 
 def _learner(module: str, name: str, **params) -> Callable[[int], object] | None:

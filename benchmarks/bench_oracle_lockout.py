@@ -61,10 +61,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out-label", default="olr", help="the cache label of the oracle cases")
     parser.add_argument("--stations", nargs="*", default=None)
     parser.add_argument("--middle", default="cooling")
+    parser.add_argument("--train-charges", type=int, default=100, help="as the cached cases'")
+    parser.add_argument("--test-charges", type=int, default=60, help="as the cached cases'")
     args = parser.parse_args(argv)
     config = load_plant_config(CONFIG)
     cache = Path(args.cache)
-    rows, plant_pair = [], {}
+    rows, plant_pair, seen = [], {}, set()
     for label in args.label:
         pattern = re.compile(rf"^{re.escape(label)}-(\w+)-(\d+)-(\w+)\.npz$")
         for path in sorted(cache.glob(f"{label}-*.npz")):
@@ -72,12 +74,22 @@ def main(argv: list[str] | None = None) -> int:
             if not match or (args.stations and match.group(3) not in args.stations):
                 continue
             scenario, seed, station = match.group(1), int(match.group(2)), match.group(3)
+            if (scenario, seed, station) in seen:  # the same case under another label
+                continue
+            seen.add((scenario, seed, station))
             if (scenario, seed) not in plant_pair:
-                plant_pair = {(scenario, seed): plants(config, scenario, seed, 100, 60)}
+                sizes = (args.train_charges, args.test_charges)
+                plant_pair = {(scenario, seed): plants(config, scenario, seed, *sizes)}
             case = dict(np.load(path))
             found = station_case(config, *plant_pair[(scenario, seed)], station)
             y, bad = found.bad_train, found.bad_fresh
-            if not (np.array_equal(y, case["truth_train"]) and np.array_equal(bad, case["truth"])):
+            same = (
+                np.array_equal(y, case["truth_train"])
+                and np.array_equal(bad, case["truth"])
+                and np.array_equal(pd.factorize(found.data.bags)[0], case["codes"])
+                and len(found.X_fresh) == len(case["fresh_codes"])
+            )
+            if not same:
                 raise SystemExit(f"{path.name}: the simulated plants differ from the cached case")
             X, X_fresh = found.data.features.X.to_numpy(), found.X_fresh.to_numpy()
             oof = np.zeros(len(y))

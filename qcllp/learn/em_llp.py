@@ -76,7 +76,7 @@ either base). The soft variant stays flipped even so: from weakly spread scores 
 labels are nearly the bag shares again, whose fit points along the bag means whichever way the
 start pointed.
 
-Which start. The count likelihood that EM climbs sees a feature only through how its charge
+Which start. The count likelihood that EM climbs sees a feature mainly through how its charge
 means follow the charges' shares. A defect's *consequence* (a later station's sensor reading
 higher on a failing stick) splits the sticks within each charge. Its charge means, though, move
 only by the failing share times the shift, under charge-to-charge set-point noise, so soft EM
@@ -216,7 +216,7 @@ class EMLLP(MarginLLPClassifier):
         ``max_iter``, ``learning_rate``, ``max_leaf_nodes``, ``min_samples_leaf``.
     C : the ``"logistic"`` base's inverse regularization.
     n_jobs : one-vs-rest tasks in parallel (joblib).
-    random_state : seeds the base (and InvCal's start) per task.
+    random_state : seeds the base (and InvCal's or AlterPSVM's start) per task.
 
     Fitted attributes besides the base class's: ``n_iter_`` (EM rounds per task) and
     ``label_changes_`` (per task, per round: share of rows whose hard label changed, or the
