@@ -90,12 +90,13 @@ against soft EM from the share start (``EMLLP-logistic``):
   where the consequence shows) 0.929 against 0.904 (supervised gradient-boosting oracle
   0.952); but cooling 0.875 against 0.917, rolling 0.768 against 0.832, furnace 0.692 against
   0.774;
-* ``sepA``, per-type models: straightening 0.934 for both, cooling 0.923 against 0.943.
+* ``sepA``, per-type models: straightening 0.934 for both, cooling 0.924 against 0.943.
 
 Hard EM from the share start reaches less at shared straightening (0.931 and 0.903 at seeds
-0 and 1, against 0.948 and 0.935 from the alter-pSVM start, C = 0.1). The bag-level CV error
-cannot choose the start: it is lower for the alter-pSVM start at cooling too (0.049 against
-0.081, seed 0), where that start ranks worse (0.884 against 0.931). So ``"share"`` stays the
+0 and 1, against 0.953 and 0.935 from the alter-pSVM start; C = 0.1, 20 rounds, standardized
+features). The bag-level CV error cannot choose the start: it is lower for the alter-pSVM start
+at cooling too (0.049 against 0.081, seed 0), where that start ranks worse (0.884 against
+0.931). So ``"share"`` stays the
 default, and ``"alter-psvm"`` is the start for a station that sees the defects' consequences.
 
 Multi-class problems are one-vs-rest (:class:`~qcllp.learn.proportion_boosting.
