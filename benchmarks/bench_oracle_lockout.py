@@ -60,7 +60,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--label", action="append", required=True, help="repeatable")
     parser.add_argument("--out-label", default="olr", help="the cache label of the oracle cases")
     parser.add_argument("--stations", nargs="*", default=None)
-    parser.add_argument("--middle", default="cooling")
     parser.add_argument("--train-charges", type=int, default=100, help="as the cached cases'")
     parser.add_argument("--test-charges", type=int, default=60, help="as the cached cases'")
     args = parser.parse_args(argv)
