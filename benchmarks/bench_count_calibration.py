@@ -22,11 +22,11 @@ likelihood of the charges' failing counts). This script reads the cases that
 from __future__ import annotations
 
 import argparse
-import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from bench_plant_quality import cached_cases
 
 QUANTILES = (0.01, 0.03, 0.05)
 
@@ -59,14 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--label", action="append", required=True, help="repeatable")
     args = parser.parse_args(argv)
     rows = []
-    for label in args.label:
-        pattern = re.compile(rf"^{re.escape(label)}-(\w+)-(\d+)-(\w+)\.npz$")
-        for path in sorted(Path(args.cache).glob(f"{label}-*.npz")):
-            match = pattern.match(path.name)
-            found = case_row(path) if match else None
-            if found is not None:
-                scenario, seed, station = match.groups()
-                rows.append({"scenario": scenario, "seed": int(seed), "station": station, **found})
+    for path, scenario, seed, station in cached_cases(args.cache, args.label):
+        found = case_row(path)
+        if found is not None:
+            rows.append({"scenario": scenario, "seed": seed, "station": station, **found})
     if not rows:
         print(f"no cached cases with training truth for {args.label} in {args.cache}")
         return 1

@@ -31,7 +31,6 @@ at the middle station the median realized as a share of the median best-in-hinds
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
@@ -43,7 +42,12 @@ from scipy.special import expit, logit, logsumexp
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench_plant_quality import best_in_hindsight, count_guarded, summary  # noqa: E402
+from bench_plant_quality import (  # noqa: E402
+    best_in_hindsight,
+    cached_cases,
+    count_guarded,
+    summary,
+)
 
 from qcllp.learn.calibration import CountCalibrator, _CountLayout  # noqa: E402
 from qcllp.pipeline.guard_rule import (  # noqa: E402
@@ -217,34 +221,28 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rules = variants(args.variants)
     rows = []
-    for label in args.label:
-        pattern = re.compile(rf"^{re.escape(label)}-(\w+)-(\d+)-(\w+)\.npz$")
-        for path in sorted(Path(args.cache).glob(f"{label}-*.npz")):
-            match = pattern.match(path.name)
-            if not match or (args.stations and match.group(3) not in args.stations):
-                continue
-            case = dict(np.load(path))
-            scenario, seed, station = match.groups()
-            best = best_in_hindsight(case["fresh"], case["truth"].astype(bool), *case["costs"])
-            for name, (make, alpha, n_boot, guard) in rules.items():
-                realized, locked = replay(case, make, alpha, n_boot, guard)
-                rows.append(
-                    {
-                        "variant": name,
-                        "scenario": scenario,
-                        "seed": int(seed),
-                        "station": station,
-                        "realized": realized,
-                        "locked": locked,
-                        "best": best,
-                    }
-                )
-            print(
-                f"{scenario} {seed} {station:13s} best {best:+6.0f} "
-                + " ".join(f"{r['variant']} {r['realized']:+6.0f}" for r in rows[-len(rules) :]),
-                file=sys.stderr,
-                flush=True,
+    for path, scenario, seed, station in cached_cases(args.cache, args.label, args.stations):
+        case = dict(np.load(path))
+        best = best_in_hindsight(case["fresh"], case["truth"].astype(bool), *case["costs"])
+        for name, (make, alpha, n_boot, guard) in rules.items():
+            realized, locked = replay(case, make, alpha, n_boot, guard)
+            rows.append(
+                {
+                    "variant": name,
+                    "scenario": scenario,
+                    "seed": int(seed),
+                    "station": station,
+                    "realized": realized,
+                    "locked": locked,
+                    "best": best,
+                }
             )
+        print(
+            f"{scenario} {seed} {station:13s} best {best:+6.0f} "
+            + " ".join(f"{r['variant']} {r['realized']:+6.0f}" for r in rows[-len(rules) :]),
+            file=sys.stderr,
+            flush=True,
+        )
     if not rows:
         print(f"no cached cases for {args.label} in {args.cache}")
         return 1

@@ -28,7 +28,6 @@ from counts can be expected to meet it on these plants.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
@@ -41,7 +40,13 @@ from sklearn.preprocessing import StandardScaler
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench_plant_quality import CONFIG, best_in_hindsight, plants, station_case  # noqa: E402
+from bench_plant_quality import (  # noqa: E402
+    CONFIG,
+    best_in_hindsight,
+    cached_cases,
+    plants,
+    station_case,
+)
 
 from qcllp.learn import BagKFold  # noqa: E402
 from qcllp.pipeline.thresholds import LockoutCosts, realized_saving_per_1000  # noqa: E402
@@ -66,59 +71,51 @@ def main(argv: list[str] | None = None) -> int:
     config = load_plant_config(CONFIG)
     cache = Path(args.cache)
     rows, plant_pair, seen = [], {}, set()
-    for label in args.label:
-        pattern = re.compile(rf"^{re.escape(label)}-(\w+)-(\d+)-(\w+)\.npz$")
-        for path in sorted(cache.glob(f"{label}-*.npz")):
-            match = pattern.match(path.name)
-            if not match or (args.stations and match.group(3) not in args.stations):
-                continue
-            scenario, seed, station = match.group(1), int(match.group(2)), match.group(3)
-            if (scenario, seed, station) in seen:  # the same case under another label
-                continue
-            seen.add((scenario, seed, station))
-            if (scenario, seed) not in plant_pair:
-                sizes = (args.train_charges, args.test_charges)
-                plant_pair = {(scenario, seed): plants(config, scenario, seed, *sizes)}
-            case = dict(np.load(path))
-            found = station_case(config, *plant_pair[(scenario, seed)], station)
-            y, bad = found.bad_train, found.bad_fresh
-            same = (
-                np.array_equal(y, case["truth_train"])
-                and np.array_equal(bad, case["truth"])
-                and np.array_equal(pd.factorize(found.data.bags)[0], case["codes"])
-                and len(found.X_fresh) == len(case["fresh_codes"])
-            )
-            if not same:
-                raise SystemExit(f"{path.name}: the simulated plants differ from the cached case")
-            X, X_fresh = found.data.features.X.to_numpy(), found.X_fresh.to_numpy()
-            oof = np.zeros(len(y))
-            for fit_rows, held_out in BagKFold(5, random_state=seed).split(
-                X, groups=found.data.bags
-            ):
-                model = oracle().fit(X[fit_rows], y[fit_rows])
-                oof[held_out] = model.predict_proba(X[held_out])[:, 1]
-            p = oracle().fit(X, y).predict_proba(X_fresh)[:, 1]
-            np.savez_compressed(
-                cache / f"{args.out_label}-{scenario}-{seed}-{station}.npz",
-                **(case | {"oof": oof, "oof_raw": oof, "fresh": p, "fresh_raw": p}),
-            )
-            costs = LockoutCosts(*case["costs"])
-            rows.append(
-                {
-                    "scenario": scenario,
-                    "seed": seed,
-                    "station": station,
-                    "labels": realized_saving_per_1000(p, bad, costs.bayes_threshold, costs),
-                    "locked": float(np.mean(p >= costs.bayes_threshold)),
-                    "best": best_in_hindsight(p, bad, costs.fail_cost, costs.good_cost),
-                }
-            )
-            print(
-                f"{scenario} {seed} {station:13s} labels {rows[-1]['labels']:+6.0f} best "
-                f"{rows[-1]['best']:+6.0f}",
-                file=sys.stderr,
-                flush=True,
-            )
+    for path, scenario, seed, station in cached_cases(args.cache, args.label, args.stations):
+        if (scenario, seed, station) in seen:  # the same case under another label
+            continue
+        seen.add((scenario, seed, station))
+        if (scenario, seed) not in plant_pair:
+            sizes = (args.train_charges, args.test_charges)
+            plant_pair = {(scenario, seed): plants(config, scenario, seed, *sizes)}
+        case = dict(np.load(path))
+        found = station_case(config, *plant_pair[(scenario, seed)], station)
+        y, bad = found.bad_train, found.bad_fresh
+        same = (
+            np.array_equal(y, case["truth_train"])
+            and np.array_equal(bad, case["truth"])
+            and np.array_equal(pd.factorize(found.data.bags)[0], case["codes"])
+            and len(found.X_fresh) == len(case["fresh_codes"])
+        )
+        if not same:
+            raise SystemExit(f"{path.name}: the simulated plants differ from the cached case")
+        X, X_fresh = found.data.features.X.to_numpy(), found.X_fresh.to_numpy()
+        oof = np.zeros(len(y))
+        for fit_rows, held_out in BagKFold(5, random_state=seed).split(X, groups=found.data.bags):
+            model = oracle().fit(X[fit_rows], y[fit_rows])
+            oof[held_out] = model.predict_proba(X[held_out])[:, 1]
+        p = oracle().fit(X, y).predict_proba(X_fresh)[:, 1]
+        np.savez_compressed(
+            cache / f"{args.out_label}-{scenario}-{seed}-{station}.npz",
+            **(case | {"oof": oof, "oof_raw": oof, "fresh": p, "fresh_raw": p}),
+        )
+        costs = LockoutCosts(*case["costs"])
+        rows.append(
+            {
+                "scenario": scenario,
+                "seed": seed,
+                "station": station,
+                "labels": realized_saving_per_1000(p, bad, costs.bayes_threshold, costs),
+                "locked": float(np.mean(p >= costs.bayes_threshold)),
+                "best": best_in_hindsight(p, bad, costs.fail_cost, costs.good_cost),
+            }
+        )
+        print(
+            f"{scenario} {seed} {station:13s} labels {rows[-1]['labels']:+6.0f} best "
+            f"{rows[-1]['best']:+6.0f}",
+            file=sys.stderr,
+            flush=True,
+        )
     if not rows:
         print(f"no cached cases for {args.label} in {args.cache}")
         return 1

@@ -50,8 +50,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,6 +96,19 @@ SCENARIOS = {
     "sepA": {"crack": "furnace", "bend": "rolling", "scale": "cooling"},
     "sepB": {"crack": "cooling", "bend": "furnace", "scale": "rolling"},
 }
+
+
+def cached_cases(
+    cache: Path, labels: list[str], stations: list[str] | None = None
+) -> Iterator[tuple[Path, str, int, str]]:
+    """(file, scenario, seed, station) of every case ``--cache DIR --label L`` stored, label by
+    label (``stations``: only those)."""
+    for label in labels:
+        pattern = re.compile(rf"^{re.escape(label)}-(\w+)-(\d+)-(\w+)\.npz$")
+        for path in sorted(Path(cache).glob(f"{label}-*.npz")):
+            match = pattern.match(path.name)
+            if match and (not stations or match.group(3) in stations):
+                yield path, match.group(1), int(match.group(2)), match.group(3)
 
 
 def say(message: str) -> None:
