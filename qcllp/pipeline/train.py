@@ -594,15 +594,13 @@ class OutOfFold:
     recalibration: what the lock-out rule and :func:`choose_any_defect` are decided on."""
 
     raw: np.ndarray  # out of fold, before the recalibration
+    decision: np.ndarray  # logit(raw): what the recalibration maps
+    probability: np.ndarray  # recalibrated
     codes: np.ndarray  # charge of each stick, 0..h-1
     positives: np.ndarray  # failing sticks per charge among its rows
     recalibration: CountCalibrator
     calibrate: Callable  # refits the recalibration (bootstrap replicates)
     count_loglik: float  # per charge: log P(its failing count | recalibrated probabilities)
-
-    @property
-    def decision(self) -> np.ndarray:
-        return logit(self.raw)
 
 
 def out_of_fold(
@@ -623,10 +621,11 @@ def out_of_fold(
     ).probability
     codes, uniques = pd.factorize(bags)
     positives = shares.reindex(uniques).to_numpy() * np.bincount(codes)  # among the rows
-    recalibration, calibrate = count_calibration(logit(raw), codes, positives)
-    oof = recalibration.predict(logit(raw))
-    loglik = float(np.mean(poisson_binomial_logpmf(oof, codes, positives)))
-    return OutOfFold(raw, codes, positives, recalibration, calibrate, loglik)
+    decision = logit(raw)
+    recalibration, calibrate = count_calibration(decision, codes, positives)
+    p = recalibration.predict(decision)
+    loglik = float(np.mean(poisson_binomial_logpmf(p, codes, positives)))
+    return OutOfFold(raw, decision, p, codes, positives, recalibration, calibrate, loglik)
 
 
 def decide_lockout(
@@ -640,8 +639,7 @@ def decide_lockout(
     the model locks out nothing), and the evaluation is of the recalibrated probabilities at
     that threshold.
     """
-    decision, codes, positives = oof.decision, oof.codes, oof.positives
-    p = oof.recalibration.predict(decision)
+    decision, p, codes, positives = oof.decision, oof.probability, oof.codes, oof.positives
     rule = {"n_boot": plan.bootstrap, "random_state": plan.seed}
     choice = lockout_rule(decision, codes, positives, costs, oof.calibrate, **rule)
     saving = expected_saving(
@@ -725,7 +723,7 @@ def choose_any_defect(scores: dict[str, float]) -> str:
     counts are, which the bag-level error of mean shares (Yu et al. eq. 23) sees only through
     the charge means. On the 60 simulated plant cases it kept the way that ranks the fresh
     plant's sticks better in 44 (README, "Quality on the simulated plant")."""
-    return max(scores, key=lambda mode: (scores[mode], -list(scores).index(mode)))
+    return max(scores, key=scores.get)  # max keeps the first of equal ones
 
 
 def _scored(scores: dict[str, float]) -> str:
