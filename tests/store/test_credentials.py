@@ -156,6 +156,12 @@ def test_migrations_run_without_the_services_statement_timeout(pg_server):
 
     try:
         migrate.upgrade(engine)
-        assert migrate.current_revision(engine) == migrate.head_revision()
     finally:
         engine.dispose()
+    # read back without the 1 ms limit: on a loaded machine even that one SELECT can take
+    # longer (seen once in a full run), and it is not what this test is about
+    check = create_engine(url)
+    try:
+        assert migrate.current_revision(check) == migrate.head_revision()
+    finally:
+        check.dispose()
