@@ -2,7 +2,7 @@
 
 (1) ``toy``: the pSVM paper's toy set (Sect. 6.1, train = test): accuracy, fit time, cutting-plane
     iterations, linear and rbf.
-(2) ``heart``: ../shared/data/heart.csv, 5-fold CV over instances x ``--repeats``, random bags of
+(2) ``heart``: qcllp.datasets.load_heart, 5-fold CV over instances x ``--repeats``, random bags of
     2..64 formed on the training rows, accuracy on the held-out rows, at *fixed* parameters
     (the grid-searched protocol of the paper, with every learner of the family, is in
     ``bench_psvm.py``); the paper's conv-pSVM figures (Tables 2 and 4) alongside.
@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from sklearn.datasets import make_blobs
 from sklearn.model_selection import StratifiedKFold
 
+from qcllp.datasets import load_heart, load_toy
 from qcllp.learn.conv_psvm import ConvPSVM
 from qcllp.learn.model_selection import BagGridSearchCV, BagKFold
 from qcllp.learn.synthetic import (
@@ -37,7 +37,6 @@ from qcllp.learn.synthetic import (
 )
 from qcllp.learn.wellsvm import WellSVM
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 BAG_SIZES = (2, 4, 8, 16, 32, 64)
 PAPER = {  # conv-pSVM accuracy %, heart, pSVM paper Tables 2 (linear) and 4 (rbf)
     "linear": (83.33, 80.61, 81.00, 80.72, 79.32, 79.40),
@@ -58,7 +57,7 @@ def timed_fit(model, *args):
 
 
 def bench_toy() -> None:
-    frame = pd.read_csv(DATA / "toy.csv")
+    frame = load_toy()
     X = frame[["x1", "x2"]].to_numpy()
     y = (frame["label"].to_numpy() > 0).astype(int)
     bags = frame["bag"].to_numpy()
@@ -75,7 +74,7 @@ def bench_toy() -> None:
 
 
 def bench_heart(repeats: int) -> None:
-    frame = pd.read_csv(DATA / "heart.csv")
+    frame = load_heart()
     X_all = frame.drop(columns="label").to_numpy()
     y_all = (frame["label"].to_numpy() > 0).astype(int)
     results = {name: {b: [] for b in BAG_SIZES} for name in HEART_CONFIGS}

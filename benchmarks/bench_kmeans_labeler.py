@@ -4,7 +4,7 @@
     maxgen = 3, psize = 25 (the paper's run-time experiment). Prints fit time per n, the ratio
     to the previous n (linear run time means 10 for a tenfold n) and instance accuracy.
     Targets: 1M rows in <= 60 s, t(1M) / t(100k) <= 12.
-(b) Heart (../shared/data/heart.csv): 5-fold CV x 5 repeats, random bags of 2..64, the number
+(b) Heart (qcllp.datasets.load_heart): 5-fold CV x 5 repeats, random bags of 2..64, the number
     of clusters chosen by the bag-level grid search on the training bags (no instance labels),
     accuracy on the test fold, next to the pSVM paper's figures for the same protocol.
 (c) Plant (issue 16 item 7): a training plant of 100 charges and a separately seeded fresh plant
@@ -42,10 +42,10 @@ from sklearn.preprocessing import StandardScaler
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from qcllp.datasets import load_heart  # noqa: E402
 from qcllp.learn import BagGridSearchCV, BagKFold, KMeansLabeler, PerDefectClassifier  # noqa: E402
 from qcllp.learn.synthetic import bags_from_labels, make_gaussian_mixture  # noqa: E402
 
-HEART = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "heart.csv"
 BAG_SIZES = (2, 4, 8, 16, 32, 64)
 PAPER = {  # pSVM paper, Table 2 (heart, accuracy %), for reference
     "alter-pSVM, linear": (83.41, 81.80, 79.91, 79.69, 77.80, 76.58),
@@ -77,7 +77,7 @@ def bench_scale(sizes: list[int], repeats: int) -> None:
 
 
 def bench_heart(repeats: int) -> None:
-    data = pd.read_csv(HEART)
+    data = load_heart()
     X = data.drop(columns="label").to_numpy(float)
     y = (data["label"].to_numpy() > 0).astype(int)
     grid = {"n_clusters": [2, 4, 6]}

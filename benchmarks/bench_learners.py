@@ -1,7 +1,7 @@
 """Every LLP learner of ``qcllp.learn`` side by side: accuracy, ranking and fit time, next to
 supervised oracles trained with the hidden per-stick labels (issue "Beyond the seeds", item 7).
 
-(h) ``heart``: the pSVM paper's protocol (Yu et al. 2013, Sect. 6.2) on ../shared/data/heart.csv:
+(h) ``heart``: the pSVM paper's protocol (Yu et al. 2013, Sect. 6.2) on qcllp.datasets.load_heart:
     random bags of ``--bag-sizes``, 5-fold CV over bags per repeat, each learner fitted at its
     default parameters (``--search``: the bag-level grid search over :data:`GRIDS`) on the
     training bags, accuracy on the held-out rows; mean +- std over repeats, the worst outer
@@ -64,6 +64,7 @@ from bench_plant_quality import (  # noqa: E402
     station_case,
 )
 
+from qcllp.datasets import load_heart  # noqa: E402
 from qcllp.learn import BagGridSearchCV, BagKFold, PerDefectClassifier  # noqa: E402
 from qcllp.learn.calibration import _CountLayout  # noqa: E402
 from qcllp.learn.margin import MarginLLPClassifier  # noqa: E402
@@ -72,7 +73,6 @@ from qcllp.learn.synthetic import bags_from_labels  # noqa: E402
 from qcllp.pipeline.methods import Standardized  # noqa: E402
 from qcllp.plant.config import load_plant_config  # noqa: E402
 
-HEART = Path(__file__).resolve().parents[2] / "shared" / "data" / "heart.csv"
 SEED_LEARNERS = ("AlterPSVM", "InvCal", "MeanMap", "KMeansLabeler")
 
 
@@ -216,7 +216,7 @@ def standardized(learner: object) -> object:
 
 
 def heart(args, found: dict[str, Callable]) -> None:
-    df = pd.read_csv(HEART)
+    df = load_heart()
     X = df.drop(columns="label").to_numpy()
     y = (df["label"] == 1).astype(int).to_numpy()
     oracles = {

@@ -1,6 +1,6 @@
 """Proportion-SVM family: accuracy on heart, speed against llp-learn, scale to cod-rna.t size.
 
-(a) ``heart``: the pSVM paper's protocol (Yu et al. 2013, Sect. 6.2) on ../shared/data/heart.csv:
+(a) ``heart``: the pSVM paper's protocol (Yu et al. 2013, Sect. 6.2) on qcllp.datasets.load_heart:
     random bags of 2..64, 5-fold CV over bags x repeats, parameters chosen per outer fold by
     :class:`BagGridSearchCV` (bag-level error, eq. 23) over the paper's grids, accuracy on the
     held-out instances; mean +- std per learner next to the paper's Table 2/4 figures. The
@@ -59,7 +59,6 @@ import io
 import sys
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -68,6 +67,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import KFold
 
+from qcllp.datasets import load_heart
 from qcllp.learn.alter_psvm import AlterPSVM
 from qcllp.learn.baselines import InvCal, MeanMap
 from qcllp.learn.model_selection import BagGridSearchCV, BagKFold
@@ -78,7 +78,6 @@ from qcllp.learn.synthetic import (
 )
 from qcllp.learn.twin_psvm import TwinPSVM
 
-HEART = Path(__file__).resolve().parents[2] / "shared" / "data" / "heart.csv"
 BAG_SIZES = (2, 4, 8, 16, 32, 64)
 PAPER = {  # accuracy %, heart (pSVM paper Tables 2 and 4; twin paper Table I, 10-fold)
     ("MeanMap", "linear"): (81.85, 80.39, 79.63, 79.46, 79.00, 76.06),
@@ -177,7 +176,7 @@ def _fit_selected(estimator, grid, X, bags, shares, inner_cv, n_jobs, seed, chos
 
 
 def heart(args) -> None:
-    df = pd.read_csv(HEART)
+    df = load_heart()
     X = df.drop(columns="label").to_numpy()
     y = (df["label"] == 1).astype(int).to_numpy()
     for kernel in args.kernels:
@@ -269,7 +268,7 @@ def _reading_splits(reading: str, y: np.ndarray, bag_size: int, repeat: int):
 
 
 def protocols(args) -> None:
-    df = pd.read_csv(HEART)
+    df = load_heart()
     X = df.drop(columns="label").to_numpy()
     y = (df["label"] == 1).astype(int).to_numpy()
     wanted = args.learners or ["MeanMap", "InvCal"]

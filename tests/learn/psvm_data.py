@@ -3,18 +3,15 @@ XOR-like interaction in bags of varied shares (the nonlinear learners' test)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
+from qcllp.datasets import load_heart, load_toy
 from qcllp.learn.synthetic import bags_from_labels, bags_with_varied_shares, make_xor
-
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
 def toy():
     """The pSVM paper's Fig. 1 set: X, bags (1, 2), shares (0.6, 0.4), true 0/1 labels."""
-    df = pd.read_csv(DATA / "toy.csv")
+    df = load_toy()
     y = (df["label"] == 1).astype(int).to_numpy()
     bags = df["bag"].to_numpy()
     return df[["x1", "x2"]].to_numpy(), bags, pd.Series(y).groupby(bags).mean(), y
@@ -22,7 +19,7 @@ def toy():
 
 def heart(bag_size: int, seed: int = 0):
     """Statlog heart in random bags of ``bag_size``: X, bags, shares, true 0/1 labels."""
-    df = pd.read_csv(DATA / "heart.csv")
+    df = load_heart()
     y = (df["label"] == 1).astype(int).to_numpy()
     bags, shares = bags_from_labels(y, bag_size, random_state=seed)
     return df.drop(columns="label").to_numpy(), bags, shares, y

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import expit
 
+from qcllp.datasets import load_heart, load_toy
 from qcllp.learn import BagGridSearchCV
 from qcllp.learn.alter_psvm import AlterPSVM
 from qcllp.learn.conv_psvm import ConvPSVM
@@ -19,12 +20,10 @@ from qcllp.learn.synthetic import bags_from_labels
 from qcllp.learn.wellsvm_labels import linf_violated_label, proportion_label_space
 from qcllp.learn.wellsvm_solver import feature_space, fit_wellsvm, oriented_weights
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-
 
 @pytest.fixture(scope="module")
 def toy():
-    frame = pd.read_csv(DATA / "toy.csv")
+    frame = load_toy()
     X = frame[["x1", "x2"]].to_numpy()
     y = (frame["label"].to_numpy() > 0).astype(int)
     bags = frame["bag"].to_numpy()
@@ -34,7 +33,7 @@ def toy():
 
 @pytest.fixture(scope="module")
 def heart():
-    frame = pd.read_csv(DATA / "heart.csv")
+    frame = load_heart()
     X = frame.drop(columns="label").to_numpy()
     X = (X - X.mean(axis=0)) / X.std(axis=0)
     y = (frame["label"].to_numpy() > 0).astype(int)
