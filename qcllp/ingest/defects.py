@@ -3,8 +3,9 @@
 The counts are the labels of LLP, so nothing about them is guessed:
 
 * a row with an empty or too long charge id, a count that is not a whole number,
-  ``n_sticks < 1``, a negative count or counts adding up to more than ``n_sticks`` is
-  quarantined;
+  ``n_sticks < 1``, a negative count, a count larger than the store's integer columns hold
+  (:data:`MAX_COUNT`, 2,147,483,647: PostgreSQL's ``INTEGER``) or counts adding up to more
+  than ``n_sticks`` is quarantined, with the value as written;
 * the file must have exactly the configured defect-type columns: a missing one would make
   every ok count wrong, an unknown one may be a defect type the config does not know yet --
   both fail the whole file with a message instead of storing wrong labels;
@@ -28,12 +29,15 @@ from sqlalchemy import Connection, insert, select, text
 from qcllp.ingest.batches import FileMemo, ingest_files
 from qcllp.ingest.report import IngestError, IngestReport
 from qcllp.ingest.sources import Chunk, read_chunks, read_columns
-from qcllp.ingest.validate import as_text, id_length_detail, too_long
+from qcllp.ingest.validate import as_text, id_length_detail, largest_storable, too_long
 from qcllp.ingest.writer import insert_quarantine, quarantine_rows, raw_json, read_rejects
 from qcllp.plant.config import PlantConfig
 from qcllp.store import IN_CHUNK, Charge, DefectCount, DefectCountConflict, Store
 
-__all__ = ["check_count_columns", "ingest_count_frames", "ingest_defect_counts"]
+__all__ = ["MAX_COUNT", "check_count_columns", "ingest_count_frames", "ingest_defect_counts"]
+
+#: the largest n_sticks or defect count the store's columns hold (32-bit on PostgreSQL)
+MAX_COUNT: int = largest_storable(Charge.n_sticks, DefectCount.count, DefectCountConflict.n_sticks)
 
 
 def ingest_defect_counts(
@@ -132,50 +136,51 @@ def ingest_count_frames(
 
 
 def _validate(frame: pd.DataFrame, types: list[str]):  # noqa: ANN202
-    """(charge ids, int count matrix [n_sticks, *types], reason, detail) per row."""
-    n = len(frame)
+    """(charge ids, int count matrix [n_sticks, *types], reason, detail) per row.
+
+    The counts are judged as the float numbers read; only whole numbers within what the
+    count columns hold (:data:`MAX_COUNT`) are cast to int, so nothing wraps or overflows
+    (the others are quarantined before they would be), and details quote the values as
+    written in the file.
+    """
     text_ids = as_text(frame["charge_id"])
     charge = text_ids.to_numpy(dtype=object)
     columns = ["n_sticks", *types]
-    numbers = np.column_stack(
-        [
-            pd.to_numeric(as_text(frame[c]), errors="coerce").to_numpy(
-                dtype="float64", na_value=np.nan
-            )
-            for c in columns
-        ]
-    )
+    raw, numbers = _read_counts(frame, columns)
     whole = np.isfinite(numbers) & (numbers == np.round(numbers))
-    counts = np.where(whole, numbers, 0).astype(np.int64)
-    reason = np.full(n, "", dtype=object)
-    detail = np.full(n, "", dtype=object)
+    storable = whole & (np.abs(numbers) <= MAX_COUNT)
+    counts = np.where(storable, numbers, 0).astype(np.int64)
+    reason = np.full(len(frame), "", dtype=object)
+    detail = np.full(len(frame), "", dtype=object)
 
     def mark(hit: np.ndarray, why: str, text_of: Callable[[int], str]) -> None:
         hit = hit & (reason == "")
         reason[hit] = why
         detail[hit] = [text_of(i) for i in np.flatnonzero(hit)]  # rejected rows only
 
-    raw = {c: as_text(frame[c]).to_numpy(dtype=object) for c in columns}
+    def listed(hits: np.ndarray, text_of: Callable[[str, int], str]) -> Callable[[int], str]:
+        """Row i's detail: ``text_of(column, i)`` for each of its columns in ``hits``."""
+        return lambda i: "; ".join(text_of(c, i) for j, c in enumerate(columns) if hits[i, j])
+
     mark(charge == "", "missing_id", lambda i: "charge_id is empty")
     mark(too_long(text_ids), "id_too_long", lambda i: id_length_detail("charge_id", charge[i]))
     not_whole = ~whole
     mark(
         not_whole.any(axis=1),
         "non_numeric_count",
-        lambda i: "; ".join(
-            f"{c} '{raw[c][i]}' is not a whole number"
-            for j, c in enumerate(columns)
-            if not_whole[i, j]
-        ),
+        listed(not_whole, lambda c, i: f"{c} '{raw[c][i]}' is not a whole number"),
     )
-    mark(counts[:, 0] < 1, "non_positive_n_sticks", lambda i: f"n_sticks is {counts[i, 0]}")
-    negative = counts[:, 1:] < 0
+    mark(numbers[:, 0] < 1, "non_positive_n_sticks", lambda i: f"n_sticks is {raw['n_sticks'][i]}")
+    negative = numbers < 0
+    negative[:, 0] = False
     mark(
-        negative.any(axis=1),
-        "negative_count",
-        lambda i: "; ".join(
-            f"{t} is {counts[i, j + 1]}" for j, t in enumerate(types) if negative[i, j]
-        ),
+        negative.any(axis=1), "negative_count", listed(negative, lambda c, i: f"{c} is {raw[c][i]}")
+    )
+    too_large = numbers > MAX_COUNT
+    mark(
+        too_large.any(axis=1),
+        "count_too_large",
+        listed(too_large, lambda c, i: f"{c} {raw[c][i]} exceeds the largest storable {MAX_COUNT}"),
     )
     total = counts[:, 1:].sum(axis=1)
     mark(
@@ -184,6 +189,19 @@ def _validate(frame: pd.DataFrame, types: list[str]):  # noqa: ANN202
         lambda i: f"defect counts add up to {total[i]} > n_sticks {counts[i, 0]}",
     )
     return charge, counts, reason, detail
+
+
+def _read_counts(frame: pd.DataFrame, columns: list[str]) -> tuple[dict, np.ndarray]:
+    """The count columns as written (stripped text per column) and as float numbers (NaN where
+    not a number; a float holds every value the count columns take exactly)."""
+    written = {c: as_text(frame[c]) for c in columns}
+    numbers = np.column_stack(
+        [
+            pd.to_numeric(written[c], errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
+            for c in columns
+        ]
+    )
+    return {c: written[c].to_numpy(dtype=object) for c in columns}, numbers
 
 
 def _describe(counts_row: np.ndarray, types: list[str]) -> str:

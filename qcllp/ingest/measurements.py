@@ -11,7 +11,9 @@ sensor cell is one reading (record) of the row's station -- a cell in a column t
 sensor of that station is quarantined as ``unknown_sensor``. Empty cells are "not measured"
 and no record; a row whose sensor cells are all empty is one record, quarantined as
 ``missing_value``. Which layout a file has is taken from the connector (``layout``) or, by
-default, from its columns (``sensor`` and ``value`` present -> long).
+default, from its columns (a ``sensor`` column -> long; no sensor can be named ``sensor``).
+A long file without its ``value`` column holds no reading: every row is quarantined as
+``missing_column`` (one reason naming the column, the rows kept) instead of failing the file.
 """
 
 from __future__ import annotations
@@ -37,10 +39,22 @@ from qcllp.ingest.writer import (
 from qcllp.plant.config import PlantConfig
 from qcllp.store import Store, us_to_utc
 
-__all__ = ["DEFAULT_CHUNK_ROWS", "ingest_measurements", "ingest_reading_frames", "read_readings"]
+__all__ = [
+    "DEFAULT_CHUNK_ROWS",
+    "ingest_measurements",
+    "ingest_reading_frames",
+    "quarantine_all",
+    "read_readings",
+]
 
 DEFAULT_CHUNK_ROWS = 200_000
 _ID_COLUMNS = ["charge_id", "stick_id", "station", "timestamp"]
+_NO_VALUE = "missing_column"  # the reason, and the layout of a long file without values
+_DETAILS = {
+    _NO_VALUE: "the file has a sensor column but no value column (long layout: "
+    + ", ".join(LONG_COLUMNS)
+    + ")"
+}
 Progress = Callable[[int], None] | None
 
 
@@ -71,10 +85,14 @@ def ingest_measurements(
     encoding = encoding or config.encoding
 
     def make_body(file: Path, fformat: str, tick: Callable[[int], None]):  # noqa: ANN202
-        wide = _is_wide(file, read_columns(file, fformat, encoding), layout)
+        kind = _layout_of(file, read_columns(file, fformat, encoding), layout)
         chunks = read_chunks(file, fformat, chunk_rows, encoding)
 
         def body(conn: Connection, batch_id: int, report: IngestReport) -> None:
+            if kind == _NO_VALUE:
+                quarantine_all(conn, batch_id, report, str(file), chunks, _NO_VALUE, tick)
+                return
+            wide = kind == "wide"
             ingest_reading_frames(
                 conn, batch_id, report, config, str(file), chunks, wide=wide, progress=tick
             )
@@ -133,6 +151,35 @@ def ingest_reading_frames(
             progress(report.records)
 
 
+def quarantine_all(
+    conn: Connection,
+    batch_id: int,
+    report: IngestReport,
+    source: str,
+    chunks,  # noqa: ANN001
+    reason: str,
+    progress: Progress = None,
+) -> None:
+    """Quarantine every row of the chunks with ``reason`` (its detail: :data:`_DETAILS`): a
+    file that holds no reading at all is kept row by row in the quarantine, nothing lost."""
+    for chunk in chunks:
+        quarantine = read_rejects(batch_id, source, chunk, report)
+        rows = np.arange(len(chunk.frame))
+        quarantine += quarantine_rows(
+            batch_id,
+            source,
+            chunk.row_numbers(rows),
+            raw_json(chunk.frame, rows),
+            [reason] * len(rows),
+            [_DETAILS[reason]] * len(rows),
+        )
+        report.records += len(rows)
+        report.quarantined[reason] += len(rows)
+        insert_quarantine(conn, quarantine)
+        if progress is not None:
+            progress(report.records)
+
+
 def read_readings(
     config: PlantConfig,
     path: str | Path,
@@ -158,7 +205,10 @@ def read_readings(
         fformat = file_format(file, fmt)
     except IngestError:  # the suffix names no format
         fformat = "csv"
-    wide = _is_wide(file, read_columns(file, fformat, config.encoding), layout)
+    kind = _layout_of(file, read_columns(file, fformat, config.encoding), layout)
+    if kind == _NO_VALUE:
+        raise IngestError(f"{file}: {_DETAILS[_NO_VALUE]}")
+    wide = kind == "wide"
     table = SensorTable.from_config(config)
     parts, problems, n_records = [], [], 0
     for chunk in read_chunks(file, fformat, chunk_rows, config.encoding):
@@ -177,15 +227,7 @@ def read_readings(
     valid, conflicts = _same_key(valid)
     problems += conflicts
     if problems:
-        listed = "; ".join(
-            f"{'row ' + str(row) if row is not None else 'a malformed line'}: {why}: {detail}"
-            for row, why, detail in sorted(problems, key=lambda p: (p[0] is None, p[0] or 0))[
-                :max_listed
-            ]
-        )
-        raise IngestError(
-            f"{file}: {len(problems)} of {n_records} records invalid, nothing scored; {listed}"
-        )
+        raise _invalid(file, problems, n_records, max_listed)
     timestamp = us_to_utc(valid["ts_us"].to_numpy(dtype="int64"))
     return pd.DataFrame(
         {
@@ -196,6 +238,20 @@ def read_readings(
             "sensor": valid["sensor"].to_numpy(dtype=object),
             "value": valid["value"].to_numpy(dtype="float64"),
         }
+    )
+
+
+def _invalid(file: Path, problems: list[tuple], n_records: int, max_listed: int) -> IngestError:
+    """The error of a file with invalid records: how many, and the first ``max_listed`` (row,
+    reason, detail) in file order."""
+    listed = "; ".join(
+        f"{'row ' + str(row) if row is not None else 'a malformed line'}: {why}: {detail}"
+        for row, why, detail in sorted(problems, key=lambda p: (p[0] is None, p[0] or 0))[
+            :max_listed
+        ]
+    )
+    return IngestError(
+        f"{file}: {len(problems)} of {n_records} records invalid, nothing scored; {listed}"
     )
 
 
@@ -252,12 +308,16 @@ def _rejected(
     return rows, reasons, details + ["all sensor cells are empty"] * len(empty_rows)
 
 
-def _is_wide(file: Path, columns: list[str], layout: str | None) -> bool:
+def _layout_of(file: Path, columns: list[str], layout: str | None) -> str:
+    """``"long"``, ``"wide"`` or :data:`_NO_VALUE` (long, all columns but ``value``); a file
+    missing other columns of its layout, or a wide one without sensor columns, fails."""
     names = {c.strip() for c in columns}
     if layout is None:
-        layout = "long" if {"sensor", "value"} <= names else "wide"
+        layout = "long" if "sensor" in names else "wide"
     required = LONG_COLUMNS if layout == "long" else _ID_COLUMNS
     missing = [c for c in required if c not in names]
+    if missing == ["value"]:
+        return _NO_VALUE
     if missing:
         raise IngestError(
             f"{file}: missing column(s) {', '.join(missing)} for the {layout} layout "
@@ -265,7 +325,7 @@ def _is_wide(file: Path, columns: list[str], layout: str | None) -> bool:
         )
     if layout == "wide" and len(names - set(_ID_COLUMNS)) == 0:
         raise IngestError(f"{file}: a wide-layout file needs at least one sensor column")
-    return layout == "wide"
+    return layout
 
 
 def _wide_to_long(frame: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:

@@ -30,6 +30,10 @@ REASONS: dict[str, str] = {
     "unparseable_timestamp": (
         "the timestamp is not ISO 8601 between 1970 and 2200, or a nonexistent/ambiguous local time"
     ),
+    "future_timestamp": (
+        "the timestamp is later than the time of ingestion plus connectors.future_tolerance_s"
+    ),
+    "missing_column": "a long-layout file (it has a sensor column) has no value column",
     "unknown_station": "the station is not in the plant config",
     "unknown_sensor": "the station has no such sensor in the plant config",
     "missing_value": "the value is empty",
@@ -39,6 +43,7 @@ REASONS: dict[str, str] = {
     "non_numeric_count": "n_sticks or a defect count is empty or not a whole number",
     "non_positive_n_sticks": "n_sticks is zero or negative",
     "negative_count": "a defect count is negative",
+    "count_too_large": "n_sticks or a defect count is larger than the store holds (2,147,483,647)",
     "counts_exceed_n_sticks": "the defect counts add up to more than n_sticks",
     "conflicting_counts": "the charge was reported before with different counts (kept as conflict)",
 }

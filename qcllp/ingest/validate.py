@@ -16,19 +16,28 @@ Choices made (and why):
   or is ambiguous (the hour of a DST change) cannot be placed on the time line and is
   quarantined with that explanation rather than guessed. Timestamps outside 1970..2200 are
   treated as unparseable (typos such as year 20244; they would not fit nanosecond pandas
-  timestamps downstream).
+  timestamps downstream). A reading stamped later than the time of ingestion plus
+  ``connectors.future_tolerance_s`` (default a day) cannot have been measured yet: it is
+  quarantined as ``future_timestamp`` rather than stored (where, on PostgreSQL, it would also
+  create a monthly partition decades ahead).
+* Integer fields (the defect counts) are checked against :func:`largest_storable` of their
+  columns before anything is inserted: PostgreSQL's ``INTEGER`` is 32-bit and refuses the
+  whole batch for one larger value, SQLite would keep it; both quarantine it here alike.
 * Values must be finite numbers; ``NaN``/``inf`` text is "not a finite number". Range bounds
   from the config are inclusive.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+from sqlalchemy import BigInteger, SmallInteger
 
 from qcllp.plant.config import PlantConfig
 from qcllp.store import Charge, Series
@@ -41,6 +50,8 @@ __all__ = [
     "SensorTable",
     "as_text",
     "id_length_detail",
+    "largest_storable",
+    "future_limit_us",
     "too_long",
     "parse_timestamps_us",
     "validate_readings",
@@ -62,11 +73,27 @@ MEASUREMENT_CHECKS = (
     "missing_value",
     "non_numeric_value",
     "unparseable_timestamp",
+    "future_timestamp",
     "value_out_of_range",
 )
 _MIN_US = 0  # 1970-01-01
 _MAX_US = int(pd.Timestamp("2200-01-01", tz="UTC").value // 1000)
 _AWARE = r"(?:[zZ]|[+-]\d\d(?::?\d\d)?)$"
+
+
+def largest_storable(*columns) -> int:  # noqa: ANN002
+    """The largest integer every one of these (integer) columns holds on both engines.
+
+    ``Integer`` is a 32-bit ``INTEGER`` on PostgreSQL; SQLite would store 64 bits, but the
+    smaller bound keeps the engines alike.
+    """
+
+    def bound(column) -> int:  # noqa: ANN001
+        if isinstance(column.type, BigInteger):
+            return 2**63 - 1
+        return 2**15 - 1 if isinstance(column.type, SmallInteger) else 2**31 - 1
+
+    return min(bound(column) for column in columns)
 
 
 @dataclass(frozen=True)
@@ -200,6 +227,39 @@ def _localize(parsed, timezone, status, rows, parsed_ok=None):  # noqa: ANN001
     return local.dt.tz_convert("UTC").dt.as_unit("us")
 
 
+def future_limit_us(config: PlantConfig) -> int:
+    """The latest timestamp (epoch µs, UTC) a reading ingested now may carry: the time of
+    ingestion plus ``connectors.future_tolerance_s``."""
+    return int((time.time() + config.connectors.future_tolerance_s) * 1_000_000)
+
+
+def _numeric_values(raw_value: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(values as float64, NaN where not a number; which values are empty)."""
+    if pd.api.types.is_numeric_dtype(raw_value.dtype) and raw_value.dtype != bool:
+        value = raw_value.to_numpy(dtype="float64", na_value=np.nan)
+        return value, np.isnan(value)
+    value_text = as_text(raw_value)
+    return _to_float(value_text), (value_text == "").to_numpy(dtype=bool)
+
+
+def _empty_timestamps(raw_ts: pd.Series) -> np.ndarray:
+    """Which timestamps are missing (NaT, or empty text)."""
+    if isinstance(raw_ts.dtype, pd.DatetimeTZDtype) or pd.api.types.is_datetime64_dtype(raw_ts):
+        return raw_ts.isna().to_numpy()
+    return (as_text(raw_ts) == "").to_numpy(dtype=bool)
+
+
+def _first_reason(failing: dict[str, np.ndarray], n: int) -> np.ndarray:
+    """Per row the first of :data:`MEASUREMENT_CHECKS` it fails, ``""`` if none."""
+    reason = np.full(n, "", dtype=object)
+    open_rows = np.ones(n, dtype=bool)
+    for name in MEASUREMENT_CHECKS:
+        hit = failing[name] & open_rows
+        reason[hit] = name
+        open_rows &= ~hit
+    return reason
+
+
 def validate_readings(
     chunk: pd.DataFrame, config: PlantConfig, table: SensorTable
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -209,117 +269,92 @@ def validate_readings(
     ``valid`` with columns ``pos`` (row position in ``chunk``), the :data:`KEY` columns and
     ``value``; ``rejects`` with ``pos``, ``reason``, ``detail``.
     """
-    n = len(chunk)
-    charge = as_text(chunk["charge_id"])
-    stick = as_text(chunk["stick_id"])
-    station = as_text(chunk["station"])
-    sensor = as_text(chunk["sensor"])
-    raw_ts = chunk["timestamp"]
-    raw_value = chunk["value"]
-    if pd.api.types.is_numeric_dtype(raw_value.dtype) and raw_value.dtype != bool:
-        value = raw_value.to_numpy(dtype="float64", na_value=np.nan)
-        value_empty = np.isnan(value)
-    else:
-        value_text = as_text(raw_value)
-        value_empty = (value_text == "").to_numpy(dtype=bool)
-        value = _to_float(value_text)
-    if isinstance(raw_ts.dtype, pd.DatetimeTZDtype) or pd.api.types.is_datetime64_dtype(raw_ts):
-        ts_empty = raw_ts.isna().to_numpy()
-    else:
-        ts_empty = (as_text(raw_ts) == "").to_numpy(dtype=bool)
+    text = {c: as_text(chunk[c]) for c in ("charge_id", "stick_id", "station", "sensor")}
+    charge, stick, station, sensor = text.values()
+    raw_ts, raw_value = chunk["timestamp"], chunk["value"]
+    value, value_empty = _numeric_values(raw_value)
     st_code, pair = table.codes(station, sensor)
     ts_us, ts_status = parse_timestamps_us(raw_ts, config.timezone)
+    limit_us = future_limit_us(config)
     finite = np.isfinite(value)
     safe_pair = np.maximum(pair, 0)
     in_range = (value >= table.low[safe_pair]) & (value <= table.high[safe_pair])
-
     failing = {
         "missing_id": ((charge == "") | (stick == "")).to_numpy(dtype=bool),
         "id_too_long": too_long(charge) | too_long(stick),
-        "missing_timestamp": ts_empty,
+        "missing_timestamp": _empty_timestamps(raw_ts),
         "unknown_station": st_code < 0,
         "unknown_sensor": pair < 0,
         "missing_value": value_empty & ~finite,
         "non_numeric_value": ~finite,
         "unparseable_timestamp": ts_status != 0,
+        "future_timestamp": ts_us > limit_us,
         "value_out_of_range": ~in_range,
     }
-    reason = np.full(n, "", dtype=object)
-    open_rows = np.ones(n, dtype=bool)
-    for name in MEASUREMENT_CHECKS:
-        hit = failing[name] & open_rows
-        reason[hit] = name
-        open_rows &= ~hit
-    ok = open_rows
-    valid = pd.DataFrame(
-        {"station": station, "charge_id": charge, "stick_id": stick, "sensor": sensor}
-    )
+    reason = _first_reason(failing, len(chunk))
+    ok = reason == ""
+    valid = pd.DataFrame(text)[["station", "charge_id", "stick_id", "sensor"]]
     valid["ts_us"] = ts_us
     valid["value"] = value
     valid = valid[ok].reset_index(drop=True)  # strings stay Arrow-backed: no per-row objects
     valid.insert(0, "pos", np.flatnonzero(ok))
     bad = np.flatnonzero(~ok)
-    detail = _details(
-        reason[bad],
-        charge.iloc[bad],
-        stick.iloc[bad],
-        station.iloc[bad],
-        sensor.iloc[bad],
-        as_text(raw_ts.iloc[bad]),
-        as_text(raw_value.iloc[bad]),
-        ts_status[bad],
-        pair[bad],
-        config,
-        table,
-    )
+    rows = {name: column.iloc[bad].to_numpy(dtype=object) for name, column in text.items()}
+    rows["timestamp"] = as_text(raw_ts.iloc[bad]).to_numpy(dtype=object)
+    rows["value"] = as_text(raw_value.iloc[bad]).to_numpy(dtype=object)
+    rows["ts_status"], rows["pair"] = ts_status[bad], pair[bad]
+    detail = _details(reason[bad], rows, config, table, limit_us)
     rejects = pd.DataFrame({"pos": bad, "reason": reason[bad], "detail": detail})
     return valid, rejects
 
 
 def _details(
-    reason, charge, stick, station, sensor, ts, value, ts_status, pair, config, table
-) -> np.ndarray:  # noqa: ANN001
-    """Row-specific, human-readable detail for each rejected row (only rejects are touched)."""
+    reason: np.ndarray,
+    rows: dict[str, np.ndarray],
+    config: PlantConfig,
+    table: SensorTable,
+    limit_us: int,
+) -> np.ndarray:
+    """Row-specific, human-readable detail for each rejected row (only rejects are touched);
+    ``rows`` holds the rejected rows' fields as text, their ``ts_status`` and ``pair``."""
     out = np.full(len(reason), "", dtype=object)
-    if not len(reason):
-        return out
-    station, sensor = station.to_numpy(dtype=object), sensor.to_numpy(dtype=object)
-    ts, value = ts.to_numpy(dtype=object), value.to_numpy(dtype=object)
-    charge, stick = charge.to_numpy(dtype=object), stick.to_numpy(dtype=object)
     known_stations = ", ".join(table.stations)
     sensors_of = {s.name: ", ".join(x.name for x in s.sensors) for s in config.stations}
+    limit = datetime.fromtimestamp(limit_us / 1e6, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    tolerance = config.connectors.future_tolerance_s
+    texts = {
+        "missing_id": lambda r: f"{'charge_id' if r['charge_id'] == '' else 'stick_id'} is empty",
+        "id_too_long": _id_too_long,
+        "missing_timestamp": lambda r: "timestamp is empty",
+        "unknown_station": lambda r: f"unknown station '{r['station']}'; known: {known_stations}",
+        "unknown_sensor": lambda r: (
+            f"station '{r['station']}' has no sensor '{r['sensor']}'; "
+            f"known: {sensors_of[r['station']]}"
+        ),
+        "missing_value": lambda r: "value is empty",
+        "non_numeric_value": lambda r: f"value '{r['value']}' is not a finite number",
+        "unparseable_timestamp": lambda r: (
+            f"local time '{r['timestamp']}' does not exist or is ambiguous in {config.timezone} "
+            "(DST change); give it with a UTC offset"
+            if r["ts_status"] == 2
+            else f"timestamp '{r['timestamp']}' is not an ISO 8601 time between 1970 and 2200"
+        ),
+        "future_timestamp": lambda r: (
+            f"timestamp '{r['timestamp']}' is after {limit} (the time of ingestion plus "
+            f"connectors.future_tolerance_s {tolerance:g} s)"
+        ),
+        "value_out_of_range": lambda r: (
+            f"value {r['value']} outside [{table.low[r['pair']]:g}, {table.high[r['pair']]:g}] "
+            f"{table.units[r['pair']]} of {r['station']}.{r['sensor']}"
+        ),
+    }
     for i, why in enumerate(reason):  # rejects only: at most the bad rows of one chunk
-        if why == "missing_id":
-            out[i] = "charge_id is empty" if charge[i] == "" else "stick_id is empty"
-        elif why == "id_too_long":
-            long_charge = len(charge[i]) > MAX_ID_LENGTH
-            out[i] = id_length_detail(
-                "charge_id" if long_charge else "stick_id", charge[i] if long_charge else stick[i]
-            )
-        elif why == "missing_timestamp":
-            out[i] = "timestamp is empty"
-        elif why == "unknown_station":
-            out[i] = f"unknown station '{station[i]}'; known: {known_stations}"
-        elif why == "unknown_sensor":
-            out[i] = (
-                f"station '{station[i]}' has no sensor '{sensor[i]}'; "
-                f"known: {sensors_of[station[i]]}"
-            )
-        elif why == "missing_value":
-            out[i] = "value is empty"
-        elif why == "non_numeric_value":
-            out[i] = f"value '{value[i]}' is not a finite number"
-        elif why == "unparseable_timestamp":
-            out[i] = (
-                f"local time '{ts[i]}' does not exist or is ambiguous in {config.timezone} "
-                "(DST change); give it with a UTC offset"
-                if ts_status[i] == 2
-                else f"timestamp '{ts[i]}' is not an ISO 8601 time between 1970 and 2200"
-            )
-        elif why == "value_out_of_range":
-            p = pair[i]
-            out[i] = (
-                f"value {value[i]} outside [{table.low[p]:g}, {table.high[p]:g}] "
-                f"{table.units[p]} of {station[i]}.{sensor[i]}"
-            )
+        out[i] = texts[why]({name: column[i] for name, column in rows.items()})
     return out
+
+
+def _id_too_long(row: dict) -> str:
+    """The detail of a row whose charge or stick id is too long."""
+    if len(row["charge_id"]) > MAX_ID_LENGTH:
+        return id_length_detail("charge_id", row["charge_id"])
+    return id_length_detail("stick_id", row["stick_id"])

@@ -34,6 +34,9 @@ Schema (see ``plant_config/example.yaml`` for a full example)::
         sensors:
           - {name: str, unit: str, min: float, max: float}
     connectors:                       # optional
+      future_tolerance_s: float >= 0  # a reading stamped later than the time of ingestion plus
+                                      # this is quarantined (default 86400: one day of clock
+                                      # skew; at most 31 days)
       measurements: {path, format: csv|parquet, layout: long|wide, pattern, chunk_rows, archive}
       defects: {path, format: csv|parquet, pattern, archive}   # archive: folder for done files
       sql: {<source name>: {url, table | query, watermark, kind: measurements|defects,
@@ -107,6 +110,8 @@ __all__ = [
 DEFAULT_RETRAIN_CRON = "0 3 * * *"
 DEFAULT_STATEMENT_TIMEOUT_S = 600.0
 DEFAULT_INGEST_INTERVAL_S = 300.0
+DEFAULT_FUTURE_TOLERANCE_S = 86_400.0
+MAX_FUTURE_TOLERANCE_S = 31 * 86_400  # no reading more than a month ahead: no far-future partition
 DEFAULT_SCORING_INTERVAL_S = 1.0
 DEFAULT_SETTLE_S = 2.0
 DEFAULT_TIMEOUT_S = 300.0
@@ -335,11 +340,16 @@ class SqlSource:
 
 @dataclass(frozen=True)
 class Connectors:
-    """Where the plant's data comes from: drop folders and SQL sources (all optional)."""
+    """Where the plant's data comes from: drop folders and SQL sources (all optional).
+
+    ``future_tolerance_s``: how far past the time of ingestion a reading's timestamp may lie
+    (clocks of plant systems drift); a later one is quarantined as ``future_timestamp``.
+    """
 
     measurements: FileConnector | None = None
     defects: FileConnector | None = None
     sql: Mapping[str, SqlSource] = field(default_factory=dict)
+    future_tolerance_s: float = DEFAULT_FUTURE_TOLERANCE_S
 
 
 @dataclass(frozen=True)
@@ -1029,10 +1039,14 @@ class _Validator:
 
     def connectors(self, raw: Any) -> Connectors:
         m = self.mapping(
-            raw, "connectors", required=[], optional=["measurements", "defects", "sql"]
+            raw,
+            "connectors",
+            required=[],
+            optional=["measurements", "defects", "sql", "future_tolerance_s"],
         )
         if m is None:
             return Connectors()
+        tolerance = self.future_tolerance(m)
         measurements = defects = None
         if m.get("measurements") is not None:
             measurements = self.file_connector(
@@ -1050,7 +1064,20 @@ class _Validator:
                 source = self.sql_source(str(name), src, f"connectors.sql.{name}")
                 if source is not None:
                     sql[str(name)] = source
-        return Connectors(measurements=measurements, defects=defects, sql=sql)
+        return Connectors(
+            measurements=measurements, defects=defects, sql=sql, future_tolerance_s=tolerance
+        )
+
+    def future_tolerance(self, m: Mapping) -> float:
+        """``connectors.future_tolerance_s``: 0 up to :data:`MAX_FUTURE_TOLERANCE_S`."""
+        key, name = "connectors", "future_tolerance_s"
+        value = self.number(m, name, key, default=DEFAULT_FUTURE_TOLERANCE_S, min_value=0)
+        if value is not None and value > MAX_FUTURE_TOLERANCE_S:
+            self.error(
+                _join(key, name),
+                f"must be at most {MAX_FUTURE_TOLERANCE_S} (31 days), got {m[name]}",
+            )
+        return DEFAULT_FUTURE_TOLERANCE_S if value is None else value
 
     def file_connector(self, raw: Any, key: str, extra: list[str]) -> FileConnector | None:
         optional = ["format", "pattern", "archive", *extra]
