@@ -146,8 +146,7 @@ def _validate(frame: pd.DataFrame, types: list[str]):  # noqa: ANN202
     text_ids = as_text(frame["charge_id"])
     charge = text_ids.to_numpy(dtype=object)
     columns = ["n_sticks", *types]
-    raw, numbers = _read_counts(frame, columns)
-    whole = np.isfinite(numbers) & (numbers == np.round(numbers))
+    raw, numbers, whole = _read_counts(frame, columns)
     storable = whole & (np.abs(numbers) <= MAX_COUNT)
     counts = np.where(storable, numbers, 0).astype(np.int64)
     reason = np.full(len(frame), "", dtype=object)
@@ -191,9 +190,10 @@ def _validate(frame: pd.DataFrame, types: list[str]):  # noqa: ANN202
     return charge, counts, reason, detail
 
 
-def _read_counts(frame: pd.DataFrame, columns: list[str]) -> tuple[dict, np.ndarray]:
-    """The count columns as written (stripped text per column) and as float numbers (NaN where
-    not a number; a float holds every value the count columns take exactly)."""
+def _read_counts(frame: pd.DataFrame, columns: list[str]) -> tuple[dict, np.ndarray, np.ndarray]:
+    """The count columns as written (stripped text per column), as float numbers (NaN where
+    not a number; a float holds every value the count columns take exactly) and which are
+    whole numbers -- an integer of more digits than a float takes (read as ``inf``) too."""
     written = {c: as_text(frame[c]) for c in columns}
     numbers = np.column_stack(
         [
@@ -201,7 +201,11 @@ def _read_counts(frame: pd.DataFrame, columns: list[str]) -> tuple[dict, np.ndar
             for c in columns
         ]
     )
-    return {c: written[c].to_numpy(dtype=object) for c in columns}, numbers
+    whole = np.isfinite(numbers) & (numbers == np.round(numbers))
+    for j in np.flatnonzero(np.isposinf(numbers).any(axis=0)):  # rare: only such columns
+        digits = written[columns[j]].str.fullmatch(r"\+?\d+").to_numpy(dtype=bool)
+        whole[:, j] |= np.isposinf(numbers[:, j]) & digits
+    return {c: written[c].to_numpy(dtype=object) for c in columns}, numbers, whole
 
 
 def _describe(counts_row: np.ndarray, types: list[str]) -> str:

@@ -28,6 +28,7 @@ import yaml
 from qcllp.ingest import IngestError, ingest_defect_counts, ingest_measurements
 from qcllp.ingest.measurements import read_readings
 from qcllp.plant.config import ConfigError, parse_plant_config
+from qcllp.store import Store
 from qcllp.store.partitions import list_partitions
 from tests.conftest import TINY_PLANT
 from tests.ingest.helpers import GOOD, accounted, quarantine_reasons, stored_readings, write_csv
@@ -61,6 +62,7 @@ TOO_LARGE = [
     ("n_sticks", "1e20"),
     ("crack", "2147483648"),
     ("bend", "9223372036854775808"),
+    pytest.param("n_sticks", "1" + "0" * 400, id="n_sticks-401-digits"),  # a float's inf
 ]
 
 
@@ -247,3 +249,7 @@ def test_the_cli_quarantines_huge_counts_and_future_readings_silently(store_url,
     assert result.stdout.strip() == (
         "measurements: 2 records, 0 stored, 0 duplicates, 2 quarantined (missing_column: 2)"
     )
+    with Store.open(store_url) as store:  # rows in: 4 + 2 + 2 = stored 2 + 1, quarantined 5
+        assert stored_charges(store) == [("c1", 20), ("c3", 30)] and stored_readings(store) == 1
+        reasons = [reason for reason, _ in quarantine_reasons(store)]
+    assert reasons == ["count_too_large"] * 2 + ["future_timestamp"] + ["missing_column"] * 2
