@@ -315,46 +315,60 @@ def _details(
     table: SensorTable,
     limit_us: int,
 ) -> np.ndarray:
-    """Row-specific, human-readable detail for each rejected row (only rejects are touched);
-    ``rows`` holds the rejected rows' fields as text, their ``ts_status`` and ``pair``."""
+    """Row-specific, human-readable detail for each rejected row (only rejects are touched),
+    built per reason over its rows; ``rows`` holds the rejected rows' fields as text, their
+    ``ts_status`` and ``pair``."""
     out = np.full(len(reason), "", dtype=object)
+    charge, stick, station, sensor = (
+        rows[k] for k in ("charge_id", "stick_id", "station", "sensor")
+    )
+    ts, value, ts_status, pair = (rows[k] for k in ("timestamp", "value", "ts_status", "pair"))
     known_stations = ", ".join(table.stations)
     sensors_of = {s.name: ", ".join(x.name for x in s.sensors) for s in config.stations}
     limit = datetime.fromtimestamp(limit_us / 1e6, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     tolerance = config.connectors.future_tolerance_s
     texts = {
-        "missing_id": lambda r: f"{'charge_id' if r['charge_id'] == '' else 'stick_id'} is empty",
-        "id_too_long": _id_too_long,
-        "missing_timestamp": lambda r: "timestamp is empty",
-        "unknown_station": lambda r: f"unknown station '{r['station']}'; known: {known_stations}",
-        "unknown_sensor": lambda r: (
-            f"station '{r['station']}' has no sensor '{r['sensor']}'; "
-            f"known: {sensors_of[r['station']]}"
+        "missing_id": lambda i: np.where(
+            charge[i] == "", "charge_id is empty", "stick_id is empty"
         ),
-        "missing_value": lambda r: "value is empty",
-        "non_numeric_value": lambda r: f"value '{r['value']}' is not a finite number",
-        "unparseable_timestamp": lambda r: (
-            f"local time '{r['timestamp']}' does not exist or is ambiguous in {config.timezone} "
+        "id_too_long": lambda i: [
+            _id_too_long(c, s) for c, s in zip(charge[i], stick[i], strict=True)
+        ],
+        "missing_timestamp": lambda i: "timestamp is empty",
+        "unknown_station": lambda i: [
+            f"unknown station '{s}'; known: {known_stations}" for s in station[i]
+        ],
+        "unknown_sensor": lambda i: [
+            f"station '{s}' has no sensor '{x}'; known: {sensors_of[s]}"
+            for s, x in zip(station[i], sensor[i], strict=True)
+        ],
+        "missing_value": lambda i: "value is empty",
+        "non_numeric_value": lambda i: [f"value '{v}' is not a finite number" for v in value[i]],
+        "unparseable_timestamp": lambda i: [
+            f"local time '{t}' does not exist or is ambiguous in {config.timezone} "
             "(DST change); give it with a UTC offset"
-            if r["ts_status"] == 2
-            else f"timestamp '{r['timestamp']}' is not an ISO 8601 time between 1970 and 2200"
-        ),
-        "future_timestamp": lambda r: (
-            f"timestamp '{r['timestamp']}' is after {limit} (the time of ingestion plus "
+            if status == 2
+            else f"timestamp '{t}' is not an ISO 8601 time between 1970 and 2200"
+            for t, status in zip(ts[i], ts_status[i], strict=True)
+        ],
+        "future_timestamp": lambda i: [
+            f"timestamp '{t}' is after {limit} (the time of ingestion plus "
             f"connectors.future_tolerance_s {tolerance:g} s)"
-        ),
-        "value_out_of_range": lambda r: (
-            f"value {r['value']} outside [{table.low[r['pair']]:g}, {table.high[r['pair']]:g}] "
-            f"{table.units[r['pair']]} of {r['station']}.{r['sensor']}"
-        ),
+            for t in ts[i]
+        ],
+        "value_out_of_range": lambda i: [
+            f"value {v} outside [{table.low[p]:g}, {table.high[p]:g}] {table.units[p]} of {s}.{x}"
+            for v, p, s, x in zip(value[i], pair[i], station[i], sensor[i], strict=True)
+        ],
     }
-    for i, why in enumerate(reason):  # rejects only: at most the bad rows of one chunk
-        out[i] = texts[why]({name: column[i] for name, column in rows.items()})
+    for why in pd.unique(reason):  # rejects only: at most the bad rows of one chunk
+        at = np.flatnonzero(reason == why)
+        out[at] = texts[why](at)
     return out
 
 
-def _id_too_long(row: dict) -> str:
+def _id_too_long(charge: str, stick: str) -> str:
     """The detail of a row whose charge or stick id is too long."""
-    if len(row["charge_id"]) > MAX_ID_LENGTH:
-        return id_length_detail("charge_id", row["charge_id"])
-    return id_length_detail("stick_id", row["stick_id"])
+    if len(charge) > MAX_ID_LENGTH:
+        return id_length_detail("charge_id", charge)
+    return id_length_detail("stick_id", stick)
