@@ -12,15 +12,19 @@ largest value read) is stored in the *same* transaction -- so the mark never run
 data, and a failed pull is simply repeated. ``>=`` rather than ``>`` because rows sharing the
 last watermark value may still have been committed in the source after the previous pull;
 reading the boundary again is harmless since stored readings are recognized by natural key
-(they count as duplicates).
+(they count as duplicates). When the watermark is the readings' timestamp, a reading stamped
+beyond the future tolerance (quarantined as ``future_timestamp``) does not move it, so the
+rows after it are still read; such a row is read, and quarantined, again at each pull until
+its time comes.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, date, datetime
 
+import numpy as np
 import pandas as pd
 from sqlalchemy import Connection, create_engine, text
 from sqlalchemy.engine import make_url
@@ -30,7 +34,7 @@ from qcllp.ingest.defects import check_count_columns, ingest_count_frames
 from qcllp.ingest.measurements import DEFAULT_CHUNK_ROWS, ingest_reading_frames
 from qcllp.ingest.report import IngestError, IngestReport
 from qcllp.ingest.sources import Chunk
-from qcllp.ingest.validate import LONG_COLUMNS
+from qcllp.ingest.validate import LONG_COLUMNS, future_limit_us, parse_timestamps_us
 from qcllp.plant.config import PlantConfig, SqlSource
 from qcllp.store import Store, Watermark, dialect_insert
 from qcllp.store.credentials import CredentialError, source_prefix, with_password
@@ -67,7 +71,7 @@ def ingest_sql(
             ).scalar()
             last = _decode(mark) if mark is not None else None
             highest: list = [last]
-            chunks = _pull(engine, spec, last, wanted, highest)
+            chunks = _pull(engine, spec, last, wanted, highest, _not_yet(config, spec))
             if kind == "measurements":
                 ingest_reading_frames(
                     conn, batch_id, report, config, source_label, chunks, progress=progress
@@ -115,15 +119,31 @@ def _source(config: PlantConfig, source: str | SqlSource | Mapping) -> SqlSource
     return SqlSource(**spec)
 
 
+def _not_yet(config: PlantConfig, spec: SqlSource) -> Callable[[pd.Series], np.ndarray] | None:
+    """For a measurement source whose watermark is the readings' timestamp: which watermark
+    values lie beyond the future tolerance (those rows are quarantined as
+    ``future_timestamp``). They must not move the watermark: a reading stamped 2199 would
+    leave every later row of the source unread. ``None`` for any other watermark."""
+    if spec.kind != "measurements" or spec.watermark != spec.columns.get("timestamp", "timestamp"):
+        return None
+
+    def not_yet(values: pd.Series) -> np.ndarray:
+        ts_us, status = parse_timestamps_us(values, config.timezone)
+        return (status == 0) & (ts_us > future_limit_us(config))
+
+    return not_yet
+
+
 def _pull(
     engine,  # noqa: ANN001
     spec: SqlSource,
     last,  # noqa: ANN001
     wanted: list[str],
     highest: list,
+    not_yet: Callable[[pd.Series], np.ndarray] | None = None,
 ) -> Iterator[Chunk]:
     """Stream the source's rows from watermark ``last`` on, renamed to our columns; the largest
-    watermark seen is kept in ``highest[0]``."""
+    watermark seen is kept in ``highest[0]``, leaving out the values ``not_yet`` flags."""
     watermark, chunk_rows = spec.watermark, spec.chunk_rows or DEFAULT_CHUNK_ROWS
     quote = engine.dialect.identifier_preparer.quote
     if spec.table is not None:
@@ -143,8 +163,11 @@ def _pull(
             raise IngestError(f"SQL source: watermark column '{watermark}' is not in the result")
         for rows in result.partitions(chunk_rows):
             frame = pd.DataFrame(rows, columns=columns)
-            top = frame[watermark].max()
-            highest[0] = top if highest[0] is None else max(highest[0], top)
+            marks = frame[watermark]
+            marks = marks if not_yet is None else marks[~not_yet(marks)]
+            if len(marks):
+                top = marks.max()
+                highest[0] = top if highest[0] is None else max(highest[0], top)
             frame = frame.rename(columns=rename)
             missing = [c for c in wanted if c not in frame.columns]
             if missing:

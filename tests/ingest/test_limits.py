@@ -16,16 +16,18 @@ processes whose stderr must stay empty.
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 import warnings
+from contextlib import closing
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 import yaml
 
-from qcllp.ingest import IngestError, ingest_defect_counts, ingest_measurements
+from qcllp.ingest import IngestError, ingest_defect_counts, ingest_measurements, ingest_sql
 from qcllp.ingest.measurements import read_readings
 from qcllp.plant.config import ConfigError, parse_plant_config
 from qcllp.store import Store
@@ -253,3 +255,30 @@ def test_the_cli_quarantines_huge_counts_and_future_readings_silently(store_url,
         assert stored_charges(store) == [("c1", 20), ("c3", 30)] and stored_readings(store) == 1
         reasons = [reason for reason, _ in quarantine_reasons(store)]
     assert reasons == ["count_too_large"] * 2 + ["future_timestamp"] + ["missing_column"] * 2
+
+
+# ------------------------------------------------------------------- a SQL source
+def test_a_future_reading_does_not_move_a_timestamp_watermark(store, tiny_config, tmp_path):
+    """The source's later rows are still read after a reading stamped 2199 (it used to set the
+    watermark to 2199: nothing after it was ever read again)."""
+    source = tmp_path / "historian.sqlite"
+    spec = {"name": "hist", "url": f"sqlite:///{source}", "table": "r", "watermark": "timestamp"}
+    _historian(source, [("s1", "2025-01-06T06:00:00Z"), ("s2", "2199-12-31T00:00:00Z")])
+    first = strict(ingest_sql, store, tiny_config, spec)
+    assert (first.stored, dict(first.quarantined)) == (1, {"future_timestamp": 1})
+    _historian(source, [("s3", "2025-01-07T06:00:00Z")])
+    second = strict(ingest_sql, store, tiny_config, spec)
+    assert (second.stored, second.duplicates) == (1, 1) and accounted(second)
+    sticks = store.execute_sql("SELECT stick_id FROM series ORDER BY stick_id")
+    assert [s for (s,) in sticks] == ["s1", "s3"]
+    [(mark,)] = store.execute_sql("SELECT value FROM watermarks WHERE source_name = 'hist'")
+    assert "2025-01-07T06:00:00Z" in mark
+
+
+def _historian(path: Path, rows: list[tuple[str, str]]) -> None:
+    """Add readings (stick, timestamp) of c1 at the furnace to the source table ``r``."""
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS r (charge_id, stick_id, station, timestamp, sensor, value)"
+        )
+        conn.executemany("INSERT INTO r VALUES ('c1', ?, 'furnace', ?, 'temperature', 1100)", rows)
