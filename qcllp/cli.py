@@ -40,6 +40,7 @@ class Context:
         self.db = db
         self.as_json = as_json
         self.debug = debug
+        self.opened_url: str | None = None
         self._config = None
 
     @property
@@ -61,6 +62,7 @@ class Context:
         # --db alone (no config named) opens with the default timeout, not the example's
         known = self.db is None or self.config_given
         timeout = self.config.statement_timeout_s if known else DEFAULT_STATEMENT_TIMEOUT_S
+        self.opened_url = self.database_url  # named by a database error (password masked)
         return Store.open(self.database_url, create=create, statement_timeout_s=timeout)
 
     def emit(self, result: Any, text: str) -> None:
@@ -76,9 +78,27 @@ class Context:
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
+    """The errors printed as one line: a person's (:mod:`qcllp.pipeline.errors`) and a
+    database that cannot be used mid-command (a full disk, a server gone away)."""
+    from sqlalchemy.exc import OperationalError
+
     from qcllp.pipeline.errors import USER_ERRORS
 
-    return USER_ERRORS
+    return (*USER_ERRORS, OperationalError)
+
+
+def _one_line(exc: BaseException, obj: Context | None) -> str:
+    """The error's line: a database error names the database (password masked) and the
+    driver's first line; any other its own message, its lines joined."""
+    from sqlalchemy.exc import OperationalError
+
+    from qcllp.store.core import database_problem, shown_url
+
+    if isinstance(exc, OperationalError):
+        url = obj.opened_url if obj is not None else None
+        return database_problem(exc, shown_url(url) if url else "(unknown)")
+    message = str(exc).strip().splitlines()
+    return "; ".join(message) or type(exc).__name__
 
 
 def _set_global(ctx: click.Context, param: click.Parameter, value: Any) -> None:
@@ -141,8 +161,7 @@ class QcllpGroup(click.Group):
             obj = ctx.obj
             if obj is not None and obj.debug:
                 raise
-            message = str(exc).strip().splitlines()
-            click.echo(f"error: {'; '.join(message) or type(exc).__name__}", err=True)
+            click.echo(f"error: {_one_line(exc, obj)}", err=True)
             sys.exit(1)
 
 
