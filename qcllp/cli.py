@@ -509,23 +509,29 @@ def models_rollback(ctx: Context, station: str) -> None:
 @pass_ctx
 def score(ctx: Context, station: str, input_path: str | None, output: str | None) -> None:
     """Score sticks at a station with its active model; flags each stick once."""
+    from qcllp.pipeline.nothing_decided import checkpoint_seq, why_nothing_decided
     from qcllp.pipeline.scoring import score_file, score_station
 
     _station(ctx, station)
+    why = ""
     with ctx.store() as store:
         if input_path:
             result = score_file(store, ctx.config, station, input_path)
         else:
+            since = checkpoint_seq(store, station)
             result = score_station(store, ctx.config, station)
+            why = "" if len(result.scores) else why_nothing_decided(store, station, since)
     if output:
         result.scores.to_csv(output, index=False)
-    summary = result.as_dict()
+    summary = result.as_dict() | ({"nothing_decided": why} if why else {})
     ctx.emit(
         summary,
-        f"{station}: decided {summary['sticks_decided']} sticks with model {summary['model_id']}"
-        f" (threshold {summary['threshold']:.3f}): {summary['locked_out']} locked out, "
-        f"{summary['passed']} passed, {summary['unscorable']} unscorable; "
-        f"{summary['flags_written']} flags written",
+        f"{station}: decided 0 sticks with model {summary['model_id']}: {why}"
+        if why
+        else f"{station}: decided {summary['sticks_decided']} sticks with model "
+        f"{summary['model_id']} (threshold {summary['threshold']:.3f}): "
+        f"{summary['locked_out']} locked out, {summary['passed']} passed, "
+        f"{summary['unscorable']} unscorable; {summary['flags_written']} flags written",
     )
 
 
@@ -726,11 +732,12 @@ def demo(ctx: Context, folder, charges, fresh_charges, method_name, seed) -> Non
 
     The plant is the one of --config / $QCLLP_CONFIG, else the example shipped with qcllp.
     """
-    from qcllp.pipeline.demo import run_demo
+    from qcllp.pipeline.demo import demo_database_url, run_demo
     from qcllp.plant.config import example_config_path, load_plant_config
 
     config = ctx.config if ctx.config_given else load_plant_config(example_config_path())
     folder = folder or tempfile.mkdtemp(prefix="qcllp-demo-")
+    ctx.opened_url = demo_database_url(folder)  # named by a database error
     started = datetime.now()
     result = run_demo(
         config,

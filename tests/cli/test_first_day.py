@@ -3,6 +3,7 @@
 says why it decided nothing, and the demo refuses a folder that holds an earlier database
 instead of mixing into it (which left its tables empty)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -180,3 +181,73 @@ def _fill(path: Path) -> None:
                 out.write(b"\0" * 4096)
         except OSError:
             pass
+
+
+# ----------------------------------------------------------------------------- item 4
+def _plant_files(config: Path, folder: Path) -> dict:
+    """Six charges of history with final QC's counts, and two fresh charges without."""
+    plant = load_plant_config(config)
+    history = simulate_plant(plant, 6, random_state=11)
+    fresh = simulate_plant(plant, 2, random_state=12, first_charge=7)
+    return {
+        "history": write_simulation(history, folder / "history"),
+        "fresh": write_simulation(fresh, folder / "fresh"),
+        "at_rolling": history.readings.query("station == 'rolling'")[["charge_id", "stick_id"]]
+        .drop_duplicates()
+        .shape[0],
+    }
+
+
+def test_score_says_why_it_decided_no_stick(config, store_url, tmp_path):
+    files = _plant_files(config, tmp_path)
+    cli(config, "ingest", "measurements", tmp_path / "history" / "measurements", db=store_url)
+    cli(config, "ingest", "defects", files["history"]["defects"], db=store_url)
+    trained = json.loads(
+        cli(config, "--json", "train", "--station", "rolling", db=store_url).stdout
+    )
+    model = trained[0]["model_id"]
+    cli(config, "models", "promote", model, db=store_url)
+
+    past = cli(config, "score", "--station", "rolling", db=store_url).stdout.strip()
+    assert past == (
+        f"rolling: decided 0 sticks with model {model}: all {files['at_rolling']} sticks that "
+        "arrived at rolling belong to charges final QC has already reported (they are past "
+        "the line)"
+    )
+    again = cli(config, "--json", "score", "--station", "rolling", db=store_url).stdout
+    assert json.loads(again)["nothing_decided"] == (
+        "no sticks have arrived at rolling since its last scoring run"
+    )
+    cli(config, "ingest", "measurements", tmp_path / "fresh" / "measurements", db=store_url)
+    fresh = json.loads(cli(config, "--json", "score", "--station", "rolling", db=store_url).stdout)
+    assert fresh["sticks_decided"] > 0 and "nothing_decided" not in fresh
+    last = cli(config, "score", "--station", "rolling", db=store_url).stdout.strip()
+    assert last == (
+        f"rolling: decided 0 sticks with model {model}: no sticks have arrived at rolling since "
+        f"its last scoring run ({fresh['sticks_decided']} sticks there have their flags)"
+    )
+
+
+def test_score_without_an_active_model_says_what_to_do(config, store_url):
+    cli(config, "init", db=store_url)
+    none = cli(config, "--json", "score", "--station", "rolling", db=store_url, expect=1)
+    assert "station 'rolling' has no active model; train one and promote it" in none.stderr
+
+
+# ----------------------------------------------------------------------------- item 4: the demo
+def test_the_demo_refuses_a_folder_holding_a_database_and_leaves_it_alone(config, tmp_path):
+    """An earlier demo's database made a second demo skip its files and score charges final
+    QC had reported: tables of zeros. Now it says so, at once, and changes nothing."""
+    folder = tmp_path / "demo"
+    database = folder / "plant.sqlite"
+    folder.mkdir()
+    cli(config, "init", db=f"sqlite:///{database}")
+    before = database.read_bytes()
+    args = ["--config", config, "demo", "--workdir", folder, "--charges", "8"]
+    proc = qcllp(*args, "--fresh-charges", "2", "--method", "invcal")
+    assert one_line(proc) == (
+        f"error: {database} exists (an earlier demo?): the demo starts from an empty plant "
+        "database; give it a new --workdir or remove that folder"
+    )
+    assert database.read_bytes() == before
+    assert not (folder / "history").exists() and not (folder / "plant.yaml").exists()
