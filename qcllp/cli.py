@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 import tempfile
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import click
@@ -751,17 +753,33 @@ def demo(ctx: Context, folder, charges, fresh_charges, method_name, seed) -> Non
     seconds = (datetime.now() - started).total_seconds()
     table = result.table.to_string(float_format=lambda v: f"{v:.3f}")
     qc = "" if result.final_qc is None else result.final_qc.to_string(float_format="{:.1f}".format)
+    looks = [
+        shlex.join([*own_command(), "--config", str(result.config_path), *c]) for c in DEMO_LOOKS
+    ]
     ctx.emit(
-        {**result.as_dict(), "seconds": seconds},
+        {**result.as_dict(), "seconds": seconds, "look": looks},
         f"\nfresh charges scored at every station (against the simulator's hidden truth):\n"
         f"{table}\n\nfinal QC's counts of the fresh charges against each model (lock-out "
         f"guard):\n{qc}\n\ndemo finished in {seconds:.0f} s\nreport: {result.report}\n"
         f"database: {result.database_url}\nlook at the results:\n"
-        + "\n".join(f"  qcllp --config {result.config_path} {c}" for c in DEMO_LOOKS),
+        + "\n".join(f"  {c}" for c in looks),
     )
 
 
-DEMO_LOOKS = ("models list", "status", "report --output demo-report.html")
+DEMO_LOOKS = (["models", "list"], ["status"], ["report", "--output", "demo-report.html"])
+
+
+def own_command() -> list[str]:
+    """How to run this very qcllp from any shell, for the commands qcllp prints: the absolute
+    path of the running ``qcllp`` script, so that they work as printed without an activated
+    virtual environment; else the ``qcllp`` beside this Python; else ``python -m qcllp.cli``."""
+    script = Path(sys.argv[0])
+    if script.stem == "qcllp" and script.is_file():
+        return [os.path.abspath(script)]
+    beside = Path(sys.executable).parent / "qcllp"
+    if beside.is_file():
+        return [str(beside)]
+    return [sys.executable, "-m", "qcllp.cli"]
 
 
 if __name__ == "__main__":  # pragma: no cover

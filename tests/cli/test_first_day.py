@@ -5,6 +5,7 @@ instead of mixing into it (which left its tables empty)."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -234,7 +235,7 @@ def test_score_without_an_active_model_says_what_to_do(config, store_url):
     assert "station 'rolling' has no active model; train one and promote it" in none.stderr
 
 
-# ----------------------------------------------------------------------------- item 4: the demo
+# ----------------------------------------------------------------------------- items 2 and 4
 def test_the_demo_refuses_a_folder_holding_a_database_and_leaves_it_alone(config, tmp_path):
     """An earlier demo's database made a second demo skip its files and score charges final
     QC had reported: tables of zeros. Now it says so, at once, and changes nothing."""
@@ -251,3 +252,23 @@ def test_the_demo_refuses_a_folder_holding_a_database_and_leaves_it_alone(config
     )
     assert database.read_bytes() == before
     assert not (folder / "history").exists() and not (folder / "plant.yaml").exists()
+
+
+def test_printed_commands_run_as_printed_without_the_virtual_environment(tmp_path):
+    """What the demo prints to look at its results, run through a shell whose PATH does not
+    hold the virtual environment (nor any other qcllp)."""
+    from qcllp.cli import DEMO_LOOKS, own_command
+
+    path = os.pathsep.join(
+        p for p in os.environ["PATH"].split(os.pathsep) if not (Path(p) / "qcllp").exists()
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "QCLLP_CONFIG")}
+    env["PATH"] = path
+    assert shutil.which("qcllp", path=path) is None
+    command = own_command()
+    assert Path(command[0]).is_absolute() and os.access(command[0], os.X_OK)
+    shell = shutil.which("sh")
+    printed = " ".join([*command, "--version"])
+    done = subprocess.run([shell, "-c", printed], env=env, capture_output=True, text=True)
+    assert done.returncode == 0 and "version" in done.stdout, done.stderr
+    assert DEMO_LOOKS[0] == ["models", "list"]
