@@ -186,6 +186,8 @@ def database_problem(exc: OperationalError, shown: str, *, opening: bool = False
     reason = lines[0] if lines else type(exc).__name__
     if "disk is full" in reason or "No space left" in reason:
         hint = "free space on its disk"
+    elif "disk I/O error" in reason:  # SQLite on a disk too full for its -wal / -shm files
+        hint = "check its disk: full, read-only or failing"
     elif shown.startswith("sqlite"):
         hint = "check that its folder exists and can be written"
     else:

@@ -170,6 +170,11 @@ def test_a_full_disk_is_one_line_naming_the_database(config, full_disk, tmp_path
     assert line.endswith(
         f" the plant database {other}: database or disk is full; free space on its disk"
     )
+    line = one_line(qcllp("--config", config, "--db", db, "status"))  # WAL files: no room
+    assert line == (
+        f"error: cannot open the plant database {db}: disk I/O error; "
+        "check its disk: full, read-only or failing"
+    )
     debug = qcllp("--debug", "--config", config, "--db", other, "init")
     assert debug.returncode == 1 and "Traceback" in debug.stderr
 
