@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 import tempfile
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import click
@@ -40,6 +42,7 @@ class Context:
         self.db = db
         self.as_json = as_json
         self.debug = debug
+        self.opened_url: str | None = None
         self._config = None
 
     @property
@@ -61,6 +64,7 @@ class Context:
         # --db alone (no config named) opens with the default timeout, not the example's
         known = self.db is None or self.config_given
         timeout = self.config.statement_timeout_s if known else DEFAULT_STATEMENT_TIMEOUT_S
+        self.opened_url = self.database_url  # named by a database error (password masked)
         return Store.open(self.database_url, create=create, statement_timeout_s=timeout)
 
     def emit(self, result: Any, text: str) -> None:
@@ -76,9 +80,27 @@ class Context:
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
+    """The errors printed as one line: a person's (:mod:`qcllp.pipeline.errors`) and a
+    database that cannot be used mid-command (a full disk, a server gone away)."""
+    from sqlalchemy.exc import OperationalError
+
     from qcllp.pipeline.errors import USER_ERRORS
 
-    return USER_ERRORS
+    return (*USER_ERRORS, OperationalError)
+
+
+def _one_line(exc: BaseException, obj: Context | None) -> str:
+    """The error's line: a database error names the database (password masked) and the
+    driver's first line; any other its own message, its lines joined."""
+    from sqlalchemy.exc import OperationalError
+
+    from qcllp.store.core import database_problem, shown_url
+
+    if isinstance(exc, OperationalError):
+        url = obj.opened_url if obj is not None else None
+        return database_problem(exc, shown_url(url) if url else "(unknown)")
+    message = str(exc).strip().splitlines()
+    return "; ".join(message) or type(exc).__name__
 
 
 def _set_global(ctx: click.Context, param: click.Parameter, value: Any) -> None:
@@ -141,8 +163,7 @@ class QcllpGroup(click.Group):
             obj = ctx.obj
             if obj is not None and obj.debug:
                 raise
-            message = str(exc).strip().splitlines()
-            click.echo(f"error: {'; '.join(message) or type(exc).__name__}", err=True)
+            click.echo(f"error: {_one_line(exc, obj)}", err=True)
             sys.exit(1)
 
 
@@ -490,23 +511,29 @@ def models_rollback(ctx: Context, station: str) -> None:
 @pass_ctx
 def score(ctx: Context, station: str, input_path: str | None, output: str | None) -> None:
     """Score sticks at a station with its active model; flags each stick once."""
+    from qcllp.pipeline.nothing_decided import checkpoint_seq, why_nothing_decided
     from qcllp.pipeline.scoring import score_file, score_station
 
     _station(ctx, station)
+    why = ""
     with ctx.store() as store:
         if input_path:
             result = score_file(store, ctx.config, station, input_path)
         else:
+            since = checkpoint_seq(store, station)
             result = score_station(store, ctx.config, station)
+            why = "" if len(result.scores) else why_nothing_decided(store, station, since)
     if output:
         result.scores.to_csv(output, index=False)
-    summary = result.as_dict()
+    summary = result.as_dict() | ({"nothing_decided": why} if why else {})
     ctx.emit(
         summary,
-        f"{station}: decided {summary['sticks_decided']} sticks with model {summary['model_id']}"
-        f" (threshold {summary['threshold']:.3f}): {summary['locked_out']} locked out, "
-        f"{summary['passed']} passed, {summary['unscorable']} unscorable; "
-        f"{summary['flags_written']} flags written",
+        f"{station}: decided 0 sticks with model {summary['model_id']}: {why}"
+        if why
+        else f"{station}: decided {summary['sticks_decided']} sticks with model "
+        f"{summary['model_id']} (threshold {summary['threshold']:.3f}): "
+        f"{summary['locked_out']} locked out, {summary['passed']} passed, "
+        f"{summary['unscorable']} unscorable; {summary['flags_written']} flags written",
     )
 
 
@@ -707,11 +734,12 @@ def demo(ctx: Context, folder, charges, fresh_charges, method_name, seed) -> Non
 
     The plant is the one of --config / $QCLLP_CONFIG, else the example shipped with qcllp.
     """
-    from qcllp.pipeline.demo import run_demo
+    from qcllp.pipeline.demo import demo_database_url, run_demo
     from qcllp.plant.config import example_config_path, load_plant_config
 
     config = ctx.config if ctx.config_given else load_plant_config(example_config_path())
     folder = folder or tempfile.mkdtemp(prefix="qcllp-demo-")
+    ctx.opened_url = demo_database_url(folder)  # named by a database error
     started = datetime.now()
     result = run_demo(
         config,
@@ -725,17 +753,33 @@ def demo(ctx: Context, folder, charges, fresh_charges, method_name, seed) -> Non
     seconds = (datetime.now() - started).total_seconds()
     table = result.table.to_string(float_format=lambda v: f"{v:.3f}")
     qc = "" if result.final_qc is None else result.final_qc.to_string(float_format="{:.1f}".format)
+    looks = [
+        shlex.join([*own_command(), "--config", str(result.config_path), *c]) for c in DEMO_LOOKS
+    ]
     ctx.emit(
-        {**result.as_dict(), "seconds": seconds},
+        {**result.as_dict(), "seconds": seconds, "look": looks},
         f"\nfresh charges scored at every station (against the simulator's hidden truth):\n"
         f"{table}\n\nfinal QC's counts of the fresh charges against each model (lock-out "
         f"guard):\n{qc}\n\ndemo finished in {seconds:.0f} s\nreport: {result.report}\n"
         f"database: {result.database_url}\nlook at the results:\n"
-        + "\n".join(f"  qcllp --config {result.config_path} {c}" for c in DEMO_LOOKS),
+        + "\n".join(f"  {c}" for c in looks),
     )
 
 
-DEMO_LOOKS = ("models list", "status", "report --output demo-report.html")
+DEMO_LOOKS = (["models", "list"], ["status"], ["report", "--output", "demo-report.html"])
+
+
+def own_command() -> list[str]:
+    """How to run this very qcllp from any shell, for the commands qcllp prints: the absolute
+    path of the running ``qcllp`` script, so that they work as printed without an activated
+    virtual environment; else the ``qcllp`` beside this Python; else ``python -m qcllp.cli``."""
+    script = Path(sys.argv[0])
+    if script.stem == "qcllp" and script.is_file():
+        return [os.path.abspath(script)]
+    beside = Path(sys.executable).parent / "qcllp"
+    if beside.is_file():
+        return [str(beside)]
+    return [sys.executable, "-m", "qcllp.cli"]
 
 
 if __name__ == "__main__":  # pragma: no cover

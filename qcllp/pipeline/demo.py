@@ -25,7 +25,7 @@ import yaml
 from qcllp.ingest import ingest_defect_counts, ingest_measurements
 from qcllp.plant.config import PlantConfig, example_config_path
 from qcllp.plant.simulate import SimulatedPlant, simulate_plant, write_simulation
-from qcllp.store import Store
+from qcllp.store import Store, StoreError
 
 from .plant_report import build_plant_report, fresh_figures
 from .registry import promote
@@ -33,8 +33,17 @@ from .scoring import flags_frame, score_station
 from .status import plant_status
 from .train import station_costs, train_station
 
-__all__ = ["DAY_CHARGES", "DEMO_GRIDS", "DemoResult", "final_qc_counts", "run_demo"]
+__all__ = [
+    "DAY_CHARGES",
+    "DEMO_DATABASE",
+    "DEMO_GRIDS",
+    "DemoResult",
+    "demo_database_url",
+    "final_qc_counts",
+    "run_demo",
+]
 
+DEMO_DATABASE = "plant.sqlite"  # the demo's database file in its folder
 DAY_CHARGES = 5  # fresh charges a day; final QC reports a day's charges the next day
 # Smaller searches than a nightly retraining, so the demo stays around two minutes.
 DEMO_GRIDS = {
@@ -77,10 +86,20 @@ def run_demo(
     random_state: int = 0,
     say: Callable[[str], None] = lambda _msg: None,
 ) -> DemoResult:
-    """Run the whole chain in ``folder``; returns the per-station table and the report path."""
+    """Run the whole chain in ``folder``; returns the per-station table and the report path.
+
+    The demo starts from an empty database: a ``folder`` holding one (an earlier demo's) is
+    refused with :class:`StoreError` rather than mixed into, which would skip the files it
+    had ingested and score charges final QC had reported there, and leave the tables empty.
+    """
     folder = Path(folder).resolve()
+    url = demo_database_url(folder)
+    if (folder / DEMO_DATABASE).exists():
+        raise StoreError(
+            f"{folder / DEMO_DATABASE} exists (an earlier demo?): the demo starts from an empty "
+            "plant database; give it a new --workdir or remove that folder"
+        )
     folder.mkdir(parents=True, exist_ok=True)
-    url = f"sqlite:///{folder / 'plant.sqlite'}"
     training = replace(config.training, cv=3, methods={**config.training.methods, **DEMO_GRIDS})
     config = replace(config, database_url=url, training=training)
 
@@ -91,7 +110,6 @@ def run_demo(
         say("ingesting measurements and final-QC defect counts")
         ingest_measurements(store, config, folder / "history" / "measurements")
         ingest_defect_counts(store, config, files["defects"])
-
         for station in config.station_names:
             say(f"training {station}")
             result = train_station(
@@ -103,7 +121,6 @@ def run_demo(
                 progress=say,
             )
             promote(store, result.model_id)
-
         start = history.readings["timestamp"].max() + pd.Timedelta(hours=1)
         fresh = simulate_plant(
             config,
@@ -112,31 +129,53 @@ def run_demo(
             start=start,
             first_charge=n_charges + 1,
         )
-        days = range(0, fresh_charges, DAY_CHARGES)
-        say(f"{fresh_charges} fresh charges run through the line in {len(days)} days")
-        for day, first in enumerate(days, 1):
-            today = fresh.charges(first, first + DAY_CHARGES)
-            write_simulation(today, folder / "fresh" / f"day-{day:02d}")
-            ingest_measurements(store, config, folder / "fresh" / f"day-{day:02d}" / "measurements")
-            for station in config.station_names:
-                score_station(store, config, station)
-            if day > 1:  # final QC reports yesterday's charges
-                _report_final_qc(store, config, fresh.charges(first - DAY_CHARGES, first), folder)
-        _report_final_qc(store, config, fresh.charges(days[-1], fresh_charges), folder)
-        for station in config.station_names:
-            score_station(store, config, station)  # the scorers take the last counts in
-
+        _run_the_line(store, config, fresh, folder, say)
         truth = fresh.truth.astype({"charge_id": str, "stick_id": str})
         defect = truth.set_index(["charge_id", "stick_id"])["defect"]
-        rows = []
-        for station in config.station_names:
-            costs = station_costs(config, station)
-            decided = flags_frame(store, station)
-            rows.append({"station": station, **fresh_figures(decided, defect != "ok", costs)})
+        table = _fresh_table(store, config, defect != "ok")
         qc = _qc_table(plant_status(store, config))
         report = build_plant_report(store, config, folder / "report.html", truth=defect)
-    table = pd.DataFrame(rows).set_index("station")
     return DemoResult(folder, url, report, table, _write_config(config, folder, url), qc)
+
+
+def _run_the_line(
+    store: Store,
+    config: PlantConfig,
+    fresh: SimulatedPlant,
+    folder: Path,
+    say: Callable[[str], None],
+) -> None:
+    """The fresh charges through the line, :data:`DAY_CHARGES` a day: each day's readings
+    ingested and scored at every station, final QC reporting the day before's charges."""
+    n = len(fresh.defect_counts)  # one row per charge
+    days = range(0, n, DAY_CHARGES)
+    say(f"{n} fresh charges run through the line in {len(days)} days")
+    for day, first in enumerate(days, 1):
+        today = fresh.charges(first, first + DAY_CHARGES)
+        write_simulation(today, folder / "fresh" / f"day-{day:02d}")
+        ingest_measurements(store, config, folder / "fresh" / f"day-{day:02d}" / "measurements")
+        for station in config.station_names:
+            score_station(store, config, station)
+        if day > 1:  # final QC reports yesterday's charges
+            _report_final_qc(store, config, fresh.charges(first - DAY_CHARGES, first), folder)
+    _report_final_qc(store, config, fresh.charges(days[-1], n), folder)
+    for station in config.station_names:
+        score_station(store, config, station)  # the scorers take the last counts in
+
+
+def _fresh_table(store: Store, config: PlantConfig, failing: pd.Series) -> pd.DataFrame:
+    """Per station: its flags measured against the simulator's per-stick truth ``failing``."""
+    rows = [
+        {"station": station, **fresh_figures(flags_frame(store, station), failing, costs)}
+        for station in config.station_names
+        for costs in [station_costs(config, station)]
+    ]
+    return pd.DataFrame(rows).set_index("station")
+
+
+def demo_database_url(folder: str | Path) -> str:
+    """The URL of the demo's database in ``folder`` (an SQLite file)."""
+    return f"sqlite:///{Path(folder).resolve() / DEMO_DATABASE}"
 
 
 def _report_final_qc(

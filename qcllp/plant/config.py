@@ -1026,7 +1026,7 @@ class _Validator:
 
         try:
             parsed = make_url(url)
-        except ArgumentError as exc:
+        except (ArgumentError, ValueError) as exc:  # ValueError: e.g. a port that is no number
             self.error(key, f"not a valid SQLAlchemy URL: {exc}")
             return None
         db = parsed.database

@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import pandas as pd
@@ -44,11 +45,13 @@ from qcllp.store.schema import (
 __all__ = [
     "IN_CHUNK",
     "charge_time_bounds",
+    "database_problem",
     "Store",
     "StoreError",
     "dialect_insert",
     "placeholders",
     "rows_frame",
+    "shown_url",
     "stored_utc",
     "us_to_utc",
 ]
@@ -141,6 +144,85 @@ def _sqlite_engine(url: str) -> Engine:
     return engine
 
 
+def shown_url(url: str) -> str:
+    """``url`` as it may be printed: the password masked (SQLAlchemy's ``hide_password``),
+    also when SQLAlchemy cannot parse the URL (:func:`_masked_unparsed`)."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        return _masked_unparsed(url)
+
+
+def _masked_unparsed(url: str) -> str:
+    """A URL SQLAlchemy refused, its password masked by the standard library's URL splitter
+    (which does not convert the port, so a bad port does not stop it)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "the URL given"
+    user, at, host = parts.netloc.rpartition("@")
+    if not at or ":" not in user:
+        return url
+    netloc = f"{user.split(':', 1)[0]}:***@{host}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _url_problem(url: str, exc: ValueError) -> str:
+    """What is wrong with a URL SQLAlchemy's parser raised ``exc`` for, its password masked:
+    in practice the port, which SQLAlchemy converts with ``int()``."""
+    shown = _masked_unparsed(url)
+    host = url.partition("://")[2].partition("/")[0].rpartition("@")[2]
+    port = host.rpartition(":")[2] if ":" in host.lstrip("[").rpartition("]")[2] else ""
+    if port and not port.isdigit():
+        return f"{shown}: the port {port!r} is not a number"
+    return f"{shown}: {exc}"
+
+
+def database_problem(exc: OperationalError, shown: str, *, opening: bool = False) -> str:
+    """One line for a database that cannot be used: the database ``shown`` (password masked),
+    the first line of the driver's message and what to check. ``opening``: it failed on the
+    first connection (wrong path, server away) rather than later (a full disk)."""
+    lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    reason = lines[0] if lines else type(exc).__name__
+    if "disk is full" in reason or "No space left" in reason:
+        hint = "free space on its disk"
+    elif "disk I/O error" in reason:  # SQLite on a disk too full for its -wal / -shm files
+        hint = "check its disk: full, read-only or failing"
+    elif shown.startswith("sqlite"):
+        hint = "check that its folder exists and can be written"
+    else:
+        hint = "check that the server runs and that the URL, user and database name are right"
+    verb = "cannot open" if opening else "cannot use"
+    return f"{verb} the plant database {shown}: {reason}; {hint}"
+
+
+def _server_engine(parsed: URL, statement_timeout_s: float | None) -> Engine:
+    """The engine of a server database (PostgreSQL), its password from the environment
+    (:mod:`qcllp.store.credentials`); a missing driver says which extra to install."""
+    shown = parsed.render_as_string(hide_password=True)
+    connect_args = (
+        {"options": f"-c statement_timeout={round(statement_timeout_s * 1000)}"}
+        if statement_timeout_s and parsed.get_backend_name() == "postgresql"
+        else {}
+    )
+    try:
+        return create_engine(with_password(parsed), pool_pre_ping=True, connect_args=connect_args)
+    except CredentialError as exc:
+        raise StoreError(str(exc)) from exc
+    except (ImportError, NoSuchModuleError) as exc:
+        if parsed.get_backend_name() == "postgresql" and isinstance(exc, ImportError):
+            other = parsed.get_driver_name() != "psycopg"  # the extra brings psycopg 3 only
+            raise StoreError(
+                f"the database URL {shown} needs the PostgreSQL driver ({exc}): "
+                "pip install 'qcllp[postgres]'"
+                + (" and write the URL as postgresql+psycopg://..." if other else "")
+            ) from exc
+        raise StoreError(
+            f"{shown}: no database driver for it ({exc}); qcllp works with "
+            "sqlite:///<file> and postgresql+psycopg://<user>@<host>/<database>"
+        ) from exc
+
+
 class Store:
     """One plant database. Create with :meth:`open`."""
 
@@ -199,39 +281,20 @@ class Store:
             parsed = make_url(url)
         except ArgumentError as exc:
             raise StoreError(f"not a database URL: {exc}") from exc
+        except ValueError as exc:  # a part SQLAlchemy cannot convert, e.g. a port "notaport"
+            raise StoreError(f"not a database URL: {_url_problem(url, exc)}") from exc
         shown = parsed.render_as_string(hide_password=True)
         if parsed.get_backend_name() == "sqlite":
             if not create and parsed.database and not _sqlite_file_exists(parsed.database):
                 raise StoreError(f"no plant database at {parsed.database}")
             engine = _sqlite_engine(url)
         else:
-            try:
-                connect_args = (
-                    {"options": f"-c statement_timeout={round(statement_timeout_s * 1000)}"}
-                    if statement_timeout_s and parsed.get_backend_name() == "postgresql"
-                    else {}
-                )
-                engine = create_engine(
-                    with_password(parsed), pool_pre_ping=True, connect_args=connect_args
-                )
-            except CredentialError as exc:
-                raise StoreError(str(exc)) from exc
-            except (ImportError, NoSuchModuleError) as exc:
-                raise StoreError(
-                    f"{shown}: no database driver for it ({exc}); qcllp works with "
-                    "sqlite:///<file> and postgresql+psycopg://<user>@<host>/<database>"
-                ) from exc
+            engine = _server_engine(parsed, statement_timeout_s)
         try:
             current = migrate.current_revision(engine)
         except OperationalError as exc:
             engine.dispose()
-            reason = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
-            hint = (
-                "check that its folder exists and can be written"
-                if engine.dialect.name == "sqlite"
-                else "check that the server runs and that the URL, user and database name are right"
-            )
-            raise StoreError(f"cannot open the plant database {shown}: {reason}; {hint}") from exc
+            raise StoreError(database_problem(exc, shown, opening=True)) from exc
         if current is None and not create:
             engine.dispose()
             raise StoreError(f"{shown} has no qcllp schema")
@@ -243,7 +306,11 @@ class Store:
                 "(written by a newer qcllp?); upgrade qcllp"
             )
         if current != migrate.head_revision():
-            migrate.upgrade(engine)
+            try:
+                migrate.upgrade(engine)
+            except OperationalError as exc:  # e.g. SQLite's "database or disk is full"
+                engine.dispose()
+                raise StoreError(database_problem(exc, shown)) from exc
         return cls(engine)
 
     def close(self) -> None:

@@ -261,6 +261,24 @@ def test_demo_runs_end_to_end_as_a_real_process(tmp_path):
     qc = {row["station"]: row for row in result["final_qc"]}
     assert set(qc) == set(stations)
     assert all(row["charges_compared"] > 0 for row in qc.values()), qc
+    # the commands it prints to look at the results work as printed, without the venv
+    looked = _run_as_printed(result["look"][0], cwd=tmp_path)
+    assert looked.returncode == 0, looked.stderr
+    assert len(looked.stdout.strip().splitlines()) == 4  # one active model per station
+    status = _run_as_printed(f"{result['look'][1]} --json", cwd=tmp_path)
+    assert len(json.loads(status.stdout)["stations"]) == 4, status.stderr
+
+
+def _run_as_printed(line: str, cwd: Path) -> subprocess.CompletedProcess:
+    """A command line qcllp printed, run by a shell whose PATH holds no qcllp (no venv)."""
+    path = os.pathsep.join(
+        p for p in os.environ["PATH"].split(os.pathsep) if not (Path(p) / "qcllp").exists()
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "QCLLP_CONFIG")}
+    assert shutil.which("qcllp", path=path) is None
+    return subprocess.run(
+        ["sh", "-c", line], cwd=cwd, env={**env, "PATH": path}, capture_output=True, text=True
+    )
 
 
 @pytest.mark.parametrize(
@@ -309,11 +327,9 @@ def test_the_demo_runs_from_any_folder_and_says_how_to_look_at_its_results(tmp_p
         timeout=600,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    follow_up = [line.split() for line in done.stdout.splitlines() if line.startswith("  qcllp ")]
-    assert [c[3:] for c in follow_up][0] == ["models", "list"]
-    listed = subprocess.run(
-        [str(qcllp), *follow_up[0][1:]], cwd=tmp_path, env=env, capture_output=True, text=True
-    )
+    looks = done.stdout.split("look at the results:\n")[1].splitlines()
+    assert looks[0].startswith(f"  {qcllp} --config ") and looks[0].endswith(" models list")
+    listed = _run_as_printed(looks[0].strip(), cwd=tmp_path)  # another folder, no venv
     assert listed.returncode == 0, listed.stderr
     assert len(listed.stdout.strip().splitlines()) == 4  # one active model per station
     assert (cwd / "demo" / "plant.yaml").exists() and (cwd / "demo" / "report.html").exists()
