@@ -61,7 +61,10 @@ class Context:
         # --db alone (no config named) opens with the default timeout, not the example's
         known = self.db is None or self.config_given
         timeout = self.config.statement_timeout_s if known else DEFAULT_STATEMENT_TIMEOUT_S
-        return Store.open(self.database_url, create=create, statement_timeout_s=timeout)
+        models = self.config.models_dir if known else None  # a server database's artifacts
+        return Store.open(
+            self.database_url, create=create, statement_timeout_s=timeout, models_dir=models
+        )
 
     def emit(self, result: Any, text: str) -> None:
         """Print ``result`` as JSON with --json, else the human-readable ``text``."""
