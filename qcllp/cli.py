@@ -479,6 +479,28 @@ def models_rollback(ctx: Context, station: str) -> None:
     ctx.emit(row, f"model {row['id']} is active again at {station}")
 
 
+@models.command("resave")
+@click.argument("model_ids", type=int, nargs=-1)
+@pass_ctx
+def models_resave(ctx: Context, model_ids: tuple[int, ...]) -> None:
+    """Rewrite models' pickle artifacts (earlier qcllp versions) in the format that runs no
+    code when read (all models, or the given ones)."""
+    from qcllp.pipeline.registry import list_models, resave_model
+
+    with ctx.store() as store:
+        ids = list(model_ids) or [m["id"] for m in reversed(list_models(store))]
+        rows = [(i, resave_model(store, i)) for i in ids]
+    done = [row for _, row in rows if row is not None]
+    ctx.emit(
+        done,
+        "\n".join(
+            f"model {i}: " + ("already a skops artifact" if r is None else r["artifact_path"])
+            for i, r in rows
+        )
+        or "no models registered yet",
+    )
+
+
 # ----------------------------------------------------------------------------- score
 @main.command()
 @click.option("--station", required=True)

@@ -67,8 +67,9 @@ FOLDER_MODE = 0o700
 
 # The types besides skops' own trusted ones (builtins, NumPy, SciPy, scikit-learn estimators)
 # a station model is built of: every learner of qcllp.pipeline.methods and its fitted parts
-# (found with skops.io.get_untrusted_types on a trained model of each method). Named one by
-# one, never "all of qcllp": a type joins the list when a learner needs it.
+# (found with skops.io.get_untrusted_types on a trained model of each method and of the variants
+# a config grid reaches; tests/pipeline/test_artifacts.py stores each). Named one by one, never
+# "all of qcllp": a type joins the list when a learner needs it.
 TRUSTED_TYPES: tuple[str, ...] = (
     "qcllp.learn.alter_psvm.AlterPSVM",
     "qcllp.learn.alter_psvm.FittedPSVM",
@@ -97,7 +98,10 @@ TRUSTED_TYPES: tuple[str, ...] = (
     "qcllp.learn.twin_psvm.TwinPSVM",
     "qcllp.pipeline.methods.Standardized",
     "qcllp.pipeline.thresholds.LockoutCosts",
-    "sklearn.tree._tree.Tree",  # ProportionBoosting's trees; skops lists it as untrusted
+    # scikit-learn's fitted trees, which skops does not trust by default: ProportionBoosting's,
+    # and HistGradientBoosting's (the "hgb" base of llpfc and em-llp)
+    "sklearn.ensemble._hist_gradient_boosting.predictor.TreePredictor",
+    "sklearn.tree._tree.Tree",
 )
 
 

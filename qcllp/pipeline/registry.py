@@ -26,7 +26,13 @@ from sqlalchemy import Connection, delete, func, select
 from qcllp import __version__
 from qcllp.store import LockoutGuard, Model, Store
 
-from .artifacts import ArtifactError, artifact_file, load_artifact, save_artifact
+from .artifacts import (
+    ARTIFACT_SUFFIX,
+    ArtifactError,
+    artifact_file,
+    load_artifact,
+    save_artifact,
+)
 from .leases import scorer_lock_key
 from .station_model import (
     ModelMismatchError,
@@ -43,6 +49,7 @@ __all__ = [
     "load_model",
     "promote",
     "register_model",
+    "resave_model",
     "rollback",
     "active_model",
     "artifact_location",
@@ -261,3 +268,32 @@ def _station_model(content: dict[str, Any], record: dict[str, Any], path: Path) 
     if not isinstance(model, StationModel):
         raise ArtifactError(f"model artifact {path} holds no station model; retrain the model")
     return model
+
+
+def resave_model(store: Store, model_id: int) -> dict[str, Any] | None:
+    """Rewrite a model's artifact of format 1 or 2 (a pickle) as format 3; the new row, or
+    ``None`` if it is format 3 already.
+
+    The pickle is read behind both guards (:func:`load_model`), written again beside it as
+    ``<stem>.skops``, and the row switched to the new file in one transaction, only if it still
+    names the old one (a concurrent change wins); the old file is removed after the commit.
+    """
+    record = get_model(store, model_id)
+    old = artifact_location(store, record)
+    if old.suffix == ARTIFACT_SUFFIX:
+        return None
+    loaded = load_model(store, model_id)
+    new, sha = save_station_model(loaded.model, old.parent, old.stem)
+    with store.write_session() as session:
+        row = session.get(Model, model_id)
+        if row is None or (row.artifact_path, row.sha256) != (
+            record["artifact_path"],
+            record["sha256"],
+        ):
+            new.unlink(missing_ok=True)
+            raise RegistryError(f"model {model_id} changed while it was being re-saved; retry")
+        row.artifact_path, row.sha256 = new.name, sha
+        session.flush()
+        result = _as_dict(row)
+    old.unlink(missing_ok=True)
+    return result

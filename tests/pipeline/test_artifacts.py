@@ -187,3 +187,31 @@ def test_the_payload_cannot_override_the_format_number(tmp_path):
 def test_artifact_names_must_be_plain_file_names(tmp_path, name):
     with pytest.raises(ValueError, match="plain file name"):
         save_artifact({}, tmp_path, name)
+
+
+def _variants():
+    """Every learner qcllp trains by name, plus the variants a plant config reaches by a grid
+    (the gradient-boosting bases, the RBF map of the mean-map learners)."""
+    from qcllp.pipeline.methods import METHODS
+
+    cases = [(name, {}) for name in METHODS]
+    cases += [("llpfc", {"base": "hgb"}), ("em-llp", {"base": "hgb"})]
+    cases += [("lmm", {"kernel": "rbf"}), ("amm", {"kernel": "rbf"})]
+    return cases
+
+
+@pytest.mark.parametrize(("name", "params"), _variants(), ids=lambda v: str(v))
+def test_every_learner_is_stored_and_read_back_within_the_allow_list(tmp_path, name, params):
+    """A learner whose fitted parts needed a type off the list would fail here (at writing),
+    not in a plant's training."""
+    from qcllp.pipeline.methods import METHODS
+
+    X, y = make_gaussian_mixture(300, 3, random_state=0)
+    bags, shares = bags_from_labels(y, 30, random_state=0)
+    estimator = METHODS[name].estimator(0)
+    prefix = "estimator__" if METHODS[name].standardized else ""
+    estimator.set_params(**{prefix + k: v for k, v in params.items()})
+    fitted = estimator.fit(X, bags, shares)
+    path, sha = save_artifact({"model": fitted}, tmp_path, "m")
+    back = load_artifact(path, sha)["model"]
+    np.testing.assert_array_equal(back.predict_proba(X), fitted.predict_proba(X))

@@ -16,6 +16,7 @@ from qcllp.pipeline.registry import (
     list_models,
     load_model,
     promote,
+    resave_model,
     rollback,
 )
 from qcllp.pipeline.train import train_station
@@ -164,3 +165,22 @@ def test_rows_name_their_artifact_inside_the_models_folder_and_files_are_private
     for m in rows:
         assert ((folder / m["artifact_path"]).stat().st_mode & 0o777) == 0o600
     assert load_model(store, rows[0]["id"]).model.station == rows[0]["station"]
+
+
+def test_resave_rewrites_a_pickle_artifact_as_skops_and_switches_the_row(store, trained):
+    first = trained[1][0]
+    model = load_model(store, first).model
+    old = store.models_dir / "earlier.joblib"  # format 2, as qcllp 0.x wrote it
+    joblib.dump({"station_model": model, "format": 2, "qcllp_version": "0.1.0"}, old)
+    _set_artifact(store, first, str(old), file_sha256(old))
+
+    row = resave_model(store, first)
+    assert row["artifact_path"] == "earlier.skops" and not old.exists()
+    new = store.models_dir / "earlier.skops"
+    assert row["sha256"] == file_sha256(new) and new.stat().st_mode & 0o777 == 0o600
+    again = load_model(store, first).model
+    X = model.per_charge  # the stored tables come back as they were
+    assert again.threshold == model.threshold and list(again.features) == list(model.features)
+    assert (again.per_charge.to_numpy() == X.to_numpy()).all()
+    assert list(again.importances.index) == list(model.importances.index)
+    assert resave_model(store, first) is None  # format 3 already
