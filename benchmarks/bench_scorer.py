@@ -240,8 +240,8 @@ def trained_model(cache: Path, config: PlantConfig) -> dict:
     if db.exists():
         with Store.open(sqlite_url(db), create=False) as store:
             record = active_model(store, STATION)
-        if record is not None and Path(record["artifact_path"]).exists():
-            return record
+        if record is not None and (folder / "models" / record["artifact_path"]).exists():
+            return {**record, "artifact_path": str(folder / "models" / record["artifact_path"])}
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     say(f"training the {STATION} model on {TRAIN_CHARGES} labeled charges ...")
@@ -252,15 +252,21 @@ def trained_model(cache: Path, config: PlantConfig) -> dict:
         ingest_defect_counts(store, config, files["defects"])
         model_id = train_station(store, config, STATION).model_id
         promote(store, model_id)
-        return get_model(store, model_id)
+        record = get_model(store, model_id)
+    return {**record, "artifact_path": str(folder / "models" / record["artifact_path"])}
 
 
 def install_model(store: Store, record: dict) -> int:
-    """Register the trained model's artifact in ``store`` and make it active there."""
+    """Copy the trained model's artifact into ``store``'s models folder (a row may only name a
+    file there), register it and make it active there."""
     current = active_model(store, STATION)
     if current is not None and current["sha256"] == record["sha256"]:
         return int(current["id"])
+    source = Path(record["artifact_path"])
+    store.models_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    shutil.copy(source, store.models_dir / source.name)
     fields = {k: v for k, v in record.items() if k not in ("id", "status", "promoted_at")}
+    fields["artifact_path"] = source.name
     model_id = register_model(store, **fields)
     promote(store, model_id)
     return model_id

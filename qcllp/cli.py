@@ -65,7 +65,10 @@ class Context:
         known = self.db is None or self.config_given
         timeout = self.config.statement_timeout_s if known else DEFAULT_STATEMENT_TIMEOUT_S
         self.opened_url = self.database_url  # named by a database error (password masked)
-        return Store.open(self.database_url, create=create, statement_timeout_s=timeout)
+        models = self.config.models_dir if known else None  # a server database's artifacts
+        return Store.open(
+            self.database_url, create=create, statement_timeout_s=timeout, models_dir=models
+        )
 
     def emit(self, result: Any, text: str) -> None:
         """Print ``result`` as JSON with --json, else the human-readable ``text``."""
@@ -495,6 +498,28 @@ def models_rollback(ctx: Context, station: str) -> None:
     with ctx.store() as store:
         row = rollback(store, station)
     ctx.emit(row, f"model {row['id']} is active again at {station}")
+
+
+@models.command("resave")
+@click.argument("model_ids", type=int, nargs=-1)
+@pass_ctx
+def models_resave(ctx: Context, model_ids: tuple[int, ...]) -> None:
+    """Rewrite models' pickle artifacts (earlier qcllp versions) in the format that runs no
+    code when read (all models, or the given ones)."""
+    from qcllp.pipeline.registry import list_models, resave_model
+
+    with ctx.store() as store:
+        ids = list(model_ids) or [m["id"] for m in reversed(list_models(store))]
+        rows = [(i, resave_model(store, i)) for i in ids]
+    done = [row for _, row in rows if row is not None]
+    ctx.emit(
+        done,
+        "\n".join(
+            f"model {i}: " + ("already a skops artifact" if r is None else r["artifact_path"])
+            for i, r in rows
+        )
+        or "no models registered yet",
+    )
 
 
 # ----------------------------------------------------------------------------- score

@@ -96,24 +96,25 @@ def store_url(request, tmp_path) -> str:
 
 
 @pytest.fixture
-def store(store_url):
-    """An opened :class:`qcllp.store.Store` on a fresh database (both engines)."""
+def store(store_url, tmp_path):
+    """An opened :class:`qcllp.store.Store` on a fresh database (both engines); a server
+    database's model artifacts go to ``tmp_path/models`` (an SQLite file's are beside it)."""
     from qcllp.store import Store
 
-    opened = Store.open(store_url)
+    opened = Store.open(store_url, models_dir=tmp_path / "models")
     yield opened
     opened.close()
 
 
 @pytest.fixture
-def pg_store(pg_test_url):
+def pg_store(pg_test_url, tmp_path):
     """An opened store on the session's PostgreSQL database, emptied, without the monthly
     partitions of ``readings`` other tests left (``TRUNCATE`` keeps them)."""
     from qcllp.store import Store
     from qcllp.store.partitions import list_partitions
 
     _empty_all_tables(pg_test_url)
-    opened = Store.open(pg_test_url)
+    opened = Store.open(pg_test_url, models_dir=tmp_path / "models")
     with opened.engine.begin() as conn:
         for partition in list_partitions(conn):
             conn.exec_driver_sql(f"DROP TABLE {partition.name}")

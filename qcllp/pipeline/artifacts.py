@@ -1,42 +1,112 @@
-"""Model artifact files: written atomically, identified by their SHA-256, verified on load.
+"""Model artifact files: written atomically and privately, confined to the models folder,
+identified by their SHA-256, and read without running code.
 
-A joblib pickle executes code when loaded, so an artifact is only unpickled after its checksum
-matches the one the registry recorded when it was written: a corrupted or tampered file is
-refused before it is read. The payload carries a format number and the qcllp version that
-wrote it, so an incompatible artifact is refused with a message instead of failing later.
+An artifact (format 3) is a skops file (:mod:`skops.io`, a zip of JSON and ``.npy`` members):
+loading it builds only the types on :data:`TRUSTED_TYPES` (qcllp's learners and their fitted
+parts, one scikit-learn type skops does not trust by default) besides the plain, NumPy and
+scikit-learn types skops trusts itself; any other type in a file is refused before anything is
+built. Unlike a pickle, nothing in the file names code to call. skops over a hand-written
+format: it already serializes every scikit-learn estimator the learners hold, and audits a
+file before building it. Writing refuses an object that needs a type off the list, so a model
+that could not be read back is never stored.
 
-Formats: 1 held the station model as a plain dict of parts; 2 holds one
-:class:`~qcllp.pipeline.station_model.StationModel` under ``"station_model"``. Both are read;
-the registry converts format 1 (:func:`~qcllp.pipeline.station_model.station_model_from_v1`).
+Every read goes through the same two guards whatever the format:
+
+* **confinement**: a registry row names its file relative to the models folder; the path is
+  resolved (symlinks included) and refused unless it lies inside that folder
+  (:func:`artifact_file`), so a row cannot point a scorer at a file elsewhere;
+* **the verified bytes**: the file is read once into memory, those bytes are hashed and
+  compared with the registry's SHA-256, and the very same bytes are deserialized
+  (:func:`read_verified`): a file swapped after the check is never the one loaded.
+
+Formats 1 and 2 (joblib pickles of earlier qcllp versions) are still read behind both guards,
+so an upgraded plant keeps scoring; ``qcllp models resave`` rewrites them as format 3.
+
+Files are created owner-only (0600) in a folder of mode 0700: the retrainer and the scorers run
+as one service user, and a model's weights and its training metrics are the plant's business.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import os
+import stat
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import joblib
+import skops.io
 
 from qcllp import __version__
 
 __all__ = [
     "ARTIFACT_FORMAT",
+    "ARTIFACT_SUFFIX",
+    "FILE_MODE",
+    "FOLDER_MODE",
+    "PICKLE_FORMATS",
     "READABLE_FORMATS",
+    "TRUSTED_TYPES",
     "ArtifactError",
+    "artifact_file",
     "file_sha256",
     "load_artifact",
+    "read_verified",
     "save_artifact",
 ]
 
-ARTIFACT_FORMAT = 2
-READABLE_FORMATS = (1, 2)
+ARTIFACT_FORMAT = 3
+PICKLE_FORMATS = (1, 2)
+READABLE_FORMATS = (*PICKLE_FORMATS, ARTIFACT_FORMAT)
+ARTIFACT_SUFFIX = ".skops"
+FILE_MODE = 0o600
+FOLDER_MODE = 0o700
+
+# The types besides skops' own trusted ones (builtins, NumPy, SciPy, scikit-learn estimators)
+# a station model is built of: every learner of qcllp.pipeline.methods and its fitted parts
+# (found with skops.io.get_untrusted_types on a trained model of each method and of the variants
+# a config grid reaches; tests/pipeline/test_artifacts.py stores each). Named one by one, never
+# "all of qcllp": a type joins the list when a learner needs it.
+TRUSTED_TYPES: tuple[str, ...] = (
+    "qcllp.learn.alter_psvm.AlterPSVM",
+    "qcllp.learn.alter_psvm.FittedPSVM",
+    "qcllp.learn.baselines.InvCal",
+    "qcllp.learn.baselines.MeanMap",
+    "qcllp.learn.binning.QuantileBinner",
+    "qcllp.learn.calibration.BagCalibrator",
+    "qcllp.learn.calibration.CountCalibrator",
+    "qcllp.learn.conv_psvm.ConvPSVM",
+    "qcllp.learn.em_llp.EMLLP",
+    "qcllp.learn.em_llp.EMScore",
+    "qcllp.learn.kernels.ExactRBFMap",
+    "qcllp.learn.kernels.LinearDecision",
+    "qcllp.learn.kmeans_labeler.KMeansLabeler",
+    "qcllp.learn.llpfc.LLPFC",
+    "qcllp.learn.llpfc._BoostedDecision",
+    "qcllp.learn.llpfc._EstimatorDecision",
+    "qcllp.learn.llpfc._LogisticDecision",
+    "qcllp.learn.mean_maps.AlternatingMeanMap",
+    "qcllp.learn.mean_maps.FittedMeanMap",
+    "qcllp.learn.mean_maps.LaplacianMeanMap",
+    "qcllp.learn.per_defect.PerDefectClassifier",
+    "qcllp.learn.proportion_boosting.BoostedScore",
+    "qcllp.learn.proportion_boosting.ProportionBoosting",
+    "qcllp.learn.twin_psvm.TwinDecision",
+    "qcllp.learn.twin_psvm.TwinPSVM",
+    "qcllp.pipeline.methods.Standardized",
+    "qcllp.pipeline.thresholds.LockoutCosts",
+    # scikit-learn's fitted trees, which skops does not trust by default: ProportionBoosting's,
+    # and HistGradientBoosting's (the "hgb" base of llpfc and em-llp)
+    "sklearn.ensemble._hist_gradient_boosting.predictor.TreePredictor",
+    "sklearn.tree._tree.Tree",
+)
 
 
 class ArtifactError(Exception):
-    """A model artifact is missing, corrupted or incompatible."""
+    """A model artifact is missing, outside the models folder, corrupted or incompatible."""
 
 
 def file_sha256(path: Path) -> str:
@@ -48,50 +118,120 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def save_artifact(payload: dict[str, Any], directory: Path, name: str) -> tuple[Path, str]:
-    """Write ``payload`` to ``directory/name.joblib`` atomically; return (path, sha256).
+def artifact_file(folder: Path, stored: str | Path) -> Path:
+    """The file a registry row's ``artifact_path`` names, refused unless inside ``folder``.
 
-    The file is written to a temporary name in the same folder, flushed to disk and renamed,
-    so a reader never sees half an artifact. ``format`` and ``qcllp_version`` are added to the
-    payload (and win over keys of the same name in it).
+    ``stored`` is relative to the models folder (what qcllp writes), or absolute (rows of
+    earlier versions). Both are resolved, symlinks included, before the check: ``../x``, an
+    absolute path elsewhere or a link out of the folder raise :class:`ArtifactError`.
     """
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{name}.joblib"
+    root = Path(folder).resolve()
+    given = Path(stored)
+    resolved = (given if given.is_absolute() else root / given).resolve()
+    if resolved == root or not resolved.is_relative_to(root):
+        raise ArtifactError(
+            f"model artifact path {str(stored)!r} lies outside the models folder {root} "
+            f"(it resolves to {resolved}); refused"
+        )
+    return resolved
+
+
+def read_verified(path: Path, sha256: str) -> bytes:
+    """The file's bytes, read once, whose SHA-256 is ``sha256``; else :class:`ArtifactError`.
+
+    The caller deserializes these bytes, never the path again: a file replaced after this read
+    is not what gets loaded.
+    """
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ArtifactError(f"model artifact {path} does not exist") from None
+    except IsADirectoryError:
+        raise ArtifactError(f"model artifact {path} is a folder, not a file") from None
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != sha256:
+        raise ArtifactError(
+            f"model artifact {path} is corrupted or was modified: its SHA-256 {actual[:12]}... "
+            f"does not match the registry's {sha256[:12]}...; retrain or restore the file"
+        )
+    return data
+
+
+def _private_folder(directory: Path) -> None:
+    """Create the models folder 0700, or narrow an existing one of ours to it."""
+    directory.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
+    info = directory.stat()
+    if info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) & 0o077:
+        os.chmod(directory, FOLDER_MODE)
+
+
+def _skops_bytes(content: dict[str, Any], name: str) -> bytes:
+    """The skops file of ``content``; refused if reading it back would need an untrusted type."""
+    data = skops.io.dumps(content, compression=zipfile.ZIP_DEFLATED)
+    foreign = sorted(set(skops.io.get_untrusted_types(data=data)) - set(TRUSTED_TYPES))
+    if foreign:
+        raise ArtifactError(
+            f"model artifact {name} would hold types qcllp does not load: {', '.join(foreign)}"
+        )
+    return data
+
+
+def save_artifact(payload: dict[str, Any], directory: Path, name: str) -> tuple[Path, str]:
+    """Write ``payload`` to ``directory/name.skops`` atomically; return (path, sha256).
+
+    The file is written owner-only to a temporary name in the same folder, flushed to disk and
+    renamed, so a reader never sees half an artifact. ``format`` and ``qcllp_version`` are added
+    to the payload (and win over keys of the same name in it).
+    """
     if not name or Path(name).name != name or name.startswith("."):
         raise ValueError(f"artifact name {name!r} must be a plain file name")
+    directory = Path(directory)
+    _private_folder(directory)
+    path = directory / f"{name}{ARTIFACT_SUFFIX}"
     content = {**payload, "format": ARTIFACT_FORMAT, "qcllp_version": __version__}
+    data = _skops_bytes(content, path.name)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
     try:
-        os.fchmod(fd, 0o644)  # mkstemp makes 0600; the scoring service may run as another user
+        os.fchmod(fd, FILE_MODE)  # mkstemp's 0600 already; said, not assumed
         with os.fdopen(fd, "wb") as fh:
-            joblib.dump(content, fh, compress=3)
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return path, file_sha256(path)
+    return path, hashlib.sha256(data).hexdigest()
+
+
+def _deserialize(data: bytes, path: Path) -> Any:
+    """Build the object in ``data``: a skops file (a zip) with the allow-list, else a pickle of
+    formats 1 and 2 (the caller has confined and verified these bytes)."""
+    if zipfile.is_zipfile(io.BytesIO(data)):
+        foreign = sorted(set(skops.io.get_untrusted_types(data=data)) - set(TRUSTED_TYPES))
+        if foreign:
+            raise ArtifactError(
+                f"model artifact {path} holds types qcllp does not load: {', '.join(foreign)}; "
+                "refused"
+            )
+        return skops.io.loads(data, trusted=list(TRUSTED_TYPES))
+    return joblib.load(io.BytesIO(data))
 
 
 def load_artifact(path: Path, sha256: str) -> dict[str, Any]:
-    """Read an artifact after checking its checksum and format; raise :class:`ArtifactError`.
+    """Read an artifact's verified bytes and check its format; raise :class:`ArtifactError`.
 
-    The checksum is checked *before* unpickling: a modified file is never executed.
+    The checksum is checked on the bytes read *before* anything is built from them, and those
+    bytes are what is built (:func:`read_verified`). ``path`` must already be confined
+    (:func:`artifact_file`).
     """
     path = Path(path)
-    if not path.is_file():
-        raise ArtifactError(f"model artifact {path} does not exist")
-    actual = file_sha256(path)
-    if actual != sha256:
-        raise ArtifactError(
-            f"model artifact {path} is corrupted or was modified: its SHA-256 {actual[:12]}... "
-            f"does not match the registry's {sha256[:12]}...; retrain or restore the file"
-        )
+    data = read_verified(path, sha256)
     try:
-        content = joblib.load(path)
-    except Exception as exc:  # checksum matches, but not a joblib file or written by other code
+        content = _deserialize(data, path)
+    except ArtifactError:
+        raise
+    except Exception as exc:  # checksum matches, but not an artifact or written by other code
         raise ArtifactError(
             f"model artifact {path} is not a readable qcllp model artifact "
             f"({type(exc).__name__}: {exc}); retrain the model"

@@ -2,10 +2,15 @@
 
 A trained model enters as a ``candidate`` with its artifact's SHA-256. ``promote`` makes one
 model per station ``active`` (the previous active one is ``retired``); ``rollback`` retires
-the active model and reactivates the one promoted before it. Loading verifies the checksum
-before unpickling (:mod:`.artifacts`), so a corrupted or tampered file is refused, and then
-checks that the :class:`~.station_model.StationModel` inside is the one its row describes
-(station, target, feature list): a row pointing at another station's file is refused too.
+the active model and reactivates the one promoted before it.
+
+A row names its artifact relative to the database's models folder (:attr:`Store.models_dir
+<qcllp.store.Store.models_dir>`; rows of earlier versions hold an absolute path). Loading
+refuses a path that resolves outside that folder, verifies the checksum of the bytes it read
+and builds the model from those same bytes (:mod:`.artifacts`), so a row cannot point a scorer
+at a file elsewhere and a corrupted, tampered or swapped file is refused; it then checks that
+the :class:`~.station_model.StationModel` inside is the one its row describes (station,
+target, feature list): a row pointing at another station's file is refused too.
 """
 
 from __future__ import annotations
@@ -21,9 +26,20 @@ from sqlalchemy import Connection, delete, func, select
 from qcllp import __version__
 from qcllp.store import LockoutGuard, Model, Store
 
-from .artifacts import ArtifactError, load_artifact, save_artifact
+from .artifacts import (
+    ARTIFACT_SUFFIX,
+    ArtifactError,
+    artifact_file,
+    load_artifact,
+    save_artifact,
+)
 from .leases import scorer_lock_key
-from .station_model import ModelMismatchError, StationModel, station_model_from_v1
+from .station_model import (
+    ModelMismatchError,
+    StationModel,
+    station_model_from_state,
+    station_model_from_v1,
+)
 
 __all__ = [
     "LoadedModel",
@@ -33,8 +49,10 @@ __all__ = [
     "load_model",
     "promote",
     "register_model",
+    "resave_model",
     "rollback",
     "active_model",
+    "artifact_location",
     "save_station_model",
 ]
 
@@ -58,8 +76,28 @@ class LoadedModel:
 
 
 def save_station_model(model: StationModel, directory: Path, stem: str) -> tuple[Path, str]:
-    """Write a station model's artifact (format 2); returns (path, sha256)."""
-    return save_artifact({"station_model": model}, directory, stem)
+    """Write a station model's artifact (format 3); returns (path, sha256). Its row records
+    ``path.name``: the path relative to the models folder."""
+    return save_artifact({"station_model": model.to_state()}, directory, stem)
+
+
+def artifact_location(store: Store, record: dict[str, Any]) -> Path:
+    """The artifact file of a registry row, confined to the store's models folder.
+
+    Raises :class:`ArtifactError` naming the model and the path if the path resolves outside
+    the folder (``..``, an absolute path elsewhere, a symlink out of it), or if the folder of a
+    server database is unknown (the store was opened without the plant config).
+    """
+    folder = store.models_dir
+    if folder is None:
+        raise ArtifactError(
+            f"model {record['id']} ({record['station']}): the models folder of this server "
+            "database is unknown; name the plant config (--config or QCLLP_CONFIG)"
+        )
+    try:
+        return artifact_file(folder, record["artifact_path"])
+    except ArtifactError as exc:
+        raise ArtifactError(f"model {record['id']} ({record['station']}): {exc}") from None
 
 
 def _as_dict(row: Model) -> dict[str, Any]:
@@ -200,14 +238,9 @@ def load_model(store: Store, model_id: int | None = None, *, station: str | None
                 f"station {station!r} has no active model; train one and promote it "
                 "(qcllp train, qcllp models promote)"
             )
-    path = Path(record["artifact_path"])
+    path = artifact_location(store, record)
     content = load_artifact(path, record["sha256"])
-    if content["format"] == 1:
-        model = station_model_from_v1(content, record)
-    else:
-        model = content.get("station_model")
-        if not isinstance(model, StationModel):
-            raise ArtifactError(f"model artifact {path} holds no station model; retrain the model")
+    model = _station_model(content, record, path)
     try:
         model.check_matches(
             station=record["station"], target=record["target"], features=record["features"]
@@ -218,3 +251,49 @@ def load_model(store: Store, model_id: int | None = None, *, station: str | None
             "retrain the station (qcllp train --station ...)"
         ) from exc
     return LoadedModel(record=record, model=model)
+
+
+def _station_model(content: dict[str, Any], record: dict[str, Any], path: Path) -> StationModel:
+    """The station model of an artifact of any readable format."""
+    if content["format"] == 1:
+        return station_model_from_v1(content, record)
+    model = content.get("station_model")
+    if isinstance(model, dict) and content["format"] >= 3:
+        try:
+            return station_model_from_state(model)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ArtifactError(
+                f"model artifact {path} holds no readable station model ({exc}); retrain the model"
+            ) from exc
+    if not isinstance(model, StationModel):
+        raise ArtifactError(f"model artifact {path} holds no station model; retrain the model")
+    return model
+
+
+def resave_model(store: Store, model_id: int) -> dict[str, Any] | None:
+    """Rewrite a model's artifact of format 1 or 2 (a pickle) as format 3; the new row, or
+    ``None`` if it is format 3 already.
+
+    The pickle is read behind both guards (:func:`load_model`), written again beside it as
+    ``<stem>.skops``, and the row switched to the new file in one transaction, only if it still
+    names the old one (a concurrent change wins); the old file is removed after the commit.
+    """
+    record = get_model(store, model_id)
+    old = artifact_location(store, record)
+    if old.suffix == ARTIFACT_SUFFIX:
+        return None
+    loaded = load_model(store, model_id)
+    new, sha = save_station_model(loaded.model, old.parent, old.stem)
+    with store.write_session() as session:
+        row = session.get(Model, model_id)
+        if row is None or (row.artifact_path, row.sha256) != (
+            record["artifact_path"],
+            record["sha256"],
+        ):
+            new.unlink(missing_ok=True)
+            raise RegistryError(f"model {model_id} changed while it was being re-saved; retry")
+        row.artifact_path, row.sha256 = new.name, sha
+        session.flush()
+        result = _as_dict(row)
+    old.unlink(missing_ok=True)
+    return result

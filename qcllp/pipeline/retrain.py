@@ -261,7 +261,7 @@ def _orphan_artifacts(store: Store, config: PlantConfig, min_age_s: float) -> li
         path
         for path in folder.iterdir()
         if path.is_file()
-        and (path.suffix == ".joblib" or path.suffix == ".tmp")  # .tmp: killed mid-write
+        and path.suffix in (".skops", ".joblib", ".tmp")  # .tmp: killed mid-write
         and path.name not in known
         and path.stat().st_mtime < cutoff
     )

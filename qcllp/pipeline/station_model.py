@@ -8,6 +8,10 @@ with the costs it was chosen for, the validation metrics and the training window
 :meth:`StationModel.decide`, turns a feature frame into failure probabilities and lock-out
 decisions, so training-time and scoring-time arithmetic cannot drift apart.
 
+An artifact stores it as plain parts (:meth:`StationModel.to_state`): its two pandas tables
+as arrays, its times as ISO text, so that the artifact format builds no pandas internals and
+no type outside its allow-list (:mod:`.artifacts`); :func:`station_model_from_state` reverses it.
+
 Artifacts written before this object existed (format 1: a plain dict) load through
 :func:`station_model_from_v1`, which takes what the dict and its registry row recorded; the
 costs were not stored then and stay ``None`` (the threshold, which is what scoring uses, was).
@@ -16,7 +20,7 @@ costs were not stored then and stay ``None`` (the threshold, which is what scori
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
@@ -34,6 +38,7 @@ __all__ = [
     "StationModel",
     "defect_probability",
     "logit",
+    "station_model_from_state",
     "station_model_from_v1",
 ]
 
@@ -137,6 +142,53 @@ class StationModel:
             )
         if problems:
             raise ModelMismatchError("; ".join(problems))
+
+    def to_state(self) -> dict[str, Any]:
+        """The model as plain parts an artifact stores (:func:`station_model_from_state`)."""
+        state = {f.name: getattr(self, f.name) for f in fields(self)}
+        state["features"] = list(self.features)
+        state["imputation"], state["params"] = dict(self.imputation), dict(self.params)
+        state["metrics"] = dict(self.metrics)
+        for name in ("trained_from", "trained_until"):
+            state[name] = None if state[name] is None else state[name].isoformat()
+        if self.per_charge is not None:
+            state["per_charge"] = _frame_state(self.per_charge)
+        if self.importances is not None:
+            state["importances"] = _frame_state(self.importances.to_frame("value"))
+        return state
+
+
+def station_model_from_state(state: Mapping[str, Any]) -> StationModel:
+    """A :class:`StationModel` from :meth:`StationModel.to_state`'s parts."""
+    parts = dict(state)
+    parts["features"] = tuple(parts["features"])
+    for name in ("trained_from", "trained_until"):
+        if parts.get(name) is not None:
+            parts[name] = datetime.fromisoformat(parts[name])
+    if parts.get("per_charge") is not None:
+        parts["per_charge"] = _frame_from_state(parts["per_charge"])
+    if parts.get("importances") is not None:
+        parts["importances"] = _frame_from_state(parts["importances"])["value"].rename(None)
+    return StationModel(**parts)
+
+
+def _frame_state(frame: pd.DataFrame) -> dict[str, Any]:
+    """A table of number or text columns as NumPy arrays (text as fixed-width strings)."""
+
+    def plain(values: Any) -> np.ndarray:
+        array = np.asarray(values)
+        return array if array.dtype.kind in "biuf" else np.asarray(values, dtype=str)
+
+    return {
+        "index": plain(frame.index),
+        "index_name": frame.index.name,
+        "columns": {str(name): plain(frame[name]) for name in frame.columns},
+    }
+
+
+def _frame_from_state(state: Mapping[str, Any]) -> pd.DataFrame:
+    index = pd.Index(state["index"], name=state["index_name"])
+    return pd.DataFrame(dict(state["columns"]), index=index)
 
 
 def station_model_from_v1(payload: Mapping[str, Any], record: Mapping[str, Any]) -> StationModel:

@@ -917,7 +917,7 @@ def record_model(
         params=_jsonable(model.params),
         metrics=_jsonable(model.metrics),
         features=list(model.features),
-        artifact_path=str(path),
+        artifact_path=path.name,  # relative to the models folder
         sha256=sha,
         trained_from=model.trained_from,
         trained_until=model.trained_until,

@@ -17,7 +17,8 @@ It keeps the station models current without an engineer at the keyboard:
   :mod:`qcllp.pipeline.promotion`); every decision is an event row.
 
 **Scheduling** is APScheduler 3.x with its ``SQLAlchemyJobStore`` in the plant database (table
-``retrainer_jobs``, created by the migrations): the next run times survive a restart, and with
+``retrainer_jobs``, created by the migrations; its pickled rows are read with a restricted
+unpickler, :mod:`.jobstore`): the next run times survive a restart, and with
 ``coalesce`` and ``misfire_grace_time`` a daemon that was down runs each missed job once when
 it is back, not once per missed time. At start the stored jobs are kept when their trigger is
 unchanged (a re-added job would lose its missed run) and replaced when the config changed it.
@@ -67,7 +68,6 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from apscheduler.executors.pool import ThreadPoolExecutor
-from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
@@ -100,6 +100,7 @@ from qcllp.plant.config import PlantConfig
 from qcllp.store import RETRAINER_JOBS, Store, stored_utc
 
 from .http import HealthServer
+from .jobstore import SafeJobStore
 from .logs import log_event, one_line
 
 __all__ = ["LEASE", "RetrainerService", "RetrainerState", "run_retrainer", "run_job"]
@@ -549,7 +550,8 @@ def _shutdown(scheduler: BackgroundScheduler, *, wait: bool = True) -> None:
 def _scheduler(store: Store, config: PlantConfig) -> BackgroundScheduler:
     return BackgroundScheduler(
         jobstores={
-            "default": SQLAlchemyJobStore(engine=store.engine, tablename=RETRAINER_JOBS.name),
+            # the stored jobs are pickles: read them with a restricted unpickler
+            "default": SafeJobStore(engine=store.engine, tablename=RETRAINER_JOBS.name),
         },
         # ingest and a long retraining may run side by side; each job has max_instances=1
         executors={"default": ThreadPoolExecutor(max_workers=2)},

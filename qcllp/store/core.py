@@ -226,8 +226,9 @@ def _server_engine(parsed: URL, statement_timeout_s: float | None) -> Engine:
 class Store:
     """One plant database. Create with :meth:`open`."""
 
-    def __init__(self, engine: Engine):
+    def __init__(self, engine: Engine, models_dir: Path | None = None):
         self.engine = engine
+        self.server_models_dir = None if models_dir is None else Path(models_dir)
 
     @property
     def dialect(self) -> str:
@@ -253,17 +254,22 @@ class Store:
     def models_dir(self) -> Path | None:
         """Where model artifacts of this database live: ``models/`` beside an SQLite file.
 
-        ``None`` for a server database or an in-memory one: then the plant config decides
-        (:attr:`qcllp.plant.config.PlantConfig.models_dir`).
+        A server database's (or an in-memory one's) is the folder it was opened with (the plant
+        config's :attr:`~qcllp.plant.config.PlantConfig.models_dir`), ``None`` if none was given.
         """
         database = self.url.database
         if self.dialect != "sqlite" or database in (None, "", ":memory:"):
-            return None
+            return self.server_models_dir
         return Path(database).resolve().parent / "models"
 
     @classmethod
     def open(
-        cls, url: str, *, create: bool = True, statement_timeout_s: float | None = None
+        cls,
+        url: str,
+        *,
+        create: bool = True,
+        statement_timeout_s: float | None = None,
+        models_dir: Path | None = None,
     ) -> Store:
         """Open the database at ``url``, creating it and migrating it to the newest schema.
 
@@ -311,7 +317,7 @@ class Store:
             except OperationalError as exc:  # e.g. SQLite's "database or disk is full"
                 engine.dispose()
                 raise StoreError(database_problem(exc, shown)) from exc
-        return cls(engine)
+        return cls(engine, models_dir)
 
     def close(self) -> None:
         """Release the connection pool."""

@@ -3,6 +3,9 @@ that verify, old artifacts through the converter, and a row never paired with a 
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import joblib
 import pytest
 
@@ -13,6 +16,7 @@ from qcllp.pipeline.registry import (
     list_models,
     load_model,
     promote,
+    resave_model,
     rollback,
 )
 from qcllp.pipeline.train import train_station
@@ -38,7 +42,9 @@ def store(trained, tmp_path):
 
     url, _ = trained
     target = tmp_path / "plant.sqlite"
-    shutil.copy(url.removeprefix("sqlite:///"), target)
+    source = Path(url.removeprefix("sqlite:///"))
+    shutil.copy(source, target)
+    shutil.copytree(source.parent / "models", tmp_path / "models")  # rows name files in it
     opened = Store.open(f"sqlite:///{target}")
     yield opened
     opened.close()
@@ -68,9 +74,9 @@ def test_rollback_refuses_a_previous_model_whose_artifact_was_corrupted(store, t
     first, second, _ = trained[1]
     promote(store, first)
     promote(store, second)
-    broken = tmp_path / "broken.joblib"
+    broken = tmp_path / "models" / "broken.joblib"
     broken.write_bytes(b"not a model")
-    _set_artifact(store, first, str(broken), file_sha256(broken))
+    _set_artifact(store, first, broken.name, file_sha256(broken))
     with pytest.raises(ArtifactError, match="broken.joblib is not a readable"):
         rollback(store, "cooling")
     assert active_model(store, "cooling")["id"] == second  # nothing changed
@@ -102,7 +108,7 @@ def test_an_artifact_of_format_1_loads_through_the_converter(store, trained, tmp
         "format": 1,
         "qcllp_version": "0.1.0",
     }
-    path = tmp_path / "old.joblib"
+    path = tmp_path / "models" / "old.joblib"  # an absolute row of an earlier version
     joblib.dump(old, path)
     _set_artifact(store, first, str(path), file_sha256(path))
     converted = load_model(store, first).model
@@ -117,3 +123,64 @@ def test_unknown_models_and_stations_without_models_are_named(store):
         promote(store, 999)
     with pytest.raises(RegistryError, match="station 'rolling' has no active model"):
         load_model(store, station="rolling")
+
+
+def _outside(tmp_path: Path, how: str) -> str:
+    """A row's artifact path leading out of the models folder ``tmp_path/models``, to a
+    genuine artifact copied outside it (its checksum matches: only the place is wrong)."""
+    models = tmp_path / "models"
+    original = next(models.glob("*.skops"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    target = elsewhere / original.name
+    target.write_bytes(original.read_bytes())
+    if how == "absolute":
+        return str(target)
+    if how == "dotdot":
+        return f"../elsewhere/{original.name}"
+    link = models / "link.skops"
+    os.symlink(target, link)
+    return link.name
+
+
+@pytest.mark.parametrize("how", ["absolute", "dotdot", "symlink"])
+def test_an_artifact_path_outside_the_models_folder_is_refused(store, trained, tmp_path, how):
+    first = trained[1][0]
+    row = next(m for m in list_models(store) if m["id"] == first)
+    stored = _outside(tmp_path, how)
+    _set_artifact(store, first, stored, row["sha256"])
+    with pytest.raises(ArtifactError) as refused:
+        promote(store, first)
+    message = str(refused.value)
+    assert message.startswith(f"model {first} (cooling): model artifact path {stored!r} lies ")
+    assert "outside the models folder" in message and "\n" not in message
+    assert active_model(store, "cooling") is None
+
+
+def test_rows_name_their_artifact_inside_the_models_folder_and_files_are_private(store, trained):
+    rows = list_models(store)
+    assert all("/" not in m["artifact_path"] for m in rows)  # relative: a plain file name
+    folder = store.models_dir
+    assert (folder.stat().st_mode & 0o777) == 0o700
+    for m in rows:
+        assert ((folder / m["artifact_path"]).stat().st_mode & 0o777) == 0o600
+    assert load_model(store, rows[0]["id"]).model.station == rows[0]["station"]
+
+
+def test_resave_rewrites_a_pickle_artifact_as_skops_and_switches_the_row(store, trained):
+    first = trained[1][0]
+    model = load_model(store, first).model
+    old = store.models_dir / "earlier.joblib"  # format 2, as qcllp 0.x wrote it
+    joblib.dump({"station_model": model, "format": 2, "qcllp_version": "0.1.0"}, old)
+    _set_artifact(store, first, str(old), file_sha256(old))
+
+    row = resave_model(store, first)
+    assert row["artifact_path"] == "earlier.skops" and not old.exists()
+    new = store.models_dir / "earlier.skops"
+    assert row["sha256"] == file_sha256(new) and new.stat().st_mode & 0o777 == 0o600
+    again = load_model(store, first).model
+    X = model.per_charge  # the stored tables come back as they were
+    assert again.threshold == model.threshold and list(again.features) == list(model.features)
+    assert (again.per_charge.to_numpy() == X.to_numpy()).all()
+    assert list(again.importances.index) == list(model.importances.index)
+    assert resave_model(store, first) is None  # format 3 already

@@ -25,7 +25,7 @@ import yaml
 from sqlalchemy import select
 
 from qcllp.pipeline.events import events, record_event
-from qcllp.pipeline.registry import list_models, load_model
+from qcllp.pipeline.registry import artifact_location, list_models, load_model
 from qcllp.pipeline.retrain import retrain_station
 from qcllp.store import Alarm, IngestionBatch, Store
 from tests.service.harness import ServiceProcess, wait_until
@@ -119,7 +119,7 @@ class DaemonPlant:
                 partial.rename(target)
 
     def store(self) -> Store:
-        return Store.open(self.url)
+        return Store.open(self.url, models_dir=self.folder / "models")  # beside plant.yaml
 
     def decisions(self) -> list[dict]:
         with self.store() as store:
@@ -432,7 +432,7 @@ def test_a_corrupt_active_model_does_not_stop_the_daemon(tmp_path, retrain_plant
     plant = make_plant(tmp_path, retrain_plant, history=True)
     with plant.store() as store:
         first = retrain_station(store, retrain_plant.config, STATION)
-        path = Path(load_model(store, first.model_id).record["artifact_path"])
+        path = artifact_location(store, load_model(store, first.model_id).record)
     path.write_bytes(b"not a model any more")
     daemon = start_daemon(plant)
     daemon.leading()

@@ -41,7 +41,7 @@ from sqlalchemy.engine import make_url
 
 from qcllp.cli import main
 from qcllp.ingest import ingest_defect_counts, ingest_measurements
-from qcllp.pipeline.registry import get_model, promote
+from qcllp.pipeline.registry import artifact_location, get_model, promote
 from qcllp.pipeline.scoring import flags_frame
 from qcllp.pipeline.train import train_station
 from qcllp.plant.config import PlantConfig, load_plant_config
@@ -186,7 +186,7 @@ def make_plant(
     config_path = write_config(folder, timeout_s=timeout_s)
     config = load_plant_config(config_path)
     url = url or f"sqlite:///{folder / 'plant.sqlite'}"
-    store = Store.open(url)
+    store = Store.open(url, models_dir=config.models_dir)
     ingest_measurements(store, config, history.folder / "measurements")
     ingest_defect_counts(store, config, history.folder / "defects")
     model_a = train_station(store, config, STATION).model_id
@@ -463,7 +463,7 @@ def test_a_corrupt_artifact_is_refused_with_an_alarm_and_the_last_good_model_kee
     before = plant.feed(2)
     wait_until(lambda: before <= plant.flagged(), what="the first feed flagged", procs=[scorer])
 
-    artifact = Path(get_model(plant.store, plant.model_b)["artifact_path"])
+    artifact = artifact_location(plant.store, get_model(plant.store, plant.model_b))
     with paused(plant, scorer):  # so it cannot load model B before its file is damaged
         promote(plant.store, plant.model_b)  # verifies the (still intact) file
         data = bytearray(artifact.read_bytes())
