@@ -12,6 +12,7 @@ import pytest
 
 from qcllp.features import station_features
 from qcllp.ingest import ingest_defect_counts, ingest_measurements
+from qcllp.pipeline.flag_sink import claim_sink
 from qcllp.pipeline.registry import load_model, promote
 from qcllp.pipeline.scoring import FlagSink, flags_frame, score_file, score_station, score_step
 from qcllp.pipeline.train import train_station
@@ -145,20 +146,17 @@ def test_the_sink_drops_what_an_uncommitted_step_wrote_and_reports_a_shortened_f
     assert offset == committed and "rotated or truncated" in problem
 
 
-def test_a_new_sink_file_is_appended_to_and_never_cut(straightening, tmp_path):
+def test_a_sink_moved_to_a_file_with_foreign_lines_appends_after_them_and_never_cuts_them(
+    straightening, tmp_path
+):
     store, config, arrived = straightening
     loaded = load_model(store, station="straightening")
     first = FlagSink(tmp_path / "first.jsonl")
     score_step(store, config, "straightening", loaded, now=arrived, sink=first)  # nothing due
     second = tmp_path / "second.jsonl"
     second.write_text('{"written by":"the gateway"}\n')
-    done = score_step(
-        store,
-        config,
-        "straightening",
-        loaded,
-        now=arrived + timedelta(hours=1),
-        sink=FlagSink(second),
-    )
+    claim_sink(store, "straightening", second, move=True)
+    done = score_step(store, config, "straightening", loaded, now=arrived + timedelta(hours=1))
     lines = second.read_text().splitlines()
     assert lines[0] == '{"written by":"the gateway"}' and len(lines) == 1 + done.flags_written > 1
+    assert first.path.read_bytes() == b""
