@@ -255,6 +255,18 @@ class ScorerService:
         self.sink_claimed = True
         _log("sink_claimed", station=self.station, sink=claim.path, offset=claim.offset)
 
+    def _claimed_or_refused(self) -> bool:
+        """Claim a claim deferred at start (the database was away); a refusal stops the
+        service with exit code 1, as it would have at start."""
+        try:
+            self.claim_sink()
+        except SinkError as exc:
+            _log("refused", level=logging.ERROR, station=self.station, error=str(exc))
+            self.exit_code = 1
+            self.stopping.set()
+            return False
+        return True
+
     # -- one tick ------------------------------------------------------------------------
     def tick(self, *, max_steps: int = 1000) -> int:
         """Steps until nothing more is due right now (bounded) or until the service is
@@ -262,7 +274,8 @@ class ScorerService:
         returns sticks decided."""
         decided = 0
         try:
-            self.claim_sink()
+            if not self._claimed_or_refused():
+                return 0
             self.refresh_model()
             for _ in range(max_steps):
                 if self.stopping.is_set():
@@ -273,17 +286,13 @@ class ScorerService:
                     break
             with self.state.lock:
                 self.state.last_error = None
-        except SinkError as exc:  # claimed by another scorer meanwhile: refuse to go on
-            _log("refused", level=logging.ERROR, station=self.station, error=str(exc))
-            self.exit_code = 1
-            self.stopping.set()
         except Exception as exc:  # noqa: BLE001 - a service keeps polling; the state says why
             self.metrics.errors.inc()
             message = one_line(exc)
             with self.state.lock:
                 self.state.last_error = message
             _log("step_failed", level=logging.ERROR, station=self.station, error=message)
-            if not isinstance(exc, SQLAlchemyError):  # not the database being away: a bug
+            if not isinstance(exc, (SQLAlchemyError, OSError, SinkError)):  # db, disk, sink: no bug
                 log.exception("unexpected error in a scoring step")
         return decided
 
