@@ -523,6 +523,22 @@ def models_resave(ctx: Context, model_ids: tuple[int, ...]) -> None:
 
 
 # ----------------------------------------------------------------------------- score
+def _station_sink(ctx: Context, station: str, sink: str | None) -> str | None:
+    """The sink to claim for the station: ``--sink``, else ``scorer.sink_dir``'s
+    ``flags-<station>.jsonl``, else ``None`` (the steps use the one the station's checkpoint
+    names, if any)."""
+    if sink is None and ctx.config.scorer.sink_dir:
+        sink = os.path.join(ctx.config.scorer.sink_dir, f"flags-{station}.jsonl")
+    return sink
+
+
+_SINK_HELP = (
+    "The station's JSON-lines flag file for the PLC/MES gateway (default: scorer.sink_dir's "
+    "flags-<station>.jsonl, else the file the station already writes to). A file another "
+    "station writes to, or another file than the station's, is refused (qcllp sink move)."
+)
+
+
 @main.command()
 @click.option("--station", required=True)
 @click.option(
@@ -533,9 +549,13 @@ def models_resave(ctx: Context, model_ids: tuple[int, ...]) -> None:
     "ingest checks it; no flags written).",
 )
 @click.option("--output", type=click.Path(dir_okay=False), help="Write the scores as CSV.")
+@click.option("--sink", type=click.Path(dir_okay=False), help=_SINK_HELP)
 @pass_ctx
-def score(ctx: Context, station: str, input_path: str | None, output: str | None) -> None:
-    """Score sticks at a station with its active model; flags each stick once."""
+def score(
+    ctx: Context, station: str, input_path: str | None, output: str | None, sink: str | None
+) -> None:
+    """Score sticks at a station with its active model; flags each stick once, into the
+    database and the station's sink."""
     from qcllp.pipeline.nothing_decided import checkpoint_seq, why_nothing_decided
     from qcllp.pipeline.scoring import score_file, score_station
 
@@ -546,19 +566,65 @@ def score(ctx: Context, station: str, input_path: str | None, output: str | None
             result = score_file(store, ctx.config, station, input_path)
         else:
             since = checkpoint_seq(store, station)
-            result = score_station(store, ctx.config, station)
+            sink = _station_sink(ctx, station, sink)
+            result = score_station(store, ctx.config, station, sink=sink)
             why = "" if len(result.scores) else why_nothing_decided(store, station, since)
     if output:
         result.scores.to_csv(output, index=False)
     summary = result.as_dict() | ({"nothing_decided": why} if why else {})
+    ctx.emit(summary, _score_line(station, summary, why, _delivery(station, result, input_path)))
+
+
+def _delivery(station: str, result: Any, input_path: str | None) -> str:
+    """Where a score run's flags went: the station's sink, or that it has none."""
+    if input_path:
+        return ""
+    if result.sink is None:
+        return (
+            f"; {station} has no sink: the flags are in the database only "
+            "(give --sink or scorer.sink_dir)"
+        )
+    return f", {result.sink_lines} lines appended to {result.sink}"
+
+
+def _score_line(station: str, summary: dict, why: str, delivered: str) -> str:
+    """The one line ``qcllp score`` prints: what it decided, or why it decided nothing."""
+    if why:
+        return f"{station}: decided 0 sticks with model {summary['model_id']}: {why}{delivered}"
+    return (
+        f"{station}: decided {summary['sticks_decided']} sticks with model {summary['model_id']}"
+        f" (threshold {summary['threshold']:.3f}): {summary['locked_out']} locked out, "
+        f"{summary['passed']} passed, {summary['unscorable']} unscorable; "
+        f"{summary['flags_written']} flags written{delivered}"
+    )
+
+
+@main.group()
+def sink() -> None:
+    """The stations' flag files for the line's PLC/MES gateway."""
+
+
+@sink.command("move")
+@click.option("--station", required=True)
+@click.option("--to", "target", required=True, type=click.Path(dir_okay=False))
+@pass_ctx
+def sink_move(ctx: Context, station: str, target: str) -> None:
+    """Send STATION's flags to another file from now on.
+
+    The old file is cut back to the flags committed to it and left as it is; every flag it
+    has not got goes to the new file (bytes already in it are kept), each flag in exactly one
+    of the two. Safe while the station's scorer runs: its next step writes to the new file.
+    Point the scorer's --sink (or scorer.sink_dir) at the new file before it restarts.
+    """
+    from qcllp.pipeline.flag_sink import claim_sink
+
+    _station(ctx, station)
+    with ctx.store() as store:
+        claim = claim_sink(store, station, target, move=True)
     ctx.emit(
-        summary,
-        f"{station}: decided 0 sticks with model {summary['model_id']}: {why}"
-        if why
-        else f"{station}: decided {summary['sticks_decided']} sticks with model "
-        f"{summary['model_id']} (threshold {summary['threshold']:.3f}): "
-        f"{summary['locked_out']} locked out, {summary['passed']} passed, "
-        f"{summary['unscorable']} unscorable; {summary['flags_written']} flags written",
+        claim.__dict__,
+        f"{station}: flags go to {claim.path} from flag id {claim.flag_id + 1} on"
+        + (f" (before: {claim.previous})" if claim.previous else ""),
     )
 
 
@@ -570,11 +636,7 @@ def serve() -> None:
 
 @serve.command("scorer")
 @click.option("--station", required=True, help="The station this scorer flags sticks at.")
-@click.option(
-    "--sink",
-    type=click.Path(dir_okay=False),
-    help="Append every flag once to this JSON-lines file (for the PLC/MES gateway).",
-)
+@click.option("--sink", type=click.Path(dir_okay=False), help=_SINK_HELP)
 @click.option("--port", type=int, help="HTTP port of /healthz and /metrics (default: config).")
 @click.option("--interval", type=float, help="Seconds between polls (default: config).")
 @pass_ctx
@@ -584,8 +646,7 @@ def serve_scorer(ctx: Context, station: str, sink, port, interval) -> None:
 
     _station(ctx, station)
     _service_logging()
-    if sink is None and ctx.config.scorer.sink_dir:
-        sink = os.path.join(ctx.config.scorer.sink_dir, f"flags-{station}.jsonl")
+    sink = _station_sink(ctx, station, sink)
     with ctx.store() as store:
         code = run_scorer(store, ctx.config, station, sink=sink, port=port, interval_s=interval)
     sys.exit(code)

@@ -12,6 +12,7 @@ from qcllp.plant.config import ConfigError
 from qcllp.store import StoreError
 
 from .artifacts import ArtifactError
+from .flag_sink import SinkError
 from .leases import LeaseBusy, LeaseLost
 from .methods import UnknownMethodError
 from .registry import RegistryError
@@ -26,6 +27,7 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
     LeaseBusy,
     LeaseLost,
     RegistryError,
+    SinkError,
     StoreError,
     TrainingError,
     UnknownMethodError,

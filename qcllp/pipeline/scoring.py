@@ -21,15 +21,17 @@ schedule. A step is one transaction under the station's lock:
    QC's counts, taken in with the batches, show that it over-predicts failures on this plant
    (:mod:`.count_guard`, checked before deciding, so a trip holds this step's lock-outs).
 3. **write** the flags (``INSERT ... ON CONFLICT DO NOTHING`` on the unique (station, charge,
-   stick)), append the flags actually inserted to the sink file for the line's gateway,
-   delete the decided sticks from ``scorer_pending`` and move the checkpoint (batch
-   ``commit_seq`` and the sink's byte offset) -- all committed together.
+   stick)), delete the decided sticks from ``scorer_pending``, append every flag of the
+   station above the sink's cursor to the station's sink file for the line's gateway (the
+   step's own and any written while no sink was open), and move the checkpoint (batch
+   ``commit_seq``, the sink's byte offset and cursor) -- all committed together.
 
 Exactly once across crashes: nothing of a step is visible before its commit. The sink file is
 written and fsynced before the commit; a step that dies after writing but before committing
 left bytes beyond the committed offset, and the next step, under the lock, cuts the file back
-to that offset before it appends. A scorer pointed at another sink file than its checkpoint
-names starts appending at that file's end: bytes it did not write are never cut.
+to that offset before it appends. The sink is the one the station's checkpoint names, claimed
+(path and starting offset committed) before its first byte, so this holds for the first step
+into a new sink too (:mod:`.flag_sink`: claims, ownership, moving a sink).
 
 Two scorers for one station (started by mistake): on SQLite
 a step runs in ``BEGIN IMMEDIATE``, the database's single writer lock, so steps serialize; on
@@ -43,8 +45,8 @@ ingesters.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -71,12 +73,13 @@ from qcllp.store import (
 )
 
 from .count_guard import check_counts
-from .flag_sink import FlagSink, flag_line
+from .flag_sink import FlagSink, SinkError, claim_sink, flag_line
 from .leases import scorer_lock_key
 from .lockout_guard import GuardState, apply_guard, guard_state
 from .registry import LoadedModel, load_model
 from .station_pending import (
     MAX_BATCHES_PER_STEP,
+    Intake,
     backlog,
     due_sticks,
     forget_pending,
@@ -89,6 +92,7 @@ __all__ = [
     "MAX_BATCHES_PER_STEP",
     "FlagSink",
     "ScoreResult",
+    "SinkError",
     "StepResult",
     "flags_frame",
     "insert_alarm",
@@ -114,6 +118,8 @@ class ScoreResult:
     threshold: float | None
     scores: pd.DataFrame
     flags_written: int
+    sink: str | None = None  # the station's sink file (None: it has none)
+    sink_lines: int = 0  # flags appended to it
 
     @property
     def counts(self) -> dict[str, int]:
@@ -132,6 +138,8 @@ class ScoreResult:
             "passed": counts["pass"],
             "unscorable": counts["unscorable"],
             "flags_written": self.flags_written,
+            "sink": self.sink,
+            "sink_lines": self.sink_lines,
         }
 
 
@@ -186,6 +194,16 @@ def insert_alarm(
 
 
 # ----------------------------------------------------------------------------- one step
+@dataclass(frozen=True)
+class _Decided:
+    """What a step decided and wrote (the part of :func:`score_step` that needs a model)."""
+
+    scores: pd.DataFrame
+    written: int
+    alarms: list[tuple[str, str]]
+    due: int
+
+
 def score_step(
     store: Store,
     config: PlantConfig,
@@ -194,68 +212,159 @@ def score_step(
     *,
     now: datetime | None = None,
     assume_complete: bool = False,
-    sink: FlagSink | None = None,
+    sink: FlagSink | str | Path | None = None,
     max_sticks: int | None = None,
 ) -> StepResult:
     """Take in new batches and decide the sticks that completed ``station`` (module docstring).
 
     ``model`` ``None``: sticks are taken in but none is decided (no model is active yet).
     ``assume_complete``: every pending stick counts as complete (``qcllp score``: what has
-    been ingested is all there will be); the service leaves it ``False``.
+    been ingested is all there will be); the service leaves it ``False``. ``sink``: the
+    station's sink, claimed first (:func:`claim_sink`: :class:`SinkError` if the station has
+    another or another station has it); without it the step writes to the sink the
+    checkpoint names, if any -- the flags of every step reach the station's sink.
     """
-    st = config.station(station)
+    if sink is not None:
+        claim_sink(store, station, sink.path if isinstance(sink, FlagSink) else sink)
     now = now or datetime.now(UTC)
     limit = max_sticks or config.scorer.max_batch_sticks
-    with station_lock(store, station) as conn:
+    with ExitStack() as files, station_lock(store, station) as conn:
         if conn is None:
             return _empty_step(station, model, standby=True)
         checkpoint = _checkpoint(conn, station)
+        out = None if checkpoint["sink_path"] is None else FlagSink(checkpoint["sink_path"])
         offset, sink_problem = checkpoint["sink_offset"], None
-        if sink is not None:
-            committed = checkpoint["sink_offset"]
-            if checkpoint["sink_path"] != str(sink.path):  # a new sink: its bytes are not ours
-                committed = sink.path.stat().st_size if sink.path.exists() else 0
-            offset, sink_problem = sink.prepare(committed)
+        if out is not None:
+            files.enter_context(out.lock())  # held until after the commit
+            offset, sink_problem = out.prepare(checkpoint["sink_offset"])
+        st = config.station(station)
         intake = take_in(conn, config, st, checkpoint["commit_seq"], 4 * limit)
-        alarms = [
-            ("lockout_suspended", message)
-            for message in check_counts(
-                conn,
-                station,
-                list(config.station_names),
-                intake.count_batches,
-                config.scorer.count_guard_interval,
-                now,
-            )
-        ]
-        due = due_sticks(conn, station, now, limit, assume_complete)
-        scores = pd.DataFrame(columns=SCORE_COLUMNS)
-        written: list[dict] = []
-        if model is not None and len(due):
-            scores = _decide(conn, config, st, model, due, now, assume_complete)
-            scores, tripped = apply_guard(
-                conn,
-                station,
-                model.id,
-                model.model.lockout_rate_bound,
-                config.scorer.guard_min_sticks,
-                scores,
-                now,
-                model.model.lockout_excess_bound,
-            )
-            if tripped:
-                alarms.append(("lockout_suspended", tripped))
-            written = _write_flags(conn, station, model, scores, now)
-            forget_pending(conn, station, scores)
-        for kind, message in alarms:
-            insert_alarm(conn, "scorer", station, kind, message)
+        done = _decide_and_write(conn, config, st, model, intake, now, assume_complete, limit)
         guard = None if model is None else guard_state(conn, station, model.id)
-        if sink is not None:
-            offset = sink.append([flag_line(row) for row in written])
-        _save_checkpoint(conn, station, intake.seq, sink, offset, model)
+        # twice the step's bound: a sink that fell behind catches up while the line runs
+        delivery = _deliver(conn, station, out, checkpoint["sink_flag_id"], offset, 2 * limit)
+        _save_checkpoint(conn, station, intake.seq, delivery, model)
         pending, lag = backlog(conn, station, intake.seq, now)
     if sink_problem:
         record_alarm(store, "scorer", station, "sink_truncated", sink_problem)
+    result = _step_result(station, model, done, intake, now, limit, delivery, guard)
+    return replace(result, pending=pending, lag_s=lag)
+
+
+def _decide_and_write(
+    conn: Connection,
+    config: PlantConfig,
+    st: Station,
+    model: LoadedModel | None,
+    intake: Intake,
+    now: datetime,
+    assume_complete: bool,
+    limit: int,
+) -> _Decided:
+    """Check final QC's counts, decide the due sticks, guard the lock-outs, insert the flags,
+    forget the decided sticks and store the step's alarms (all in the step's transaction)."""
+    station = st.name
+    alarms = [
+        ("lockout_suspended", message)
+        for message in check_counts(
+            conn,
+            station,
+            list(config.station_names),
+            intake.count_batches,
+            config.scorer.count_guard_interval,
+            now,
+        )
+    ]
+    due = due_sticks(conn, station, now, limit, assume_complete)
+    scores = pd.DataFrame(columns=SCORE_COLUMNS)
+    written = 0
+    if model is not None and len(due):
+        scores = _decide(conn, config, st, model, due, now, assume_complete)
+        scores, tripped = apply_guard(
+            conn,
+            station,
+            model.id,
+            model.model.lockout_rate_bound,
+            config.scorer.guard_min_sticks,
+            scores,
+            now,
+            model.model.lockout_excess_bound,
+        )
+        if tripped:
+            alarms.append(("lockout_suspended", tripped))
+        written = len(_write_flags(conn, station, model, scores, now))
+        forget_pending(conn, station, scores)
+    for kind, message in alarms:
+        insert_alarm(conn, "scorer", station, kind, message)
+    return _Decided(scores, written, alarms, 0 if model is None else len(due))
+
+
+@dataclass(frozen=True)
+class _Delivery:
+    """The sink after a step: its file (``None``: the station has none), committed offset,
+    cursor (highest flag id in it), lines appended, and whether flags are still waiting."""
+
+    path: str | None
+    offset: int
+    flag_id: int
+    lines: int = 0
+    more: bool = False
+
+
+_SINK_COLUMNS = (
+    "id",
+    "station",
+    "charge_id",
+    "stick_id",
+    "decision",
+    "probability",
+    "threshold",
+    "model_id",
+    "reason",
+    "arrived_at",
+    "scored_at",
+)
+
+
+def _deliver(
+    conn: Connection,
+    station: str,
+    sink: FlagSink | None,
+    cursor: int,
+    offset: int,
+    bound: int,
+) -> _Delivery:
+    """Append the station's flags above the cursor (at most ``bound``, oldest first) -- the
+    step's own and any a run without the sink open wrote -- and fsync them; the new offset
+    and cursor are committed with the step. Without a sink the cursor stays where it is."""
+    if sink is None:
+        return _Delivery(None, offset, cursor)
+    f = Flag.__table__
+    rows = conn.execute(
+        select(*(f.c[c] for c in _SINK_COLUMNS))
+        .where(f.c.station == station, f.c.id > cursor)
+        .order_by(f.c.id)
+        .limit(bound + 1)
+    ).all()
+    more = len(rows) > bound
+    rows = rows[:bound]
+    if not rows:
+        return _Delivery(str(sink.path), offset, cursor)
+    offset = sink.append([flag_line(row._mapping) for row in rows])
+    return _Delivery(str(sink.path), offset, int(rows[-1].id), len(rows), more)
+
+
+def _step_result(
+    station: str,
+    model: LoadedModel | None,
+    done: _Decided,
+    intake: Intake,
+    now: datetime,
+    limit: int,
+    delivery: _Delivery,
+    guard: GuardState | None,
+) -> StepResult:
+    scores = done.scores
     arrived = pd.to_datetime(scores["arrived_at"], utc=True) if len(scores) else None
     latencies = (
         (pd.Timestamp(now) - arrived).dt.total_seconds().to_numpy()
@@ -267,13 +376,13 @@ def score_step(
         model_id=None if model is None else model.id,
         threshold=None if model is None else model.model.threshold,
         scores=scores.reset_index(drop=True),
-        flags_written=len(written),
+        flags_written=done.written,
+        sink=delivery.path,
+        sink_lines=delivery.lines,
         batches_taken=intake.taken,
-        pending=pending,
-        lag_s=lag,
         latencies_s=latencies,
-        more=intake.waiting or (model is not None and len(due) >= limit),
-        alarms=tuple(alarms),
+        more=intake.waiting or done.due >= limit or delivery.more,
+        alarms=tuple(done.alarms),
         guard=guard,
     )
 
@@ -292,14 +401,17 @@ def _empty_step(station: str, model: LoadedModel | None, *, standby: bool) -> St
 def _checkpoint(conn: Connection, station: str) -> dict:
     t = ScorerCheckpoint.__table__
     row = conn.execute(
-        select(t.c.commit_seq, t.c.sink_path, t.c.sink_offset).where(t.c.station == station)
+        select(t.c.commit_seq, t.c.sink_path, t.c.sink_offset, t.c.sink_flag_id).where(
+            t.c.station == station
+        )
     ).first()
     if row is None:
-        return {"commit_seq": 0, "sink_path": None, "sink_offset": 0}
+        return {"commit_seq": 0, "sink_path": None, "sink_offset": 0, "sink_flag_id": 0}
     return {
         "commit_seq": int(row.commit_seq),
         "sink_path": row.sink_path,
         "sink_offset": int(row.sink_offset),
+        "sink_flag_id": int(row.sink_flag_id),
     }
 
 
@@ -307,15 +419,16 @@ def _save_checkpoint(
     conn: Connection,
     station: str,
     seq: int,
-    sink: FlagSink | None,
-    offset: int,
+    delivery: _Delivery,
     model: LoadedModel | None,
 ) -> None:
+    """Move the checkpoint with the step. The sink's path is never written here: only a
+    claim (:func:`claim_sink`) names it, so a run without a sink cannot drop the station's."""
     values = {
         "station": station,
         "commit_seq": seq,
-        "sink_path": None if sink is None else str(sink.path),
-        "sink_offset": offset,
+        "sink_offset": delivery.offset,
+        "sink_flag_id": delivery.flag_id,
         "model_id": None if model is None else model.id,
         "updated_at": datetime.now(UTC),
     }
@@ -503,20 +616,26 @@ def score_station(
     station: str,
     *,
     now: datetime | None = None,
-    sink: FlagSink | None = None,
+    sink: FlagSink | str | Path | None = None,
 ) -> ScoreResult:
     """``qcllp score``: decide every stick ingested at ``station`` and not flagged yet, as the
-    service would once the station has completed (steps until nothing is due)."""
+    service would once the station has completed (steps until nothing is due). The flags go
+    to the station's sink in the same steps: ``sink`` (claimed first, as the service claims
+    it) or the one its checkpoint names."""
     loaded = load_model(store, station=station)
-    parts, written = [], 0
+    if sink is not None:
+        claim_sink(store, station, sink.path if isinstance(sink, FlagSink) else sink)
+    parts, written, lines, path = [], 0, 0, None
     while True:
-        step = score_step(store, config, station, loaded, now=now, assume_complete=True, sink=sink)
+        step = score_step(store, config, station, loaded, now=now, assume_complete=True)
         parts.append(step.scores)
-        written += step.flags_written
+        written, lines, path = written + step.flags_written, lines + step.sink_lines, step.sink
         if step.standby or not (step.more or step.batches_taken):
             break
     scores = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=SCORE_COLUMNS)
-    return ScoreResult(station, loaded.id, loaded.model.threshold, scores, written)
+    return ScoreResult(
+        station, loaded.id, loaded.model.threshold, scores, written, sink=path, sink_lines=lines
+    )
 
 
 def score_readings(

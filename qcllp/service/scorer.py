@@ -23,7 +23,14 @@ Around each step:
   model's lock-outs (gauge ``qcllp_scorer_lockouts_suspended``, the reason in ``/healthz``,
   which stays 200: the line runs on, it only scraps nothing) and the CUSUM of the model's
   over-prediction of final QC's counts (``qcllp_scorer_qc_over_prediction``).
-* **SIGTERM / SIGINT**: the current step finishes, the scheduler shuts down, exit code 0.
+* **sink**: the station's flag file is claimed at start (:func:`qcllp.pipeline.flag_sink.
+  claim_sink`); a file another station owns, or another file than the one the station's
+  checkpoint names, is refused with one line and exit code 1 -- the service does not start.
+  A database away at start defers the claim to the first tick that reaches it. Every step
+  then writes to the sink the checkpoint names.
+* **SIGTERM / SIGINT**: the current step finishes and commits, the steps still due (a
+  backlog of hundreds after a long stop) are left to the next start, the scheduler shuts
+  down, exit code 0 -- within a step's time, well inside systemd's stop timeout.
 """
 
 from __future__ import annotations
@@ -44,8 +51,9 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from qcllp.features import feature_names
 from qcllp.pipeline.artifacts import ArtifactError
+from qcllp.pipeline.flag_sink import SinkError, claim_sink
 from qcllp.pipeline.registry import LoadedModel, RegistryError, active_model, load_model
-from qcllp.pipeline.scoring import FlagSink, StepResult, record_alarm, score_step
+from qcllp.pipeline.scoring import StepResult, record_alarm, score_step
 from qcllp.plant.config import PlantConfig
 from qcllp.store import Store
 
@@ -185,7 +193,10 @@ class ScorerService:
     ):
         config.station(station)
         self.store, self.config, self.station = store, config, station
-        self.sink = FlagSink(sink) if sink else None
+        self.sink = sink  # claimed by claim_sink(); steps write to the checkpoint's sink
+        self.sink_claimed = sink is None
+        self.stopping = threading.Event()  # set on SIGTERM: no step starts after it
+        self.exit_code = 0
         self.metrics = ScorerMetrics(station)
         self.state = ScorerState(station, config.scorer.max_lag_s)
         self.model: LoadedModel | None = None
@@ -234,13 +245,41 @@ class ScorerService:
             self.state.alarms.append(f"{kind}: {message}")
         _log("alarm", level=logging.ERROR, station=self.station, kind=kind, message=message)
 
+    # -- sink ----------------------------------------------------------------------------
+    def claim_sink(self) -> None:
+        """Claim the sink the service was given (once); :class:`SinkError` if it is another
+        station's or not this station's (the caller refuses to run)."""
+        if self.sink_claimed:
+            return
+        claim = claim_sink(self.store, self.station, self.sink)
+        self.sink_claimed = True
+        _log("sink_claimed", station=self.station, sink=claim.path, offset=claim.offset)
+
+    def _claimed_or_refused(self) -> bool:
+        """Claim a claim deferred at start (the database was away); a refusal stops the
+        service with exit code 1, as it would have at start."""
+        try:
+            self.claim_sink()
+        except SinkError as exc:
+            _log("refused", level=logging.ERROR, station=self.station, error=str(exc))
+            self.exit_code = 1
+            self.stopping.set()
+            return False
+        return True
+
     # -- one tick ------------------------------------------------------------------------
     def tick(self, *, max_steps: int = 1000) -> int:
-        """Steps until nothing more is due right now (bounded); returns sticks decided."""
+        """Steps until nothing more is due right now (bounded) or until the service is
+        stopping (checked before every step, so SIGTERM waits for one step at most);
+        returns sticks decided."""
         decided = 0
         try:
+            if not self._claimed_or_refused():
+                return 0
             self.refresh_model()
             for _ in range(max_steps):
+                if self.stopping.is_set():
+                    break
                 step = self.step()
                 decided += len(step.scores)
                 if step.standby or not step.more:
@@ -253,13 +292,13 @@ class ScorerService:
             with self.state.lock:
                 self.state.last_error = message
             _log("step_failed", level=logging.ERROR, station=self.station, error=message)
-            if not isinstance(exc, SQLAlchemyError):  # not the database being away: a bug
+            if not isinstance(exc, (SQLAlchemyError, OSError, SinkError)):  # db, disk, sink: no bug
                 log.exception("unexpected error in a scoring step")
         return decided
 
     def step(self) -> StepResult:
         started = time.perf_counter()
-        result = score_step(self.store, self.config, self.station, self.model, sink=self.sink)
+        result = score_step(self.store, self.config, self.station, self.model)
         seconds = time.perf_counter() - started
         self.metrics.batch_seconds.observe(seconds)
         counts = result.counts
@@ -306,13 +345,18 @@ def run_scorer(
     port: int | None = None,
     interval_s: float | None = None,
 ) -> int:
-    """Run the service until SIGTERM/SIGINT; returns the exit code (0)."""
+    """Run the service until SIGTERM/SIGINT; returns the exit code (0; 1 when its sink was
+    claimed by another scorer while it ran). :class:`SinkError` before anything starts when
+    the sink is another station's or not this station's (the CLI prints it, exit 1)."""
     service = ScorerService(store, config, station, sink=sink)
+    try:
+        service.claim_sink()
+    except SQLAlchemyError as exc:  # the database is away: the first tick that reaches it claims
+        _log("sink_claim_deferred", level=logging.ERROR, station=station, error=one_line(exc))
     interval = interval_s or config.station(station).scoring_interval_s
     port = config.scorer.base_port + config.station_index(station) if port is None else port
-    stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):  # before anything else starts
-        signal.signal(signum, lambda *_: stop.set())
+        signal.signal(signum, lambda *_: service.stopping.set())
     http = HealthServer(config.scorer.host, port, service.state, service.metrics.registry)
     http.start()
     scheduler = BackgroundScheduler(timezone="UTC")
@@ -334,12 +378,12 @@ def run_scorer(
         database=store.display_url,
         sink=str(sink) if sink else None,
     )
-    stop.wait()
+    service.stopping.wait()
     _log("stopping", station=station)
-    scheduler.shutdown(wait=True)  # the running step finishes and commits
+    scheduler.shutdown(wait=True)  # the running step finishes and commits; no other starts
     http.stop()
     _log("stopped", station=station)
-    return 0
+    return service.exit_code
 
 
 def _log(event: str, *, level: int = logging.INFO, **fields: Any) -> None:

@@ -258,10 +258,14 @@ class Flag(Base):
     ``decision``: ``lock_out``, ``pass`` or ``unscorable`` (then ``probability`` is null and
     ``reason`` says why, e.g. which sensor is missing); ``flagged`` is ``decision ==
     "lock_out"``. ``arrived_at``: when the reading that completed the stick was stored.
+    Indexed by (station, id): a scorer step reads the station's flags above its sink's cursor.
     """
 
     __tablename__ = "flags"
-    __table_args__ = (UniqueConstraint("station", "charge_id", "stick_id"),)
+    __table_args__ = (
+        UniqueConstraint("station", "charge_id", "stick_id"),
+        Index("ix_flags_station_id", "station", "id"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     station: Mapped[str] = mapped_column(ID, nullable=False)
@@ -289,8 +293,10 @@ class BatchStick(Base):
 
 
 class ScorerCheckpoint(Base):
-    """Where a station scorer stands: the last batch ``commit_seq`` it has taken in, the byte
-    offset of its sink file that holds committed flags only, and the model it scores with."""
+    """Where a station scorer stands: the last batch ``commit_seq`` it has taken in, its sink
+    file (claimed before the first append), the byte offset up to which that file holds
+    committed flags, the highest flag id in it (the delivery cursor), and the model it scores
+    with (:mod:`qcllp.pipeline.flag_sink`)."""
 
     __tablename__ = "scorer_checkpoints"
 
@@ -298,6 +304,7 @@ class ScorerCheckpoint(Base):
     commit_seq: Mapped[int] = mapped_column(BigInteger, nullable=False)
     sink_path: Mapped[str | None] = mapped_column(Text)
     sink_offset: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    sink_flag_id: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
     model_id: Mapped[int | None] = mapped_column(Integer)
     updated_at: Mapped[datetime] = mapped_column(TS, nullable=False)
 

@@ -3,6 +3,8 @@ per stick on SQLite and PostgreSQL alike, with the features built as at training
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from dataclasses import replace
 from datetime import timedelta
 
@@ -12,6 +14,7 @@ import pytest
 
 from qcllp.features import station_features
 from qcllp.ingest import ingest_defect_counts, ingest_measurements
+from qcllp.pipeline.flag_sink import SinkError, claim_sink, claimed_sink
 from qcllp.pipeline.registry import load_model, promote
 from qcllp.pipeline.scoring import FlagSink, flags_frame, score_file, score_station, score_step
 from qcllp.pipeline.train import train_station
@@ -145,20 +148,74 @@ def test_the_sink_drops_what_an_uncommitted_step_wrote_and_reports_a_shortened_f
     assert offset == committed and "rotated or truncated" in problem
 
 
-def test_a_new_sink_file_is_appended_to_and_never_cut(straightening, tmp_path):
+def test_a_sink_moved_to_a_file_with_foreign_lines_appends_after_them_and_never_cuts_them(
+    straightening, tmp_path
+):
     store, config, arrived = straightening
     loaded = load_model(store, station="straightening")
     first = FlagSink(tmp_path / "first.jsonl")
     score_step(store, config, "straightening", loaded, now=arrived, sink=first)  # nothing due
     second = tmp_path / "second.jsonl"
     second.write_text('{"written by":"the gateway"}\n')
-    done = score_step(
-        store,
-        config,
-        "straightening",
-        loaded,
-        now=arrived + timedelta(hours=1),
-        sink=FlagSink(second),
-    )
+    claim_sink(store, "straightening", second, move=True)
+    done = score_step(store, config, "straightening", loaded, now=arrived + timedelta(hours=1))
     lines = second.read_text().splitlines()
     assert lines[0] == '{"written by":"the gateway"}' and len(lines) == 1 + done.flags_written > 1
+    assert first.path.read_bytes() == b""
+
+
+def test_a_sink_is_one_stations_and_a_station_has_one_sink_until_moved(store, tmp_path):
+    sink, other = tmp_path / "flags.jsonl", tmp_path / "other.jsonl"
+    claim = claim_sink(store, "cooling", sink)
+    assert (claim.path, claim.offset, claim.flag_id) == (str(sink.resolve()), 0, 0)
+    assert claim_sink(store, "cooling", tmp_path / "." / "flags.jsonl").path == claim.path
+    with pytest.raises(SinkError, match=f"sink {sink} belongs to station cooling"):
+        claim_sink(store, "straightening", sink)
+    with pytest.raises(SinkError, match=f"station cooling writes its flags to {sink}, not"):
+        claim_sink(store, "cooling", other)
+    assert claimed_sink(store, "cooling") == str(sink)
+    sink.write_text('{"uncommitted":1}\n')  # beyond the committed offset 0
+    other.write_text('{"the gateway":1}\n')
+    moved = claim_sink(store, "cooling", other, move=True)
+    assert moved.previous == str(sink) and moved.offset == other.stat().st_size
+    assert sink.read_bytes() == b""  # the old file cut back to its committed flags
+    assert claim_sink(store, "straightening", sink).path == str(sink)  # free again
+
+
+def test_a_file_ending_in_a_partial_line_is_refused_as_a_sink(store, tmp_path):
+    sink = tmp_path / "flags.jsonl"
+    sink.write_bytes(b'{"a":1}\n{"b":')
+    with pytest.raises(SinkError, match=f"sink {sink} ends in a partial line"):
+        claim_sink(store, "cooling", sink)
+    assert claimed_sink(store, "cooling") is None
+
+
+def test_a_sink_locked_by_another_process_fails_the_step_naming_it_and_commits_nothing(
+    straightening, tmp_path
+):
+    store, config, arrived = straightening
+    loaded = load_model(store, station="straightening")
+    sink = tmp_path / "flags.jsonl"
+    claim_sink(store, "straightening", sink)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_FLOCK, str(sink)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline() == "locked\n"
+        with pytest.raises(SinkError, match=f"sink {sink} is locked by another process"):
+            score_step(store, config, "straightening", loaded, now=arrived + timedelta(hours=1))
+        assert flags_frame(store, "straightening").empty and sink.read_bytes() == b""
+    finally:
+        holder.kill()
+        holder.wait()
+    done = score_step(store, config, "straightening", loaded, now=arrived + timedelta(hours=1))
+    assert done.sink_lines == done.flags_written == len(sink.read_text().splitlines()) > 0
+
+
+_HOLD_FLOCK = """
+import fcntl, sys, time
+fh = open(sys.argv[1], "ab")
+fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+print("locked", flush=True)
+time.sleep(120)
+"""

@@ -40,11 +40,12 @@ class ServiceProcess:
         folder: Path,
         name: str,
         env: dict[str, str] | None = None,
+        module: str = "qcllp.cli",
     ):
         self.port = free_port()
         self.name = name
         self.log_path = folder / f"{name}.log"
-        command = [sys.executable, "-m", "qcllp.cli", *global_args, "serve", *serve_args]
+        command = [sys.executable, "-m", module, *global_args, "serve", *serve_args]
         command += ["--port", str(self.port)]
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
