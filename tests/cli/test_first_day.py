@@ -204,6 +204,11 @@ def _plant_files(config: Path, folder: Path) -> dict:
     }
 
 
+NO_SINK = (
+    "; rolling has no sink: the flags are in the database only (give --sink or scorer.sink_dir)"
+)
+
+
 def test_score_says_why_it_decided_no_stick(config, store_url, tmp_path):
     files = _plant_files(config, tmp_path)
     cli(config, "ingest", "measurements", tmp_path / "history" / "measurements", db=store_url)
@@ -218,7 +223,7 @@ def test_score_says_why_it_decided_no_stick(config, store_url, tmp_path):
     assert past == (
         f"rolling: decided 0 sticks with model {model}: all {files['at_rolling']} sticks that "
         "arrived at rolling belong to charges final QC has already reported (they are past "
-        "the line)"
+        "the line)" + NO_SINK
     )
     again = cli(config, "--json", "score", "--station", "rolling", db=store_url).stdout
     assert json.loads(again)["nothing_decided"] == (
@@ -230,7 +235,7 @@ def test_score_says_why_it_decided_no_stick(config, store_url, tmp_path):
     last = cli(config, "score", "--station", "rolling", db=store_url).stdout.strip()
     assert last == (
         f"rolling: decided 0 sticks with model {model}: no sticks have arrived at rolling since "
-        f"its last scoring run ({fresh['sticks_decided']} sticks there have their flags)"
+        f"its last scoring run ({fresh['sticks_decided']} sticks there have their flags)" + NO_SINK
     )
 
 
