@@ -994,16 +994,16 @@ class _Validator:
     def no_password(self, url: str, key: str, source: str | None) -> bool:
         """Whether ``url`` holds no password; else the error says where it belongs instead:
         the plant database's variables (``source`` None) or SQL source ``source``'s."""
-        from sqlalchemy.engine import make_url
+        from qcllp.store.credentials import DATABASE, password_places, source_prefix
 
-        from qcllp.store.credentials import DATABASE, source_prefix
-
-        if make_url(url).password is None:
+        places = password_places(url)  # the user part, ?password=, a password= in a value
+        if not places:
             return True
         variable = DATABASE if source is None else source_prefix(source)
         self.error(
             key,
-            "holds a password, which does not belong in the plant config: set "
+            f"holds a password (in {', '.join(places)}), which does not belong in the plant "
+            "config: set "
             f"{variable}_PASSWORD, or {variable}_PASSWORD_FILE to a file only the "
             "service user can read, or use ~/.pgpass (qcllp.store.credentials)",
         )

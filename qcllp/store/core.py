@@ -29,7 +29,7 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session
 
 from qcllp.store import migrate
-from qcllp.store.credentials import CredentialError, with_password
+from qcllp.store.credentials import CredentialError, display_url, mask_secrets, with_password
 from qcllp.store.schema import (
     Charge,
     DefectCount,
@@ -164,8 +164,9 @@ class Store:
 
     @property
     def display_url(self) -> str:
-        """The URL as it may be printed or logged: the password masked."""
-        return self.url.render_as_string(hide_password=True)
+        """The URL as it may be printed or logged: every password in it masked
+        (:func:`qcllp.store.credentials.display_url`)."""
+        return display_url(self.url)
 
     @property
     def models_dir(self) -> Path | None:
@@ -199,7 +200,7 @@ class Store:
             parsed = make_url(url)
         except ArgumentError as exc:
             raise StoreError(f"not a database URL: {exc}") from exc
-        shown = parsed.render_as_string(hide_password=True)
+        shown = display_url(parsed)
         if parsed.get_backend_name() == "sqlite":
             if not create and parsed.database and not _sqlite_file_exists(parsed.database):
                 raise StoreError(f"no plant database at {parsed.database}")
@@ -225,7 +226,7 @@ class Store:
             current = migrate.current_revision(engine)
         except OperationalError as exc:
             engine.dispose()
-            reason = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
+            reason = mask_secrets(str(getattr(exc, "orig", exc)).strip().splitlines()[0])
             hint = (
                 "check that its folder exists and can be written"
                 if engine.dialect.name == "sqlite"
