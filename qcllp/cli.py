@@ -154,6 +154,9 @@ def main(ctx: click.Context) -> None:
 
     The options --config, --db, --json and --debug may also follow the subcommand.
     """
+    # what qcllp writes (sink, archives, exports) is nobody else's to read; the group may
+    # (the line's gateway reads the flag files); a stricter umask of the user's stays
+    os.umask(os.umask(0o027) | 0o027)
     ctx.ensure_object(Context)
 
 

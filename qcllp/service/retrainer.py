@@ -96,7 +96,7 @@ from qcllp.pipeline.retrain import (
     retrain_station,
     unanswered_want,
 )
-from qcllp.plant.config import PlantConfig
+from qcllp.plant.config import PlantConfig, exposed_host_warning
 from qcllp.store import RETRAINER_JOBS, Store, stored_utc
 
 from .http import HealthServer
@@ -585,6 +585,9 @@ def run_retrainer(store: Store, config: PlantConfig, *, port: int | None = None)
         database=store.display_url,
         stations=service.stations,
     )
+    exposed = exposed_host_warning("retrainer.host", settings.host)
+    if exposed:
+        _log("exposed", level=logging.WARNING, warning=exposed)
     code = 0
     try:
         if _wait_for_lease(service, stop):

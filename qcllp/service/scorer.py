@@ -46,7 +46,7 @@ from qcllp.features import feature_names
 from qcllp.pipeline.artifacts import ArtifactError
 from qcllp.pipeline.registry import LoadedModel, RegistryError, active_model, load_model
 from qcllp.pipeline.scoring import FlagSink, StepResult, record_alarm, score_step
-from qcllp.plant.config import PlantConfig
+from qcllp.plant.config import PlantConfig, exposed_host_warning
 from qcllp.store import Store
 
 from .http import HealthServer
@@ -334,6 +334,9 @@ def run_scorer(
         database=store.display_url,
         sink=str(sink) if sink else None,
     )
+    exposed = exposed_host_warning("scorer.host", config.scorer.host)
+    if exposed:
+        _log("exposed", level=logging.WARNING, station=station, warning=exposed)
     stop.wait()
     _log("stopping", station=station)
     scheduler.shutdown(wait=True)  # the running step finishes and commits

@@ -15,6 +15,7 @@ SQLAlchemy's ``BEGIN`` is really the start of the transaction -- writers use ``B
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -204,6 +205,7 @@ class Store:
         if parsed.get_backend_name() == "sqlite":
             if not create and parsed.database and not _sqlite_file_exists(parsed.database):
                 raise StoreError(f"no plant database at {parsed.database}")
+            _create_private(parsed.database)
             engine = _sqlite_engine(url)
         else:
             try:
@@ -460,3 +462,18 @@ def _chunks(ids: Sequence[str] | None) -> Iterator[list[str] | None]:
 
 def _sqlite_file_exists(database: str) -> bool:
     return database == ":memory:" or Path(database).exists()
+
+
+def _create_private(database: str | None) -> None:
+    """Create a new SQLite database file readable by its owner only (0600), before SQLite
+    creates it with the process umask (0644 under systemd's default): SQLite gives its -wal,
+    -shm and -journal files the main file's mode, so they follow. An empty file is a valid
+    empty database. An existing file keeps its mode (an operator may have chosen it); a
+    folder that does not exist is left to SQLite's own error."""
+    if database in (None, "", ":memory:") or database.startswith("file:"):
+        return
+    try:
+        fd = os.open(database, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except (FileExistsError, FileNotFoundError, NotADirectoryError):
+        return
+    os.close(fd)
