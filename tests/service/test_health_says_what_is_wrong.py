@@ -8,13 +8,25 @@ nothing -- and shows an alarm another process stored for its station."""
 from __future__ import annotations
 
 import time
+from collections import Counter
 
+import pandas as pd
 import yaml
 
+from qcllp.ingest import ingest_defect_counts
+from qcllp.pipeline.scoring import record_alarm
 from qcllp.store import Store
+from tests.pipeline.eager_model import promote_locking_all
 from tests.plant.conftest import EXAMPLE
 from tests.service.harness import ServiceProcess, wait_until
 from tests.service.test_postgres_restart import own_server  # noqa: F401 (fixture)
+from tests.service.test_scorer_process import (  # noqa: F401 (fixtures)
+    STATION,
+    all_flagged,
+    history,
+    plant,
+    start_scorer,
+)
 
 LEASE_TTL_S = 30.0  # renewed every 10 s (BEAT_MAX_S), retried every 2 s after a failure
 
@@ -78,3 +90,49 @@ def test_the_daemon_is_unhealthy_while_it_cannot_renew_its_lease(tmp_path, own_s
     finally:
         daemon.stop_if_running()
     assert [e for e in daemon.events() if e.get("event") == "lease_lost"] == []
+
+
+def test_a_scorer_with_suspended_lockouts_says_degraded_with_the_alarm_across_a_restart(
+    plant,  # noqa: F811
+    start_scorer,  # noqa: F811
+):
+    raw = yaml.safe_load(plant.config_path.read_text())
+    raw["scorer"]["count_guard_interval"] = 0.05  # the first over-predicted charge trips
+    plant.config_path.write_text(yaml.safe_dump(raw))
+    promote_locking_all(plant.store, plant.config, STATION, plant.model_a)
+    scorer = start_scorer(plant)
+    fed = plant.feed(3)
+    wait_until(lambda: all_flagged(plant), what="the feed flagged", procs=[scorer])
+    n_sticks = pd.Series(Counter(charge for charge, _ in fed)).sort_index()
+    qc = pd.DataFrame({"charge_id": n_sticks.index, "n_sticks": n_sticks.to_numpy()})
+    for kind in plant.config.defect_types:
+        qc[kind] = 0  # final QC found no failure where the model locked out every stick
+    qc.to_csv(plant.folder / "qc.csv", index=False)
+    ingest_defect_counts(plant.store, plant.config, plant.folder / "qc.csv")
+    wait_until(
+        lambda: scorer.body().get("lockouts_suspended"),
+        what="the lock-outs suspended",
+        procs=[scorer],
+    )
+    (alarm,) = plant.alarms()["message"]
+    assert_degraded(scorer, alarm)
+
+    scorer.kill9()  # a new process: it raised no alarm itself
+    again = start_scorer(plant)
+    wait_until(lambda: again.body().get("lockouts_suspended"), what="the suspension read")
+    assert_degraded(again, alarm)
+    record_alarm(plant.store, "retrainer", STATION, "count_drift", "raised by another process")
+    wait_until(
+        lambda: "count_drift: raised by another process" in again.body()["alarms"],
+        what="another process's alarm shown",
+        procs=[again],
+    )
+    assert again.terminate() == 0
+
+
+def assert_degraded(scorer: ServiceProcess, alarm: str) -> None:
+    status, body = scorer.health()
+    assert status == 200, body  # it still decides every stick: nothing to restart
+    assert body["status"] == "degraded"
+    assert body["problems"] == [f"lock-outs suspended: {body['lockouts_suspended']}"]
+    assert body["alarms"] == [f"lockout_suspended: {alarm}"]
