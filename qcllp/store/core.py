@@ -142,6 +142,25 @@ def _sqlite_engine(url: str) -> Engine:
     return engine
 
 
+def _server_engine(parsed: URL, statement_timeout_s: float | None) -> Engine:
+    """The engine of a server database, its password from the environment
+    (:mod:`qcllp.store.credentials`), PostgreSQL's ``statement_timeout`` set at login."""
+    try:
+        connect_args = (
+            {"options": f"-c statement_timeout={round(statement_timeout_s * 1000)}"}
+            if statement_timeout_s and parsed.get_backend_name() == "postgresql"
+            else {}
+        )
+        return create_engine(with_password(parsed), pool_pre_ping=True, connect_args=connect_args)
+    except CredentialError as exc:
+        raise StoreError(str(exc)) from exc
+    except (ImportError, NoSuchModuleError) as exc:
+        raise StoreError(
+            f"{display_url(parsed)}: no database driver for it ({exc}); qcllp works with "
+            "sqlite:///<file> and postgresql+psycopg://<user>@<host>/<database>"
+        ) from exc
+
+
 class Store:
     """One plant database. Create with :meth:`open`."""
 
@@ -208,22 +227,7 @@ class Store:
             _create_private(parsed.database)
             engine = _sqlite_engine(url)
         else:
-            try:
-                connect_args = (
-                    {"options": f"-c statement_timeout={round(statement_timeout_s * 1000)}"}
-                    if statement_timeout_s and parsed.get_backend_name() == "postgresql"
-                    else {}
-                )
-                engine = create_engine(
-                    with_password(parsed), pool_pre_ping=True, connect_args=connect_args
-                )
-            except CredentialError as exc:
-                raise StoreError(str(exc)) from exc
-            except (ImportError, NoSuchModuleError) as exc:
-                raise StoreError(
-                    f"{shown}: no database driver for it ({exc}); qcllp works with "
-                    "sqlite:///<file> and postgresql+psycopg://<user>@<host>/<database>"
-                ) from exc
+            engine = _server_engine(parsed, statement_timeout_s)
         try:
             current = migrate.current_revision(engine)
         except OperationalError as exc:
