@@ -12,8 +12,10 @@ about 700 threads. Here one loop thread (:meth:`_Server.run`) accepts connection
 them in a selector until their request starts to arrive; only then does a worker thread
 take it, at most ``max_workers`` at a time (a connection beyond that gets ``503`` at once
 and is closed). A connection that sends nothing for ``idle_s`` seconds is closed by the
-loop, and a worker's reads time out after ``idle_s`` too (the handler's ``timeout``), so a
-client that stalls mid-request frees its thread.
+loop (and the longest silent one as soon as ``MAX_WAITING`` wait, to make room for a new
+one: a scraper's request never waits behind them), and a worker's reads time out after
+``idle_s`` too (the handler's ``timeout``), so a client that stalls mid-request frees its
+thread.
 """
 
 from __future__ import annotations
@@ -107,9 +109,11 @@ class _Server(ThreadingHTTPServer):
             conn, address = self.get_request()
         except OSError:  # the client gave up between select and accept
             return
-        if len(self.waiting) >= MAX_WAITING:
-            conn.close()
-            return
+        if len(self.waiting) >= MAX_WAITING:  # the longest silent one makes room
+            oldest = next(iter(self.waiting))
+            selector.unregister(oldest)
+            del self.waiting[oldest]
+            oldest.close()
         self.waiting[conn] = (time.monotonic() + self.idle_s, address)
         selector.register(conn, selectors.EVENT_READ)
 

@@ -10,11 +10,16 @@ import socket
 import threading
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
 
+from qcllp.service.http import IDLE_S as IDLE_S_SERVICE
 from qcllp.service.http import HealthServer
+from qcllp.store import Store
+from tests.plant.conftest import EXAMPLE
+from tests.service.harness import ServiceProcess
 
 IDLE_S = 2.0
 WORKERS = 4
@@ -86,3 +91,36 @@ def test_clients_stalling_mid_request_are_bounded_and_freed(server):
     finally:
         for client in stalled:
             client.close()
+
+
+@pytest.mark.slow
+def test_a_scorer_process_under_800_silent_clients(tmp_path):
+    """The real service: 800 connections that send nothing keep its thread count flat,
+    ``/healthz`` answers meanwhile, and the server closes them after its 10 s idle timeout."""
+    db = f"sqlite:///{tmp_path / 'plant.sqlite'}"
+    Store.open(db).close()
+    scorer = ServiceProcess(
+        ["--config", str(EXAMPLE), "--db", db],
+        ["scorer", "--station", "cooling"],
+        folder=tmp_path,
+        name="scorer",
+    )
+    clients: list[socket.socket] = []
+    try:
+        scorer.wait_up()
+        before = len(list(Path(f"/proc/{scorer.pid}/task").iterdir()))
+        clients = open_silent(scorer.port, 800)
+        time.sleep(1.0)
+        during = len(list(Path(f"/proc/{scorer.pid}/task").iterdir()))
+        assert during <= before + 2, (before, during)
+        started = time.monotonic()
+        assert scorer.health() is not None and time.monotonic() - started < 2.0
+        time.sleep(IDLE_S_SERVICE + 2.0)
+        for client in clients:
+            client.settimeout(2)
+            assert client.recv(1) == b""
+        assert scorer.terminate() == 0
+    finally:
+        for client in clients:
+            client.close()
+        scorer.stop_if_running()
