@@ -7,6 +7,7 @@ nothing -- and shows an alarm another process stored for its station."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 
@@ -15,6 +16,8 @@ import yaml
 
 from qcllp.ingest import ingest_defect_counts
 from qcllp.pipeline.scoring import record_alarm
+from qcllp.plant.config import load_plant_config
+from qcllp.service.retrainer import RetrainerService
 from qcllp.store import Store
 from tests.pipeline.eager_model import promote_locking_all
 from tests.plant.conftest import EXAMPLE
@@ -136,3 +139,29 @@ def assert_degraded(scorer: ServiceProcess, alarm: str) -> None:
     assert body["status"] == "degraded"
     assert body["problems"] == [f"lock-outs suspended: {body['lockouts_suspended']}"]
     assert body["alarms"] == [f"lockout_suspended: {alarm}"]
+
+
+def test_a_start_up_step_retried_through_an_outage_leaves_no_stale_error(own_server):  # noqa: F811
+    """A step before the first job (recover, schedule) retried while the database was away
+    reports it in ``/healthz`` and takes it back once it succeeded (no job run would clear it
+    for hours: the daemon stayed 503 after the database was back)."""
+    url = own_server.create_database("plant")
+    store = Store.open(url)
+    service = RetrainerService(store, load_plant_config(EXAMPLE))
+    own_server.halt()
+    seen: list[int] = []
+
+    def step() -> list:
+        seen.append(service.state.health()[0])
+        return store.execute_sql("SELECT 1")
+
+    back = threading.Timer(0.5, own_server.start)
+    back.start()
+    try:
+        assert service._with_retries("recover", step) == [(1,)]
+    finally:
+        back.join()
+        store.close()
+    assert 503 in seen  # it was said while it lasted
+    status, body = service.state.health()
+    assert status == 200 and body["problems"] == [], body
