@@ -97,11 +97,11 @@ def _one_line(exc: BaseException, obj: Context | None) -> str:
     driver's first line; any other its own message, its lines joined."""
     from sqlalchemy.exc import OperationalError
 
-    from qcllp.store.core import database_problem, shown_url
+    from qcllp.store.core import database_problem, display_url
 
     if isinstance(exc, OperationalError):
         url = obj.opened_url if obj is not None else None
-        return database_problem(exc, shown_url(url) if url else "(unknown)")
+        return database_problem(exc, display_url(url) if url else "(unknown)")
     message = str(exc).strip().splitlines()
     return "; ".join(message) or type(exc).__name__
 
@@ -178,6 +178,9 @@ def main(ctx: click.Context) -> None:
 
     The options --config, --db, --json and --debug may also follow the subcommand.
     """
+    # what qcllp writes (sink, archives, exports) is nobody else's to read; the group may
+    # (the line's gateway reads the flag files); a stricter umask of the user's stays
+    os.umask(os.umask(0o027) | 0o027)
     ctx.ensure_object(Context)
 
 

@@ -44,3 +44,11 @@ def test_a_key_in_the_wrong_section_is_reported(tmp_path):
 
 def test_there_are_units_to_check():
     assert {u.name for u in UNITS} >= {"qcllp-retrainer.service", "qcllp-scorer@.service"}
+
+
+@pytest.mark.parametrize("unit", UNITS, ids=[u.name for u in UNITS])
+def test_the_units_create_no_world_readable_files(unit):
+    """``UMask=0027``: the gateway (group qcllp) reads the flag files, others nothing; without
+    it systemd's 0022 made the database, the sink and the artifacts world-readable."""
+    lines = [line.strip() for line in unit.read_text().splitlines()]
+    assert "UMask=0027" in lines

@@ -54,6 +54,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 _T = Lease.__table__
 RETRAINER_LEASE = "retrainer"  # held by the plant's one working retraining daemon
+BEAT_MAX_S = 10.0  # a held lease is renewed at least this often (one UPDATE)
+RETRY_S = 2.0  # a failed renewal is tried again this soon (or at the next beat, if sooner)
 
 
 class LeaseBusy(RuntimeError):
@@ -154,7 +156,7 @@ def lease_holder(store: Store, name: str) -> tuple[str, datetime] | None:
 @dataclass
 class HeldLease:
     """A lease held while a piece of work runs, renewed by a heartbeat thread every third of
-    its time to live. Use as a context manager::
+    its time to live (at most :data:`BEAT_MAX_S`). Use as a context manager::
 
         with HeldLease.take(store, station_lease_name("rolling"), ttl_s=120) as lease:
             ...              # long work
@@ -170,6 +172,8 @@ class HeldLease:
         self._stop = threading.Event()
         self._lost = threading.Event()
         self._thread: threading.Thread | None = None
+        # why renewing fails (the database away) and since when; None while renewals succeed
+        self.failing: tuple[str, datetime] | None = None
 
     @classmethod
     def take(cls, store: Store, name: str, *, ttl_s: float, holder: str | None = None) -> HeldLease:
@@ -192,14 +196,31 @@ class HeldLease:
             raise LeaseLost(f"{_what(self.name)}: the lease was lost; nothing was committed")
 
     def _beat(self) -> None:
-        while not self._stop.wait(self.ttl_s / 3):
+        """Renew every third of the time to live, at least every :data:`BEAT_MAX_S` (a
+        database that went away shows in :attr:`failing` within seconds, not a third of a
+        two-minute lease); after a failure every :data:`RETRY_S` until a renewal succeeds,
+        so that :attr:`failing` clears soon after the database is back. A failure is logged
+        when it starts, not at every retry."""
+        beat = min(self.ttl_s / 3, BEAT_MAX_S)
+        wait = beat
+        while not self._stop.wait(wait):
             try:
-                if not renew(self.store, self.name, self.holder, self.ttl_s):
-                    self._lost.set()
-                    log.error("lease %s lost (taken over after it expired)", self.name)
-                    return
-            except SQLAlchemyError:  # database away: try again at the next beat
-                log.warning("could not renew lease %s; retrying", self.name, exc_info=True)
+                renewed = renew(self.store, self.name, self.holder, self.ttl_s)
+            except SQLAlchemyError as exc:
+                reason = str(getattr(exc, "orig", exc)).strip().splitlines() or [""]
+                if self.failing is None:
+                    log.warning("could not renew lease %s; retrying", self.name, exc_info=True)
+                since = self.failing[1] if self.failing else _now()
+                self.failing = (f"{type(exc).__name__}: {reason[0][:300]}", since)
+                wait = min(beat, RETRY_S)
+                continue
+            if not renewed:
+                self._lost.set()
+                log.error("lease %s lost (taken over after it expired)", self.name)
+                return
+            if self.failing is not None:
+                log.warning("lease %s renewed again", self.name)
+            self.failing, wait = None, beat
 
     def __enter__(self) -> HeldLease:
         self._thread = threading.Thread(target=self._beat, name=f"lease-{self.name}", daemon=True)

@@ -78,6 +78,7 @@ Choices made where a plant could reasonably expect otherwise:
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 import zoneinfo
@@ -102,6 +103,7 @@ __all__ = [
     "SqlSource",
     "Station",
     "Training",
+    "exposed_host_warning",
     "load_plant_config",
     "parse_plant_config",
     "scheduler_address_problem",
@@ -1004,16 +1006,16 @@ class _Validator:
     def no_password(self, url: str, key: str, source: str | None) -> bool:
         """Whether ``url`` holds no password; else the error says where it belongs instead:
         the plant database's variables (``source`` None) or SQL source ``source``'s."""
-        from sqlalchemy.engine import make_url
+        from qcllp.store.credentials import DATABASE, password_places, source_prefix
 
-        from qcllp.store.credentials import DATABASE, source_prefix
-
-        if make_url(url).password is None:
+        places = password_places(url)  # the user part, ?password=, a password= in a value
+        if not places:
             return True
         variable = DATABASE if source is None else source_prefix(source)
         self.error(
             key,
-            "holds a password, which does not belong in the plant config: set "
+            f"holds a password (in {', '.join(places)}), which does not belong in the plant "
+            "config: set "
             f"{variable}_PASSWORD, or {variable}_PASSWORD_FILE to a file only the "
             "service user can read, or use ~/.pgpass (qcllp.store.credentials)",
         )
@@ -1201,6 +1203,25 @@ class _Validator:
             bootstrap=DEFAULT_BOOTSTRAP if bootstrap is None else bootstrap,
             max_sticks=DEFAULT_MAX_STICKS if max_sticks is None else max_sticks,
         )
+
+
+def exposed_host_warning(key: str, host: str) -> str | None:
+    """A warning when the HTTP endpoint at ``key`` (``scorer.host``, ``retrainer.host``) listens
+    beyond this machine: ``/healthz`` and ``/metrics`` have no authentication and are meant for
+    the local agent that scrapes them. ``None`` for a loopback address or ``localhost``. Not an
+    error: a plant may scrape over a network it trusts, but it should say so knowingly."""
+    if host == "localhost" or host.endswith(".localhost"):
+        return None
+    try:
+        if ipaddress.ip_address(host.strip("[]")).is_loopback:
+            return None
+    except ValueError:
+        pass  # a host name: it resolves beyond the loopback interface as far as we know
+    reach = "every interface" if host in ("0.0.0.0", "::", "[::]", "") else host
+    return (
+        f"{key}: {host} makes /healthz and /metrics reachable from the network ({reach}) "
+        "without authentication; use 127.0.0.1 unless a trusted scraper needs it"
+    )
 
 
 def scheduler_address_problem(value: Any) -> str | None:

@@ -96,7 +96,7 @@ from qcllp.pipeline.retrain import (
     retrain_station,
     unanswered_want,
 )
-from qcllp.plant.config import PlantConfig
+from qcllp.plant.config import PlantConfig, exposed_host_warning
 from qcllp.store import RETRAINER_JOBS, Store, stored_utc
 
 from .http import HealthServer
@@ -186,11 +186,21 @@ class RetrainerState:
     running: str | None = None
     last_error: str | None = None
     last_runs: dict[str, str] = field(default_factory=dict)
+    lease: HeldLease | None = None  # while leading: its renewal failures make it unhealthy
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def health(self) -> tuple[int, dict[str, Any]]:
+        """HTTP status and body: 503 while the last attempt failed or the lease cannot be
+        renewed (the database away: the daemon would lose its lease after its time to live
+        and can do no job meanwhile), until a renewal succeeds; else 200."""
         with self.lock:
             problems = [f"last attempt failed: {self.last_error}"] if self.last_error else []
+            failing = self.lease.failing if self.lease is not None else None
+            if failing is not None:
+                reason, since = failing
+                problems.append(
+                    f"lease renewal failed: {reason}, since {since:%Y-%m-%d %H:%M:%S} UTC"
+                )
             body = {
                 "service": "retrainer",
                 "status": "ok" if not problems else "unhealthy",
@@ -257,10 +267,11 @@ class RetrainerService:
 
     def _with_retries(self, name: str, work: Callable[[], T]) -> T:
         """``work()``, again after a database error, with backoff, until it succeeds or the
-        daemon stops (then the last error is raised)."""
+        daemon stops (then the last error is raised). The error it reported in ``/healthz``
+        goes when it succeeds (a start-up step has no job run to clear it)."""
         for attempt in range(len(_BACKOFF_S) + 1):
             try:
-                return work()
+                result = work()
             except SQLAlchemyError as exc:
                 if attempt == len(_BACKOFF_S) or self.stopping.is_set():
                     raise
@@ -277,6 +288,11 @@ class RetrainerService:
                 )
                 if self.stopping.wait(wait):
                     raise
+                continue
+            with self.state.lock:
+                if (self.state.last_error or "").startswith(f"{name}: "):
+                    self.state.last_error = None
+            return result
         raise AssertionError("unreachable")
 
     def ingest(self) -> dict[str, Any]:
@@ -587,6 +603,9 @@ def run_retrainer(store: Store, config: PlantConfig, *, port: int | None = None)
         database=store.display_url,
         stations=service.stations,
     )
+    exposed = exposed_host_warning("retrainer.host", settings.host)
+    if exposed:
+        _log("exposed", level=logging.WARNING, warning=exposed)
     code = 0
     try:
         if _wait_for_lease(service, stop):
@@ -635,7 +654,7 @@ def _lead(service: RetrainerService, stop: threading.Event) -> int:
     with lease:
         service.metrics.leader.set(1)
         with service.state.lock:
-            service.state.standby = False
+            service.state.standby, service.state.lease = False, lease
         _log("leading", holder=service.holder)
         for line in service._with_retries("recover", lambda: recover(store, config)):
             _log("recovered", action=line)
@@ -651,6 +670,8 @@ def _lead(service: RetrainerService, stop: threading.Event) -> int:
             if scheduler.running:  # a running job finishes or abandons at a phase boundary
                 _shutdown(scheduler)
             service.metrics.leader.set(0)
+            with service.state.lock:
+                service.state.lease = None
 
 
 def _run_scheduler(

@@ -20,9 +20,18 @@ Around each step:
 * **observability**: :mod:`qcllp.service.http` serves ``/healthz`` and ``/metrics`` on
   127.0.0.1; one JSON log line per step that did something. The lock-out guard's state
   (:mod:`qcllp.pipeline.lockout_guard`) is read after every step: whether it holds the
-  model's lock-outs (gauge ``qcllp_scorer_lockouts_suspended``, the reason in ``/healthz``,
-  which stays 200: the line runs on, it only scraps nothing) and the CUSUM of the model's
-  over-prediction of final QC's counts (``qcllp_scorer_qc_over_prediction``).
+  model's lock-outs (gauge ``qcllp_scorer_lockouts_suspended``; ``/healthz`` says
+  ``"status": "degraded"`` with the reason) and the CUSUM of the model's over-prediction of
+  final QC's counts (``qcllp_scorer_qc_over_prediction``). A suspension answers 200, not 503,
+  on purpose: the scorer works as designed -- it decides every stick and passes the ones the
+  model would lock out -- so a supervisor that restarts or routes away from a 503 must not
+  act; what ends a suspension is a new model (the daemon queues its retraining). Alerting
+  reads ``status`` or the gauge.
+* **alarms in ``/healthz``**: the station's latest alarms from the database (table
+  ``alarms``), whoever raised them -- a previous run of this scorer, another instance, the
+  daemon -- read once at start and then only the rows added since (``id >`` the last one
+  seen: a poll costs in proportion to new alarms, not to history); an alarm the database
+  could not take is shown from memory.
 * **sink**: the station's flag file is claimed at start (:func:`qcllp.pipeline.flag_sink.
   claim_sink`); a file another station owns, or another file than the one the station's
   checkpoint names, is refused with one line and exit code 1 -- the service does not start.
@@ -47,6 +56,7 @@ from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 
 from qcllp.features import feature_names
@@ -54,8 +64,8 @@ from qcllp.pipeline.artifacts import ArtifactError
 from qcllp.pipeline.flag_sink import SinkError, claim_sink
 from qcllp.pipeline.registry import LoadedModel, RegistryError, active_model, load_model
 from qcllp.pipeline.scoring import StepResult, record_alarm, score_step
-from qcllp.plant.config import PlantConfig
-from qcllp.store import Store
+from qcllp.plant.config import PlantConfig, exposed_host_warning
+from qcllp.store import Alarm, Store
 
 from .http import HealthServer
 from .logs import log_event, one_line
@@ -63,6 +73,7 @@ from .logs import log_event, one_line
 __all__ = ["ScorerMetrics", "ScorerService", "ScorerState", "run_scorer"]
 
 log = logging.getLogger("qcllp.scorer")
+ALARMS_SHOWN = 5  # the latest alarms of the station in /healthz
 
 
 class ScorerMetrics:
@@ -152,11 +163,13 @@ class ScorerState:
     last_error: str | None = None
     standby: bool = False
     lockouts_suspended: str | None = None  # the guard's reason while it holds lock-outs
-    alarms: deque[str] = field(default_factory=lambda: deque(maxlen=20))  # the latest only
+    alarms: deque[str] = field(default_factory=lambda: deque(maxlen=ALARMS_SHOWN))
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def health(self) -> tuple[int, dict[str, Any]]:
-        """HTTP status and body: 503 without a model, after a failed step, or when lagging."""
+        """HTTP status and body: 503 (``unhealthy``) without a model, after a failed step, or
+        when lagging; 200 ``degraded`` while the lock-outs are suspended (module docstring:
+        the scorer still works); else 200 ``ok``."""
         with self.lock:
             problems = []
             if self.model_id is None:
@@ -165,9 +178,13 @@ class ScorerState:
                 problems.append(f"last step failed: {self.last_error}")
             if self.lag_s > self.max_lag_s:
                 problems.append(f"lag {self.lag_s:.1f} s above {self.max_lag_s:g} s")
+            status = "unhealthy" if problems else "ok"
+            if self.lockouts_suspended:
+                problems.append(f"lock-outs suspended: {self.lockouts_suspended}")
+                status = "degraded" if status == "ok" else status
             body = {
                 "station": self.station,
-                "status": "ok" if not problems else "unhealthy",
+                "status": status,
                 "problems": problems,
                 "model_id": self.model_id,
                 "lag_s": round(self.lag_s, 3),
@@ -175,9 +192,9 @@ class ScorerState:
                 "standby": self.standby,
                 "lockouts_suspended": self.lockouts_suspended,
                 "last_step_at": self.last_step_at.isoformat() if self.last_step_at else None,
-                "alarms": list(self.alarms)[-5:],
+                "alarms": list(self.alarms),
             }
-        return (200 if not problems else 503), body
+        return (503 if status == "unhealthy" else 200), body
 
 
 class ScorerService:
@@ -201,6 +218,7 @@ class ScorerService:
         self.state = ScorerState(station, config.scorer.max_lag_s)
         self.model: LoadedModel | None = None
         self._refused: set[int] = set()
+        self._alarms_seen: int | None = None  # the newest alarm id read (None: none read yet)
         self.metrics.model_id.set(0)
 
     # -- model ---------------------------------------------------------------------------
@@ -232,17 +250,18 @@ class ScorerService:
         _log("model_loaded", station=self.station, model_id=loaded.id, previous=previous)
 
     def alarm(self, kind: str, message: str) -> None:
+        """Raise an alarm: stored (``/healthz`` reads it back with the others), counted, logged."""
         self._announce(kind, message)
         try:
             record_alarm(self.store, "scorer", self.station, kind, message)
-        except SQLAlchemyError:  # the database is away: the log line and the metric remain
+        except SQLAlchemyError:  # the database is away: shown from memory meanwhile
             log.exception("could not record the alarm in the database")
+            with self.state.lock:
+                self.state.alarms.append(f"{kind}: {message} (not stored: database away)")
 
     def _announce(self, kind: str, message: str) -> None:
-        """An alarm in the metrics, the state (``/healthz``) and the log."""
+        """An alarm in the metrics and the log (``/healthz`` shows the stored ones)."""
         self.metrics.alarms.labels(station=self.station, kind=kind).inc()
-        with self.state.lock:
-            self.state.alarms.append(f"{kind}: {message}")
         _log("alarm", level=logging.ERROR, station=self.station, kind=kind, message=message)
 
     # -- sink ----------------------------------------------------------------------------
@@ -267,6 +286,27 @@ class ScorerService:
             return False
         return True
 
+    def read_alarms(self) -> None:
+        """Bring the station's alarms in ``/healthz`` up to date from the database: the
+        latest :data:`ALARMS_SHOWN` at the first call, then the rows added since (a range of
+        the primary key: the cost follows the new alarms, not the table)."""
+        a = Alarm.__table__
+        columns = select(a.c.id, a.c.kind, a.c.message)
+        with self.store.engine.connect() as conn:
+            if self._alarms_seen is None:
+                top = conn.execute(select(a.c.id).order_by(a.c.id.desc()).limit(1)).scalar()
+                self._alarms_seen = top or 0
+                newest = columns.where(a.c.station == self.station, a.c.id <= self._alarms_seen)
+                rows = conn.execute(newest.order_by(a.c.id.desc()).limit(ALARMS_SHOWN)).all()
+                rows = rows[::-1]
+            else:
+                added = columns.where(a.c.id > self._alarms_seen, a.c.station == self.station)
+                rows = conn.execute(added.order_by(a.c.id)).all()
+        if rows:
+            self._alarms_seen = max(self._alarms_seen, rows[-1].id)
+            with self.state.lock:
+                self.state.alarms.extend(f"{r.kind}: {r.message}" for r in rows)
+
     # -- one tick ------------------------------------------------------------------------
     def tick(self, *, max_steps: int = 1000) -> int:
         """Steps until nothing more is due right now (bounded) or until the service is
@@ -284,6 +324,7 @@ class ScorerService:
                 decided += len(step.scores)
                 if step.standby or not step.more:
                     break
+            self.read_alarms()
             with self.state.lock:
                 self.state.last_error = None
         except Exception as exc:  # noqa: BLE001 - a service keeps polling; the state says why
@@ -378,6 +419,9 @@ def run_scorer(
         database=store.display_url,
         sink=str(sink) if sink else None,
     )
+    exposed = exposed_host_warning("scorer.host", config.scorer.host)
+    if exposed:
+        _log("exposed", level=logging.WARNING, station=station, warning=exposed)
     service.stopping.wait()
     _log("stopping", station=station)
     scheduler.shutdown(wait=True)  # the running step finishes and commits; no other starts

@@ -15,11 +15,11 @@ SQLAlchemy's ``BEGIN`` is really the start of the transaction -- writers use ``B
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import pandas as pd
@@ -30,7 +30,7 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session
 
 from qcllp.store import migrate
-from qcllp.store.credentials import CredentialError, with_password
+from qcllp.store.credentials import CredentialError, display_url, mask_secrets, with_password
 from qcllp.store.schema import (
     Charge,
     DefectCount,
@@ -51,7 +51,6 @@ __all__ = [
     "dialect_insert",
     "placeholders",
     "rows_frame",
-    "shown_url",
     "stored_utc",
     "us_to_utc",
 ]
@@ -144,33 +143,10 @@ def _sqlite_engine(url: str) -> Engine:
     return engine
 
 
-def shown_url(url: str) -> str:
-    """``url`` as it may be printed: the password masked (SQLAlchemy's ``hide_password``),
-    also when SQLAlchemy cannot parse the URL (:func:`_masked_unparsed`)."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except (ArgumentError, ValueError):
-        return _masked_unparsed(url)
-
-
-def _masked_unparsed(url: str) -> str:
-    """A URL SQLAlchemy refused, its password masked by the standard library's URL splitter
-    (which does not convert the port, so a bad port does not stop it)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "the URL given"
-    user, at, host = parts.netloc.rpartition("@")
-    if not at or ":" not in user:
-        return url
-    netloc = f"{user.split(':', 1)[0]}:***@{host}"
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
 def _url_problem(url: str, exc: ValueError) -> str:
     """What is wrong with a URL SQLAlchemy's parser raised ``exc`` for, its password masked:
     in practice the port, which SQLAlchemy converts with ``int()``."""
-    shown = _masked_unparsed(url)
+    shown = display_url(url)
     host = url.partition("://")[2].partition("/")[0].rpartition("@")[2]
     port = host.rpartition(":")[2] if ":" in host.lstrip("[").rpartition("]")[2] else ""
     if port and not port.isdigit():
@@ -183,7 +159,7 @@ def database_problem(exc: OperationalError, shown: str, *, opening: bool = False
     the first line of the driver's message and what to check. ``opening``: it failed on the
     first connection (wrong path, server away) rather than later (a full disk)."""
     lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-    reason = lines[0] if lines else type(exc).__name__
+    reason = mask_secrets(lines[0]) if lines else type(exc).__name__
     if "disk is full" in reason or "No space left" in reason:
         hint = "free space on its disk"
     elif "disk I/O error" in reason:  # SQLite on a disk too full for its -wal / -shm files
@@ -199,7 +175,7 @@ def database_problem(exc: OperationalError, shown: str, *, opening: bool = False
 def _server_engine(parsed: URL, statement_timeout_s: float | None) -> Engine:
     """The engine of a server database (PostgreSQL), its password from the environment
     (:mod:`qcllp.store.credentials`); a missing driver says which extra to install."""
-    shown = parsed.render_as_string(hide_password=True)
+    shown = display_url(parsed)
     connect_args = (
         {"options": f"-c statement_timeout={round(statement_timeout_s * 1000)}"}
         if statement_timeout_s and parsed.get_backend_name() == "postgresql"
@@ -247,8 +223,9 @@ class Store:
 
     @property
     def display_url(self) -> str:
-        """The URL as it may be printed or logged: the password masked."""
-        return self.url.render_as_string(hide_password=True)
+        """The URL as it may be printed or logged: every password in it masked
+        (:func:`qcllp.store.credentials.display_url`)."""
+        return display_url(self.url)
 
     @property
     def models_dir(self) -> Path | None:
@@ -289,10 +266,11 @@ class Store:
             raise StoreError(f"not a database URL: {exc}") from exc
         except ValueError as exc:  # a part SQLAlchemy cannot convert, e.g. a port "notaport"
             raise StoreError(f"not a database URL: {_url_problem(url, exc)}") from exc
-        shown = parsed.render_as_string(hide_password=True)
+        shown = display_url(parsed)
         if parsed.get_backend_name() == "sqlite":
             if not create and parsed.database and not _sqlite_file_exists(parsed.database):
                 raise StoreError(f"no plant database at {parsed.database}")
+            _create_private(parsed.database)
             engine = _sqlite_engine(url)
         else:
             engine = _server_engine(parsed, statement_timeout_s)
@@ -532,3 +510,18 @@ def _chunks(ids: Sequence[str] | None) -> Iterator[list[str] | None]:
 
 def _sqlite_file_exists(database: str) -> bool:
     return database == ":memory:" or Path(database).exists()
+
+
+def _create_private(database: str | None) -> None:
+    """Create a new SQLite database file readable by its owner only (0600), before SQLite
+    creates it with the process umask (0644 under systemd's default): SQLite gives its -wal,
+    -shm and -journal files the main file's mode, so they follow. An empty file is a valid
+    empty database. An existing file keeps its mode (an operator may have chosen it); a
+    folder that does not exist is left to SQLite's own error."""
+    if database in (None, "", ":memory:") or database.startswith("file:"):
+        return
+    try:
+        fd = os.open(database, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except (FileExistsError, FileNotFoundError, NotADirectoryError):
+        return
+    os.close(fd)

@@ -15,6 +15,13 @@ password of a server database comes, in this order, from
 A SQL source of the connectors (``connectors.sql.<name>.url``, a historian) follows the same
 rules under its own variables, ``QCLLP_SOURCE_<NAME>_PASSWORD`` and ``..._PASSWORD_FILE``.
 
+**Printing a URL**: :func:`display_url` is the one way a URL reaches a log line, ``status``
+or an error message. libpq takes a password in three places -- the URL's user part
+(``user:secret@host``), a query parameter (``?password=secret``, also ``sslpassword``) and a
+``key=value`` connection string inside a value (``?dsn=host=h password=secret``, or the
+database name) -- and :func:`password_places` names which of them a URL uses (the plant
+config refuses every one); :func:`display_url` masks all three as ``***``.
+
 Why libpq's files are not enough on their own: ``~/.pgpass`` lives in the service user's home,
 which systemd units often do not have, and one environment variable per service is what
 container platforms hand in; the ``_FILE`` variant keeps the secret out of ``ps`` and
@@ -24,17 +31,22 @@ container platforms hand in; the ``_FILE`` variant keeps the secret out of ``ps`
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Mapping
 from pathlib import Path
 
-from sqlalchemy.engine import URL
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
 
 __all__ = [
     "DATABASE",
     "PASSWORD_ENV",
     "PASSWORD_FILE_ENV",
     "CredentialError",
+    "display_url",
+    "mask_secrets",
+    "password_places",
     "source_prefix",
     "with_password",
 ]
@@ -42,6 +54,68 @@ __all__ = [
 DATABASE = "QCLLP_DATABASE"  # the plant database's variables: QCLLP_DATABASE_PASSWORD(_FILE)
 PASSWORD_ENV = f"{DATABASE}_PASSWORD"
 PASSWORD_FILE_ENV = f"{DATABASE}_PASSWORD_FILE"
+
+
+MASK = "***"
+# a libpq keyword naming a secret: password, sslpassword (case as a user might type it)
+_SECRET_KEY = re.compile(r"password", re.IGNORECASE)
+# ``password=secret`` in a key=value connection string (quoted or not), also percent-encoded
+_CONNINFO_SECRET = re.compile(
+    r"(\w*password\s*(?:=|%3D)\s*)('(?:[^'\\]|\\.)*'|[^\s&;'\"]*)", re.IGNORECASE
+)
+# ``scheme://user:secret@`` anywhere in a text (a URL inside an error message or a value)
+_USERINFO_SECRET = re.compile(r"(://[^:/@\s?#]*):([^@\s/?#]*)@")
+
+
+def mask_secrets(text: str) -> str:
+    """``text`` with every password a URL or a libpq connection string in it carries replaced
+    by ``***`` (``user:***@``, ``password=***``): for free text such as an error message."""
+    text = _USERINFO_SECRET.sub(lambda m: f"{m.group(1)}:{MASK}@", text)
+    return _CONNINFO_SECRET.sub(lambda m: f"{m.group(1)}{MASK}", text)
+
+
+def _values(value: str | tuple[str, ...]) -> tuple[str, ...]:
+    return value if isinstance(value, tuple) else (value,)
+
+
+def password_places(url: str | URL) -> list[str]:
+    """Where ``url`` holds a password, in words (``[]``: nowhere); never the password itself.
+
+    Checked: the user part, query parameters named like ``password`` (libpq's ``password``
+    and ``sslpassword``), and a ``password=`` inside any query value, the database name or
+    the host (libpq reads a connection string in them)."""
+    parsed = url if isinstance(url, URL) else make_url(url)
+    places = ["the user part (user:password@)"] if parsed.password is not None else []
+    for key, value in parsed.query.items():
+        if _SECRET_KEY.search(key):
+            places.append(f"query parameter {key!r}")
+        elif any(_CONNINFO_SECRET.search(v) for v in _values(value)):
+            places.append(f"a password= in query parameter {key!r}")
+    for what, value in (("the database name", parsed.database), ("the host", parsed.host)):
+        if value and (_CONNINFO_SECRET.search(value) or _USERINFO_SECRET.search(value)):
+            places.append(f"a password in {what}")
+    return places
+
+
+def display_url(url: str | URL) -> str:
+    """``url`` as it may be printed or logged: every password :func:`password_places` finds
+    masked as ``***`` (SQLAlchemy's ``hide_password`` covers the user part only). A string
+    that is no URL at all is masked as text (:func:`mask_secrets`)."""
+    try:
+        parsed = url if isinstance(url, URL) else make_url(url)
+    except (ArgumentError, ValueError):  # no URL, or a part SQLAlchemy cannot convert (a port)
+        return mask_secrets(str(url))
+    query = {
+        key: MASK if _SECRET_KEY.search(key) else tuple(mask_secrets(v) for v in _values(value))
+        for key, value in parsed.query.items()
+    }
+    masked = parsed.set(
+        query={k: v[0] if isinstance(v, tuple) and len(v) == 1 else v for k, v in query.items()},
+        database=mask_secrets(parsed.database) if parsed.database else parsed.database,
+        host=mask_secrets(parsed.host) if parsed.host else parsed.host,
+    )
+    shown = masked.render_as_string(hide_password=True).replace("%2A%2A%2A", MASK)
+    return mask_secrets(shown)
 
 
 def source_prefix(name: str) -> str:

@@ -1,0 +1,167 @@
+"""``/healthz`` says what is wrong (issue 31, item 9), measured on real processes over real
+HTTP: the retraining daemon answers 503 naming the failed lease renewal while its PostgreSQL
+server is stopped (``pg_ctl stop``) and 200 again once a renewal succeeds after the restart;
+a scorer whose station's lock-outs are suspended answers ``"status": "degraded"`` with the
+reason and the alarm from the database -- also after a restart, when this process raised
+nothing -- and shows an alarm another process stored for its station."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+import pandas as pd
+import yaml
+
+from qcllp.ingest import ingest_defect_counts
+from qcllp.pipeline.scoring import record_alarm
+from qcllp.plant.config import load_plant_config
+from qcllp.service.retrainer import RetrainerService
+from qcllp.store import Store
+from tests.pipeline.eager_model import promote_locking_all
+from tests.plant.conftest import EXAMPLE
+from tests.service.harness import ServiceProcess, wait_until
+from tests.service.test_postgres_restart import own_server  # noqa: F401 (fixture)
+from tests.service.test_scorer_process import (  # noqa: F401 (fixtures)
+    STATION,
+    all_flagged,
+    history,
+    plant,
+    start_scorer,
+)
+
+LEASE_TTL_S = 30.0  # renewed every 10 s (BEAT_MAX_S), retried every 2 s after a failure
+
+
+def daemon_config(tmp_path) -> str:
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    raw["schedules"] = {"ingest_interval_s": 3600.0, "retrain_interval_s": 3600.0}
+    raw["retrainer"] = {"lease_ttl_s": LEASE_TTL_S}
+    for kind in ("measurements", "defects"):  # the example's drop folders, empty here
+        (tmp_path / "data" / kind).mkdir(parents=True, exist_ok=True)
+    path = tmp_path / "daemon.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return str(path)
+
+
+def renewal_problem(daemon: ServiceProcess) -> str | None:
+    answer = daemon.health()
+    if answer is None or answer[0] != 503:
+        return None
+    found = [p for p in answer[1]["problems"] if p.startswith("lease renewal failed: ")]
+    return found[0] if found else None
+
+
+def test_the_daemon_is_unhealthy_while_it_cannot_renew_its_lease(tmp_path, own_server):  # noqa: F811
+    url = own_server.create_database("plant")
+    Store.open(url).close()  # migrated
+    daemon = ServiceProcess(
+        ["--config", daemon_config(tmp_path), "--db", url],
+        ["retrainer"],
+        folder=tmp_path,
+        name="retrainer",
+    )
+    try:
+        wait_until(
+            lambda: (h := daemon.health()) and h[0] == 200 and not h[1]["standby"],
+            what="the daemon leading and healthy",
+            procs=[daemon],
+        )
+        wait_until(  # its start-up done: the jobs are in the store
+            lambda: len([e for e in daemon.events() if e["event"] == "job_scheduled"]) == 2,
+            what="the jobs scheduled",
+            procs=[daemon],
+        )
+        own_server.halt()
+        stopped = time.monotonic()
+        problem = wait_until(
+            lambda: renewal_problem(daemon), what="503 naming the renewal", procs=[daemon]
+        )
+        assert time.monotonic() - stopped < 10.0 + 5.0  # one beat, and slack for a busy host
+        assert " UTC" in problem and "since " in problem
+        time.sleep(4.0)  # retried meanwhile: still failing, still said
+        assert renewal_problem(daemon) is not None
+        own_server.start()
+        wait_until(
+            lambda: (h := daemon.health()) and h[0] == 200 and h[1]["problems"] == [],
+            what="200 after a renewal succeeded",
+            procs=[daemon],
+            timeout=30,
+        )
+        assert daemon.terminate() == 0
+    finally:
+        daemon.stop_if_running()
+    assert [e for e in daemon.events() if e.get("event") == "lease_lost"] == []
+
+
+def test_a_scorer_with_suspended_lockouts_says_degraded_with_the_alarm_across_a_restart(
+    plant,  # noqa: F811
+    start_scorer,  # noqa: F811
+):
+    raw = yaml.safe_load(plant.config_path.read_text())
+    raw["scorer"]["count_guard_interval"] = 0.05  # the first over-predicted charge trips
+    plant.config_path.write_text(yaml.safe_dump(raw))
+    promote_locking_all(plant.store, plant.config, STATION, plant.model_a)
+    scorer = start_scorer(plant)
+    fed = plant.feed(3)
+    wait_until(lambda: all_flagged(plant), what="the feed flagged", procs=[scorer])
+    n_sticks = pd.Series(Counter(charge for charge, _ in fed)).sort_index()
+    qc = pd.DataFrame({"charge_id": n_sticks.index, "n_sticks": n_sticks.to_numpy()})
+    for kind in plant.config.defect_types:
+        qc[kind] = 0  # final QC found no failure where the model locked out every stick
+    qc.to_csv(plant.folder / "qc.csv", index=False)
+    ingest_defect_counts(plant.store, plant.config, plant.folder / "qc.csv")
+    wait_until(
+        lambda: scorer.body().get("lockouts_suspended"),
+        what="the lock-outs suspended",
+        procs=[scorer],
+    )
+    (alarm,) = plant.alarms()["message"]
+    assert_degraded(scorer, alarm)
+
+    scorer.kill9()  # a new process: it raised no alarm itself
+    again = start_scorer(plant)
+    wait_until(lambda: again.body().get("lockouts_suspended"), what="the suspension read")
+    assert_degraded(again, alarm)
+    record_alarm(plant.store, "retrainer", STATION, "count_drift", "raised by another process")
+    wait_until(
+        lambda: "count_drift: raised by another process" in again.body()["alarms"],
+        what="another process's alarm shown",
+        procs=[again],
+    )
+    assert again.terminate() == 0
+
+
+def assert_degraded(scorer: ServiceProcess, alarm: str) -> None:
+    status, body = scorer.health()
+    assert status == 200, body  # it still decides every stick: nothing to restart
+    assert body["status"] == "degraded"
+    assert body["problems"] == [f"lock-outs suspended: {body['lockouts_suspended']}"]
+    assert body["alarms"] == [f"lockout_suspended: {alarm}"]
+
+
+def test_a_start_up_step_retried_through_an_outage_leaves_no_stale_error(own_server):  # noqa: F811
+    """A step before the first job (recover, schedule) retried while the database was away
+    reports it in ``/healthz`` and takes it back once it succeeded (no job run would clear it
+    for hours: the daemon stayed 503 after the database was back)."""
+    url = own_server.create_database("plant")
+    store = Store.open(url)
+    service = RetrainerService(store, load_plant_config(EXAMPLE))
+    own_server.halt()
+    seen: list[int] = []
+
+    def step() -> list:
+        seen.append(service.state.health()[0])
+        return store.execute_sql("SELECT 1")
+
+    back = threading.Timer(0.5, own_server.start)
+    back.start()
+    try:
+        assert service._with_retries("recover", step) == [(1,)]
+    finally:
+        back.join()
+        store.close()
+    assert 503 in seen  # it was said while it lasted
+    status, body = service.state.health()
+    assert status == 200 and body["problems"] == [], body
