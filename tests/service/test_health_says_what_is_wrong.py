@@ -9,25 +9,22 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
 
-import pandas as pd
 import yaml
 
-from qcllp.ingest import ingest_defect_counts
 from qcllp.pipeline.scoring import record_alarm
 from qcllp.plant.config import load_plant_config
 from qcllp.service.retrainer import RetrainerService
 from qcllp.store import Store
-from tests.pipeline.eager_model import promote_locking_all
 from tests.plant.conftest import EXAMPLE
 from tests.service.harness import ServiceProcess, wait_until
 from tests.service.test_postgres_restart import own_server  # noqa: F401 (fixture)
 from tests.service.test_scorer_process import (  # noqa: F401 (fixtures)
     STATION,
-    all_flagged,
     history,
     plant,
+    report_no_failures,
+    start_locking_every_stick,
     start_scorer,
 )
 
@@ -99,19 +96,8 @@ def test_a_scorer_with_suspended_lockouts_says_degraded_with_the_alarm_across_a_
     plant,  # noqa: F811
     start_scorer,  # noqa: F811
 ):
-    raw = yaml.safe_load(plant.config_path.read_text())
-    raw["scorer"]["count_guard_interval"] = 0.05  # the first over-predicted charge trips
-    plant.config_path.write_text(yaml.safe_dump(raw))
-    promote_locking_all(plant.store, plant.config, STATION, plant.model_a)
-    scorer = start_scorer(plant)
-    fed = plant.feed(3)
-    wait_until(lambda: all_flagged(plant), what="the feed flagged", procs=[scorer])
-    n_sticks = pd.Series(Counter(charge for charge, _ in fed)).sort_index()
-    qc = pd.DataFrame({"charge_id": n_sticks.index, "n_sticks": n_sticks.to_numpy()})
-    for kind in plant.config.defect_types:
-        qc[kind] = 0  # final QC found no failure where the model locked out every stick
-    qc.to_csv(plant.folder / "qc.csv", index=False)
-    ingest_defect_counts(plant.store, plant.config, plant.folder / "qc.csv")
+    scorer, fed = start_locking_every_stick(plant, start_scorer)
+    report_no_failures(plant, fed)
     wait_until(
         lambda: scorer.body().get("lockouts_suspended"),
         what="the lock-outs suspended",

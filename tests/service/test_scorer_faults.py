@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 from qcllp.pipeline.flag_sink import claimed_sink
 from qcllp.pipeline.registry import promote
@@ -17,26 +18,39 @@ from tests.pipeline.conftest import (
 )
 
 
+def _cooling_scorer(history_plant, tmp_path, **options) -> tuple[Store, ScorerService]:  # noqa: F811
+    """A copy of the history plant with a promoted cooling model and its scorer (in-process)."""
+    store = Store.open(history_plant.copy_to(tmp_path))
+    promote(store, train_station(store, history_plant.config, "cooling").model_id)
+    return store, ScorerService(store, history_plant.config, "cooling", **options)
+
+
+def _take_away(store: Store, database: Path) -> None:
+    """The database file moved away: a new connection finds no plant tables."""
+    store.engine.dispose()
+    shutil.move(database, database.with_name("away.sqlite"))
+
+
+def _bring_back(store: Store, database: Path) -> None:
+    """The database file back where it was (the empty file a connection made meanwhile gone)."""
+    store.engine.dispose()
+    database.unlink(missing_ok=True)
+    shutil.move(database.with_name("away.sqlite"), database)
+
+
 def test_a_database_away_fails_the_step_visibly_and_the_scorer_catches_up_after(
     history_plant,  # noqa: F811
     tmp_path,
 ):
-    url = history_plant.copy_to(tmp_path)
     database = tmp_path / "plant.sqlite"
-    store = Store.open(url)
-    promote(store, train_station(store, history_plant.config, "cooling").model_id)
-    service = ScorerService(store, history_plant.config, "cooling")
-
-    store.engine.dispose()
-    shutil.move(database, tmp_path / "away.sqlite")  # a new connection finds no plant tables
+    store, service = _cooling_scorer(history_plant, tmp_path)
+    _take_away(store, database)
     assert service.tick() == 0
     status, body = service.state.health()
     assert status == 503 and any("last step failed" in p for p in body["problems"])
     assert "OperationalError" in body["problems"][-1]
 
-    store.engine.dispose()
-    database.unlink(missing_ok=True)
-    shutil.move(tmp_path / "away.sqlite", database)
+    _bring_back(store, database)
     decided = service.tick()
     status, body = service.state.health()
     flags = flags_frame(store, "cooling")
@@ -50,18 +64,12 @@ def test_a_sink_claim_deferred_while_the_database_is_away_is_made_or_refused_aft
     history_plant,  # noqa: F811
     tmp_path,
 ):
-    url = history_plant.copy_to(tmp_path)
     database = tmp_path / "plant.sqlite"
-    store = Store.open(url)
-    promote(store, train_station(store, history_plant.config, "cooling").model_id)
     sink = tmp_path / "flags-cooling.jsonl"
-    service = ScorerService(store, history_plant.config, "cooling", sink=sink)
-    store.engine.dispose()
-    shutil.move(database, tmp_path / "away.sqlite")
+    store, service = _cooling_scorer(history_plant, tmp_path, sink=sink)
+    _take_away(store, database)
     assert service.tick() == 0 and not service.sink_claimed
-    store.engine.dispose()
-    database.unlink(missing_ok=True)
-    shutil.move(tmp_path / "away.sqlite", database)
+    _bring_back(store, database)
     decided = service.tick()
     assert decided > 0 and len(sink.read_text().splitlines()) == decided
     assert claimed_sink(store, "cooling") == str(sink)

@@ -630,26 +630,37 @@ def test_sigterm_exits_0_with_flags_and_sink_consistent_and_a_restart_goes_on(pl
     assert sum(cooling["flags"].values()) == len(plant.expected)
 
 
-# ----------------------------------------------------------------------------- 8. final QC
-def test_final_qc_counts_that_the_model_over_predicted_suspend_its_lockouts_live(
-    plant, start_scorer
-):
+def start_locking_every_stick(plant: Plant, start_scorer) -> tuple:  # noqa: ANN001
+    """A scorer whose model locks out every stick (a declining one has nothing to suspend),
+    its guard tripping at the first over-predicted charge, fed 3 charges until all are
+    flagged: (the scorer process, the fed (charge, stick) pairs)."""
     raw = yaml.safe_load(plant.config_path.read_text())
-    raw["scorer"]["count_guard_interval"] = 0.05  # the first over-predicted charge trips
+    raw["scorer"]["count_guard_interval"] = 0.05
     plant.config_path.write_text(yaml.safe_dump(raw))
-    # a model that locks out every stick (a declining one has nothing to suspend)
     promote_locking_all(plant.store, plant.config, STATION, plant.model_a)
     scorer = start_scorer(plant)
     fed = plant.feed(3)
     wait_until(lambda: all_flagged(plant), what="the feed flagged", procs=[scorer])
-    assert scorer.metric("qcllp_scorer_lockouts_suspended") == 0
-    # final QC, the line in shadow mode: every stick reached it, and none failed
+    return scorer, fed
+
+
+def report_no_failures(plant: Plant, fed) -> None:  # noqa: ANN001
+    """Final QC, the line in shadow mode: every fed stick reached it and none failed."""
     n_sticks = pd.Series(Counter(charge for charge, _ in fed)).sort_index()
     qc = pd.DataFrame({"charge_id": n_sticks.index, "n_sticks": n_sticks.to_numpy()})
     for kind in plant.config.defect_types:
         qc[kind] = 0
     qc.to_csv(plant.folder / "qc.csv", index=False)
     ingest_defect_counts(plant.store, plant.config, plant.folder / "qc.csv")
+
+
+# ----------------------------------------------------------------------------- 8. final QC
+def test_final_qc_counts_that_the_model_over_predicted_suspend_its_lockouts_live(
+    plant, start_scorer
+):
+    scorer, fed = start_locking_every_stick(plant, start_scorer)
+    assert scorer.metric("qcllp_scorer_lockouts_suspended") == 0
+    report_no_failures(plant, fed)
 
     wait_until(
         lambda: scorer.metric("qcllp_scorer_lockouts_suspended") == 1,
