@@ -73,9 +73,10 @@ class ChargeEffectCalibrator:
     :class:`~qcllp.learn.calibration.CountCalibrator` can only explain extra spread by a lower
     ceiling, so it puts the top 3 % of sticks at 0.91 where 0.95 of them fail (median of 15
     cooling cases). A charge effect explains the spread instead; the top 3 % move to 0.98.
-    Measured (README "How much evidence a lock-out needs"): under the lower bound and the guard
-    it gains at cooling and furnace but loses at rolling and straightening (60 cases: -1,153
-    with 9 losing against +12,899 with 2), and a fit costs ten times as much. Not adopted.
+    Measured (docs/benchmarks.md, "How much evidence a lock-out needs"): under the lower
+    bound and the guard it gains at cooling and furnace but loses at rolling and
+    straightening (60 cases: -1,153 with 9 losing against +12,899 with 2), and a fit costs
+    ten times as much. Not adopted.
     """
 
     nodes, weights = np.polynomial.hermite_e.hermegauss(9)

@@ -8,7 +8,7 @@ a charge's counts arrive it compares the failures the model that decided them pr
 among that charge's sticks with those reported, and suspends the model's lock-outs once it
 over-predicts on this plant (:func:`qcllp.pipeline.guard_rule.count_excess_path`). On 60
 reseeded simulated plants this stopped both models that lost money, which the share rules
-had let through (``benchmarks/bench_lockout_rules.py``, README).
+had let through (``benchmarks/bench_lockout_rules.py``, docs/benchmarks.md).
 
 Which sticks reached QC: a charge is compared only when that is certain from the flags.
 

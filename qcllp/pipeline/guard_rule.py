@@ -43,8 +43,8 @@ optimal for a shift of one standard deviation per charge) trips above the decisi
 trips it by chance within 1,000 charges (most of a year) in about 1.5 % of simulated plants
 (200 runs of Poisson-binomial counts, charges of 20–60 sticks; Siegmund's approximation for
 normal ``z`` gives a mean run length of about 19,000 charges), and each promotion starts the
-count afresh. The interval was chosen on the 60 reseeded
-plant cases of ``benchmarks/bench_lockout_rules.py`` (README): ``h`` 8 stopped both models
+count afresh. The interval was chosen on the 60 reseeded plant cases of
+``benchmarks/bench_lockout_rules.py`` (docs/benchmarks.md): ``h`` 8 stopped both models
 that lost money (−1,388 and −1,287 per 1,000 sticks became +362 and −80) and cost one healthy
 case 345 of its 509; ``h`` 4 tripped on healthy models' noise and gave up a third of the gains.
 The rule looks only at the sticks that reached QC, a selection made by the model's own

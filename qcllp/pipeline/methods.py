@@ -169,7 +169,7 @@ METHODS: dict[str, Method] = {
         # EMLLP ranks ahead of the boosted one at 7 of 8 stations at a tenth of the time (1.4
         # against 14.9 s for three defect types), LLPFC's at 4 of 8 at a sixth; LMM and AMM
         # stay linear here (their RBF map is a config grid away: kernel: [rbf])
-        # (benchmarks/bench_learners.py, README "Nonlinear learners").
+        # (benchmarks/bench_learners.py, docs/benchmarks.md "Learners on the simulated plant").
         Method("lmm", _margin(LaplacianMeanMap), {"reg": [0.1, 1.0]}, standardized=True),
         Method("amm", _margin(AlternatingMeanMap), {"reg": [0.1, 1.0]}, standardized=True),
         Method("llpfc", _margin(LLPFC, base="logistic"), {"C": [0.1, 1.0]}, standardized=True),

@@ -13,7 +13,7 @@ summed (:class:`qcllp.learn.PerDefectClassifier`; ``training.any_defect`` in the
 config). Defect types arise at different stations by different mechanisms; one model on the
 summed shares must find a single direction for all of them and, on a simulated plant whose
 types arise at different stations, ranks the fresh sticks clearly worse
-(``benchmarks/bench_plant_quality.py``, README).
+(``benchmarks/bench_plant_quality.py``, docs/benchmarks.md).
 
 ``training.any_defect: auto`` trains both, the per-type models summed and one model on the
 failing shares, and keeps the one whose recalibrated out-of-fold probabilities give the
@@ -21,7 +21,7 @@ charges' failing counts the higher likelihood (:func:`choose_any_defect`). Where
 cause drives every type (the simulator's default plant) the single model ranks better, since
 each per-type model learns that cause from a third of the failures; ``auto`` finds it there
 but is not the default: on the 60 simulated cases it ranked no better where the types arise
-at their own stations and saved no more (README, "Quality on the simulated plant").
+at their own stations and saved no more (docs/benchmarks.md, "Quality on the simulated plant").
 
 **Recalibration.** The learners calibrate their probabilities on their own training charges,
 where the latent labels were fitted: out of fold they are over-confident, and a threshold
@@ -722,7 +722,7 @@ def choose_any_defect(scores: dict[str, float]) -> str:
     lock-out rule already stand on. It rewards a ranking that puts the failures where the
     counts are, which the bag-level error of mean shares (Yu et al. eq. 23) sees only through
     the charge means. On the 60 simulated plant cases it kept the way that ranks the fresh
-    plant's sticks better in 44 (README, "Quality on the simulated plant")."""
+    plant's sticks better in 44 (docs/benchmarks.md, "Quality on the simulated plant")."""
     return max(scores, key=scores.get)  # max keeps the first of equal ones
 
 

@@ -120,7 +120,8 @@ DEFAULT_TIMEOUT_S = 300.0
 DEFAULT_METHOD = "em-llp"
 DEFAULT_CV_FOLDS = 5
 ANY_DEFECT_MODES = ("per-type-sum", "per-type-noisy-or", "direct", "auto")
-DEFAULT_ANY_DEFECT = "per-type-sum"  # README "Quality on the simulated plant": why not auto
+# why not auto: docs/benchmarks.md, "Quality on the simulated plant"
+DEFAULT_ANY_DEFECT = "per-type-sum"
 DEFAULT_BOOTSTRAP = 30
 DEFAULT_RANDOM_STATE = 0
 # Sticks a station trains on at most (Training.max_sticks): 10,000 charges of ~50 sticks
@@ -287,9 +288,9 @@ class Training:
     the default training (em-llp, its grid over 5 charge folds, one model per defect type) of
     500,000 sticks x 30 features peaks at 1.1 GB, far below the 8 GB a station may use, and
     takes 15 minutes on one core, so a nightly retraining of four stations stays within about
-    an hour, while one em-llp fit on 5M sticks alone peaks at 8.4 GB (README "Large training
-    sets", ``benchmarks/bench_large_training.py``). Set it higher for a plant whose stations
-    need more: time and memory grow in proportion.
+    an hour, while one em-llp fit on 5M sticks alone peaks at 8.4 GB (docs/benchmarks.md,
+    "Large training sets", ``benchmarks/bench_large_training.py``). Set it higher for a
+    plant whose stations need more: time and memory grow in proportion.
 
     ``methods`` maps a method name as written in the YAML to its grid; the pipeline resolves
     spellings (``alter_psvm`` = ``alter-psvm``).
