@@ -97,7 +97,8 @@ def _one_line(exc: BaseException, obj: Context | None) -> str:
     driver's first line; any other its own message, its lines joined."""
     from sqlalchemy.exc import OperationalError
 
-    from qcllp.store.core import database_problem, display_url
+    from qcllp.store.credentials import display_url
+    from qcllp.store.problems import database_problem
 
     if isinstance(exc, OperationalError):
         url = obj.opened_url if obj is not None else None

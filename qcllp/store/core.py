@@ -30,7 +30,8 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session
 
 from qcllp.store import migrate
-from qcllp.store.credentials import CredentialError, display_url, mask_secrets, with_password
+from qcllp.store.credentials import CredentialError, display_url, with_password
+from qcllp.store.problems import database_problem, url_problem
 from qcllp.store.schema import (
     Charge,
     DefectCount,
@@ -45,7 +46,6 @@ from qcllp.store.schema import (
 __all__ = [
     "IN_CHUNK",
     "charge_time_bounds",
-    "database_problem",
     "Store",
     "StoreError",
     "dialect_insert",
@@ -143,35 +143,6 @@ def _sqlite_engine(url: str) -> Engine:
     return engine
 
 
-def _url_problem(url: str, exc: ValueError) -> str:
-    """What is wrong with a URL SQLAlchemy's parser raised ``exc`` for, its password masked:
-    in practice the port, which SQLAlchemy converts with ``int()``."""
-    shown = display_url(url)
-    host = url.partition("://")[2].partition("/")[0].rpartition("@")[2]
-    port = host.rpartition(":")[2] if ":" in host.lstrip("[").rpartition("]")[2] else ""
-    if port and not port.isdigit():
-        return f"{shown}: the port {port!r} is not a number"
-    return f"{shown}: {exc}"
-
-
-def database_problem(exc: OperationalError, shown: str, *, opening: bool = False) -> str:
-    """One line for a database that cannot be used: the database ``shown`` (password masked),
-    the first line of the driver's message and what to check. ``opening``: it failed on the
-    first connection (wrong path, server away) rather than later (a full disk)."""
-    lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-    reason = mask_secrets(lines[0]) if lines else type(exc).__name__
-    if "disk is full" in reason or "No space left" in reason:
-        hint = "free space on its disk"
-    elif "disk I/O error" in reason:  # SQLite on a disk too full for its -wal / -shm files
-        hint = "check its disk: full, read-only or failing"
-    elif shown.startswith("sqlite"):
-        hint = "check that its folder exists and can be written"
-    else:
-        hint = "check that the server runs and that the URL, user and database name are right"
-    verb = "cannot open" if opening else "cannot use"
-    return f"{verb} the plant database {shown}: {reason}; {hint}"
-
-
 def _server_engine(parsed: URL, statement_timeout_s: float | None) -> Engine:
     """The engine of a server database (PostgreSQL), its password from the environment
     (:mod:`qcllp.store.credentials`); a missing driver says which extra to install."""
@@ -265,7 +236,7 @@ class Store:
         except ArgumentError as exc:
             raise StoreError(f"not a database URL: {exc}") from exc
         except ValueError as exc:  # a part SQLAlchemy cannot convert, e.g. a port "notaport"
-            raise StoreError(f"not a database URL: {_url_problem(url, exc)}") from exc
+            raise StoreError(f"not a database URL: {url_problem(url, exc)}") from exc
         shown = display_url(parsed)
         if parsed.get_backend_name() == "sqlite":
             if not create and parsed.database and not _sqlite_file_exists(parsed.database):
