@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_plant_quality import CONFIG, auc, plants, station_case  # noqa: E402
 
-from qcllp.learn.alter_psvm import AlterPSVM  # noqa: E402
-from qcllp.pipeline.methods import Standardized  # noqa: E402
+from qcllp.learn.psvm.alter_psvm import AlterPSVM  # noqa: E402
 from qcllp.plant.config import load_plant_config  # noqa: E402
+from qcllp.training.methods import Standardized  # noqa: E402
 
 STARTS = {
     "3 random (qcllp train)": {"init": None, "n_restarts": 3},

@@ -28,14 +28,14 @@ from sklearn.datasets import make_blobs
 from sklearn.model_selection import StratifiedKFold
 
 from qcllp.datasets import load_heart, load_toy
-from qcllp.learn.conv_psvm import ConvPSVM
 from qcllp.learn.model_selection import BagGridSearchCV, BagKFold
+from qcllp.learn.psvm.conv_psvm import ConvPSVM
+from qcllp.learn.psvm.wellsvm import WellSVM
 from qcllp.learn.synthetic import (
     bags_from_labels,
     bags_with_varied_shares,
     make_gaussian_mixture,
 )
-from qcllp.learn.wellsvm import WellSVM
 
 BAG_SIZES = (2, 4, 8, 16, 32, 64)
 PAPER = {  # conv-pSVM accuracy %, heart, pSVM paper Tables 2 (linear) and 4 (rbf)

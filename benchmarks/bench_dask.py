@@ -3,7 +3,7 @@
 Two workloads on one simulated station of the example plant (``plant_config/example.yaml``,
 ``--charges`` charges, default 100: about 5,000 sticks x 69 features at cooling), built as
 ``qcllp train`` builds them (:func:`qcllp.features.build_station_features`,
-:func:`qcllp.pipeline.train.labeled_from_frames`), target: any defect (the charges' failing
+:func:`qcllp.training.train.labeled_from_frames`), target: any defect (the charges' failing
 shares):
 
 * ``kmeans``: one :class:`qcllp.learn.KMeansLabeler` fit with population size 50
@@ -11,13 +11,13 @@ shares):
   generation scores its population as one ``joblib.Parallel`` call of k-means runs;
 * ``grid``: the alter-psvm ``BagGridSearchCV`` of ``qcllp train --method alter-psvm`` (the
   example config's grid, 6 points x 5 charge folds, each fit with 3 random restarts, then the
-  refit on all charges), as :func:`qcllp.pipeline.train.search_parameters` runs it.
+  refit on all charges), as :func:`qcllp.training.train.search_parameters` runs it.
 
 Each runs here (no cluster: joblib's default, ``n_jobs=None``, i.e. one after the other in
-this process) and under :func:`qcllp.pipeline.cluster.compute_on` on a ``LocalCluster`` of 1
+this process) and under :func:`qcllp.training.cluster.compute_on` on a ``LocalCluster`` of 1
 and of 2 worker processes (one thread each), ``--repeats`` times (median; default 3). The
 cluster runs in a child process, as a plant's scheduler runs elsewhere: a scheduler inside the
-training process would change the k-means labeler's model (:mod:`qcllp.pipeline.cluster`);
+training process would change the k-means labeler's model (:mod:`qcllp.training.cluster`);
 the workers import the learners before the first run (a plant's workers are long-running).
 
 The table gives per workload and setting: the wall seconds (median, and each run), the ratio
@@ -27,7 +27,7 @@ does not distort as it does the wall time), how many tasks the workers executed 
 whether the model is the one trained here (the same probabilities on the training sticks to
 1e-12 and, for the search, the same chosen parameters). A cluster of one worker thread in all
 executes nothing: joblib sees one job and runs the tasks in this process
-(:mod:`qcllp.pipeline.cluster`). Run it with ``OMP_NUM_THREADS=1``, as the workers run (their
+(:mod:`qcllp.training.cluster`). Run it with ``OMP_NUM_THREADS=1``, as the workers run (their
 nannies set it): otherwise the comparison is of BLAS threading too.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_dask.py
@@ -55,15 +55,15 @@ sys.path.insert(0, str(ROOT))
 
 from qcllp.features import build_station_features  # noqa: E402
 from qcllp.learn import KMeansLabeler  # noqa: E402
-from qcllp.pipeline.cluster import compute_on  # noqa: E402
-from qcllp.pipeline.train import (  # noqa: E402
+from qcllp.plant.config import load_plant_config  # noqa: E402
+from qcllp.plant.simulate import simulate_plant  # noqa: E402
+from qcllp.training.cluster import compute_on  # noqa: E402
+from qcllp.training.train import (  # noqa: E402
     LabeledData,
     labeled_from_frames,
     search_parameters,
     training_plan,
 )
-from qcllp.plant.config import load_plant_config  # noqa: E402
-from qcllp.plant.simulate import simulate_plant  # noqa: E402
 
 CONFIG = ROOT / "plant_config" / "example.yaml"
 PSIZE = 50
@@ -149,7 +149,7 @@ def warm_up() -> None:
     """Import the learners on a worker (``Client.run``): the workers of a plant's cluster are
     long-running, so the first import is not part of a training."""
     import qcllp.learn  # noqa: F401
-    import qcllp.pipeline.methods  # noqa: F401
+    import qcllp.training.methods  # noqa: F401
 
 
 def process_cpu_s() -> float:

@@ -1,5 +1,5 @@
 """Peak memory and time of training one station on a large labeled set, with and without the
-subsample rule (``training.max_sticks``, :func:`qcllp.pipeline.train.subsample_charges`).
+subsample rule (``training.max_sticks``, :func:`qcllp.training.train.subsample_charges`).
 
 A synthetic station: charges of 40-60 sticks (about 50), 30 features per stick (standard
 normal, a few correlated), and the example plant's three defect types drawn per stick from a
@@ -115,14 +115,14 @@ def sticks(sizes, types: list[str], seed: int):
 def child(kind: str, n_sticks: int, rule: bool) -> dict:
     from sklearn.metrics import roc_auc_score
 
-    from qcllp.pipeline.train import (
+    from qcllp.plant import load_plant_config
+    from qcllp.training.train import (
         fit_station_model,
         labeled_from_frames,
         station_costs,
         subsample_charges,
         training_plan,
     )
-    from qcllp.plant import load_plant_config
 
     config = load_plant_config(EXAMPLE)
     types = list(config.defect_types)

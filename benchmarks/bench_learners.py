@@ -67,11 +67,11 @@ from bench_plant_quality import (  # noqa: E402
 from qcllp.datasets import load_heart  # noqa: E402
 from qcllp.learn import BagGridSearchCV, BagKFold, PerDefectClassifier  # noqa: E402
 from qcllp.learn.calibration import _CountLayout  # noqa: E402
-from qcllp.learn.margin import MarginLLPClassifier  # noqa: E402
-from qcllp.learn.params import POSITIVE  # noqa: E402
+from qcllp.learn.core.margin import MarginLLPClassifier  # noqa: E402
+from qcllp.learn.core.params import POSITIVE  # noqa: E402
 from qcllp.learn.synthetic import bags_from_labels  # noqa: E402
-from qcllp.pipeline.methods import Standardized  # noqa: E402
 from qcllp.plant.config import load_plant_config  # noqa: E402
+from qcllp.training.methods import Standardized  # noqa: E402
 
 SEED_LEARNERS = ("AlterPSVM", "InvCal", "MeanMap", "KMeansLabeler")
 
@@ -168,7 +168,7 @@ def _learner(module: str, name: str, **params) -> Callable[[int], object] | None
 
 def learners() -> dict[str, Callable[[int], object]]:
     """Name -> factory(seed) of every learner in this checkout, seed learners first."""
-    from qcllp.pipeline.methods import METHODS
+    from qcllp.training.methods import METHODS
 
     found = {
         "AlterPSVM": _learner("alter_psvm", "AlterPSVM", n_restarts=3, init=None, C_p=10.0),

@@ -7,7 +7,7 @@ scorer's guard) only needs those, so its variants can be compared here on the ve
 models in minutes:
 
 * ``alpha=A``: the threshold with the largest bootstrap ``A``-quantile of the saving
-  (:func:`qcllp.pipeline.thresholds.lockout_rule`; ``qcllp train`` uses ``ALPHA``) -- how much
+  (:func:`qcllp.station.lockout_rule.lockout_rule`; ``qcllp train`` uses ``ALPHA``) -- how much
   evidence a lock-out needs;
 * ``point``: the threshold with the largest point estimate of the saving (no evidence asked);
 * ``no-ceiling``: the count calibration without its ceiling (``CountCalibrator(ceiling=False)``);
@@ -15,9 +15,9 @@ models in minutes:
   (:class:`ChargeEffectCalibrator`, a study variant that is not in the product: see its
   docstring for what it measured);
 * ``count-guard=L[:H[:K]]``: as ``qcllp train``'s rule, with the scorer's guard on final QC's
-  counts (:mod:`qcllp.pipeline.count_guard`), the counts reported ``L`` charges after their
+  counts (:mod:`qcllp.scoring.count_guard`), the counts reported ``L`` charges after their
   charge was decided, decision interval ``H`` and reference ``K`` (default the scorer's,
-  :mod:`qcllp.pipeline.guard_rule`); the other variants leave it out.
+  :mod:`qcllp.station.guard_bounds`); the other variants leave it out.
 
 Rules join with ``+``: ``alpha=0.3+count-guard=5`` is the 30 % bound with the count rule.
 
@@ -50,7 +50,7 @@ from bench_plant_quality import (  # noqa: E402
 )
 
 from qcllp.learn.calibration import CountCalibrator, _CountLayout  # noqa: E402
-from qcllp.pipeline.guard_rule import (  # noqa: E402
+from qcllp.station.guard_bounds import (  # noqa: E402
     COUNT_INTERVAL,
     COUNT_REFERENCE,
     GuardCounts,
@@ -58,7 +58,7 @@ from qcllp.pipeline.guard_rule import (  # noqa: E402
     lockout_excess_bound,
     lockout_rate_bound,
 )
-from qcllp.pipeline.thresholds import ALPHA, LockoutCosts, charge_savings, lockout_rule  # noqa: E402
+from qcllp.station.lockout_rule import ALPHA, LockoutCosts, charge_savings, lockout_rule  # noqa: E402
 
 GUARD_MIN_STICKS = 300  # plant_config/example.yaml scorer.guard_min_sticks
 N_BOOT = 30  # plant_config/example.yaml training.bootstrap

@@ -49,8 +49,8 @@ from bench_plant_quality import (  # noqa: E402
 )
 
 from qcllp.learn import BagKFold  # noqa: E402
-from qcllp.pipeline.thresholds import LockoutCosts, realized_saving_per_1000  # noqa: E402
 from qcllp.plant.config import load_plant_config  # noqa: E402
+from qcllp.station.lockout_rule import LockoutCosts, realized_saving_per_1000  # noqa: E402
 
 
 def oracle() -> object:

@@ -3,7 +3,7 @@
 For every scenario, seed and station, a training plant (``--train-charges``, default 100) and a
 separately seeded *fresh* plant (``--test-charges``, default 60; new charges, new alloy
 batches, its own plant structure) are simulated from ``plant_config/example.yaml``. The station
-model is trained exactly as ``qcllp train`` trains it -- :func:`qcllp.pipeline.train.
+model is trained exactly as ``qcllp train`` trains it -- :func:`qcllp.training.train.
 fit_station_model` with the example config's training section (method, grid, folds, seed, the
 any-defect mode) on the training plant's features and defect counts -- and applied to the
 fresh plant, whose hidden per-stick truth then measures:
@@ -18,10 +18,10 @@ fresh plant, whose hidden per-stick truth then measures:
   interval (``metrics`` of the model);
 * ``realized``: the saving per 1,000 fresh sticks the threshold actually brings against locking
   out nothing (fail_cost per failing stick locked out minus good_cost per good one), with the
-  scorer's lock-out guard (:mod:`qcllp.pipeline.lockout_guard`: the fresh sticks decided in
+  scorer's lock-out guard (:mod:`qcllp.scoring.share_guard`: the fresh sticks decided in
   charge order, lock-outs suspended once the model locks out far more than in training, or
   once final QC's counts, reported :data:`QC_LAG` charges later, show it over-predicts
-  failures: :mod:`qcllp.pipeline.count_guard`); ``no_count``: the guard without the count
+  failures: :mod:`qcllp.scoring.count_guard`); ``no_count``: the guard without the count
   rule; ``unguarded``: no guard at all;
 * ``best``: the best threshold in hindsight (chosen with the fresh truth): what the ranking
   allows.
@@ -70,24 +70,24 @@ sys.path.insert(0, str(ROOT))
 
 from qcllp.features import build_station_features  # noqa: E402
 from qcllp.learn import PerDefectClassifier  # noqa: E402
-from qcllp.pipeline.guard_rule import (  # noqa: E402
+from qcllp.plant.config import load_plant_config  # noqa: E402
+from qcllp.plant.simulate import SimulatedPlant, simulate_plant  # noqa: E402
+from qcllp.station.guard_bounds import (  # noqa: E402
     COUNT_INTERVAL,
     COUNT_REFERENCE,
     GuardCounts,
     count_excess_path,
     guard_step,
 )
-from qcllp.pipeline.station_model import defect_probability  # noqa: E402
-from qcllp.pipeline.thresholds import realized_saving_per_1000  # noqa: E402
-from qcllp.pipeline.train import (  # noqa: E402
+from qcllp.station.lockout_rule import realized_saving_per_1000  # noqa: E402
+from qcllp.station.model import defect_probability  # noqa: E402
+from qcllp.training.train import (  # noqa: E402
     LabeledData,
     fit_station_model,
     labeled_from_frames,
     station_costs,
     training_plan,
 )
-from qcllp.plant.config import load_plant_config  # noqa: E402
-from qcllp.plant.simulate import SimulatedPlant, simulate_plant  # noqa: E402
 
 QC_LAG = 5  # charges between a charge's decision and its final-QC counts (the count rule)
 CONFIG = ROOT / "plant_config" / "example.yaml"
@@ -287,7 +287,7 @@ def count_guarded(
     interval: float = COUNT_INTERVAL,
     reference: float = COUNT_REFERENCE,
 ) -> np.ndarray:
-    """The scorer's guard on final QC's counts (:mod:`qcllp.pipeline.count_guard`), replayed:
+    """The scorer's guard on final QC's counts (:mod:`qcllp.scoring.count_guard`), replayed:
     sticks in line order, ``codes`` numbering their charges 0, 1, ... in that order. Final QC
     reports charge ``c``'s failures among its passed sticks (the line acted on the flags)
     before charge ``c + lag`` is decided; once the CUSUM trips on charge ``c``'s counts, the

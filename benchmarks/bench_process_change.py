@@ -21,7 +21,7 @@ week's counts (Yu et al. eq. 23: mean |predicted - counted defective share| over
 charges), its share of sticks locked out and the realized saving per 1,000 sticks against the
 hidden truth (fail_cost per failing stick locked out minus good_cost per good one) as the line
 sees it, with the scorer's lock-out guard (a model locking out far more than in training is
-suspended, :mod:`qcllp.pipeline.lockout_guard`), and in brackets what the model's own
+suspended, :mod:`qcllp.scoring.share_guard`), and in brackets what the model's own
 decisions are worth without the guard. ``--window`` limits the daemon's training to the most
 recent labeled charges before the holdout (``retrainer.training_charges``).
 
@@ -43,14 +43,14 @@ import numpy as np
 import pandas as pd
 
 from qcllp.features import build_station_features
-from qcllp.pipeline.guard_rule import GuardCounts, guard_step
-from qcllp.pipeline.registry import active_model, load_model
-from qcllp.pipeline.thresholds import lockout_saving_per_1000
-from qcllp.pipeline.train import station_costs
 from qcllp.plant.config import Connectors, FileConnector, load_plant_config
 from qcllp.plant.simulate import SimulatedPlant, simulate_plant, write_simulation
 from qcllp.service.retrainer import RetrainerService
+from qcllp.station.guard_bounds import GuardCounts, guard_step
+from qcllp.station.lockout_rule import lockout_saving_per_1000
+from qcllp.station.registry import active_model, load_model
 from qcllp.store import Store
+from qcllp.training.train import station_costs
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "plant_config" / "example.yaml"
@@ -67,8 +67,8 @@ def say(message: str) -> None:
 
 @dataclass
 class Guard:
-    """The scorer's lock-out guard (:mod:`qcllp.pipeline.lockout_guard`) for one line: per
-    model, what :func:`~qcllp.pipeline.guard_rule.guard_step` knows of it."""
+    """The scorer's lock-out guard (:mod:`qcllp.scoring.share_guard`) for one line: per
+    model, what :func:`~qcllp.station.guard_bounds.guard_step` knows of it."""
 
     min_sticks: int
     counts: dict[int, GuardCounts] = field(default_factory=dict)

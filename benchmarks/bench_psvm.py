@@ -68,15 +68,15 @@ from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import KFold
 
 from qcllp.datasets import load_heart
-from qcllp.learn.alter_psvm import AlterPSVM
 from qcllp.learn.baselines import InvCal, MeanMap
 from qcllp.learn.model_selection import BagGridSearchCV, BagKFold
+from qcllp.learn.psvm.alter_psvm import AlterPSVM
+from qcllp.learn.psvm.twin_psvm import TwinPSVM
 from qcllp.learn.synthetic import (
     bags_from_labels,
     bags_with_varied_shares,
     make_gaussian_mixture,
 )
-from qcllp.learn.twin_psvm import TwinPSVM
 
 BAG_SIZES = (2, 4, 8, 16, 32, 64)
 PAPER = {  # accuracy %, heart (pSVM paper Tables 2 and 4; twin paper Table I, 10-fold)
@@ -149,11 +149,11 @@ def _learners(kernel: str, restarts: int, twin_restarts: int, llp_learn: bool):
         ("InvCal", InvCal(**common), {"C_p": [0.1, 1.0, 10.0], "epsilon": [0.0, 0.01, 0.1]}),
         ("MeanMap", MeanMap(**common), {"reg": [0.1, 1.0, 10.0], **gamma}),
     ]
-    conv = _optional("qcllp.learn.conv_psvm", "ConvPSVM")
+    conv = _optional("qcllp.learn.psvm.conv_psvm", "ConvPSVM")
     if conv is not None:
         grid = {"C": [0.1, 1.0, 10.0], "epsilon": [0.0, 0.01, 0.1], **gamma}
         rows.append(("ConvPSVM", conv(**common), grid))
-    kmeans = _optional("qcllp.learn.kmeans_labeler", "KMeansLabeler")
+    kmeans = _optional("qcllp.learn.cluster.kmeans_labeler", "KMeansLabeler")
     if kmeans is not None and kernel == "linear":
         rows.append(("KMeansLabeler", kmeans(random_state=0), {}))
     if llp_learn and kernel == "linear":

@@ -57,11 +57,11 @@ import pandas as pd
 
 from qcllp.ingest import ingest_defect_counts, ingest_measurements
 from qcllp.ingest.batches import FileMemo
-from qcllp.pipeline.drift import count_drift, feature_drift, watch_station
-from qcllp.pipeline.registry import get_model, load_model
-from qcllp.pipeline.retrain import retrain_station
 from qcllp.plant.config import Retrainer, Training, load_plant_config
 from qcllp.plant.simulate import simulate_plant, write_simulation
+from qcllp.retraining.drift import count_drift, feature_drift, watch_station
+from qcllp.retraining.retrain import retrain_station
+from qcllp.station.registry import get_model, load_model
 from qcllp.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -144,8 +144,8 @@ def drift(args: argparse.Namespace) -> None:
             store = _plant(Path(tmp), h, config)
             first_60 = store.read_charge_times().sort_values().index[:60]
             until = store.read_charge_times()[first_60].max() + pd.Timedelta(microseconds=1)
-            from qcllp.pipeline.registry import promote
-            from qcllp.pipeline.train import train_station
+            from qcllp.station.registry import promote
+            from qcllp.training.train import train_station
 
             model_id = train_station(store, config, station, until=until.to_pydatetime()).model_id
             promote(store, model_id)

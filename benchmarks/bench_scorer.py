@@ -4,7 +4,7 @@ Three parts, chosen by the first argument; each prints a markdown table with the
 (nproc, Python, SQLite). All figures compare within one run; times are medians of repeats.
 Databases are built once and cached under ``--cache`` (default ``/tmp/bench_scorer``), keyed by
 size and seed; building them is never part of a measure. The model is InvCal with one grid
-point and 2 folds (as ``tests/pipeline/conftest.py`` ``fast_config``), trained once on 16
+point and 2 folds (as ``tests/support/plants.py`` ``fast_config``), trained once on 16
 labeled charges in a separate small database and promoted into each measured database (its
 artifact stays in the cache). The measured charges have no defect counts (charges with
 final-QC counts have left the line and are skipped by the scorer).
@@ -88,12 +88,12 @@ from qcllp.ingest import ingest_defect_counts, ingest_measurements  # noqa: E402
 from qcllp.ingest.batches import run_batch  # noqa: E402
 from qcllp.ingest.measurements import ingest_reading_frames  # noqa: E402
 from qcllp.ingest.sources import Chunk  # noqa: E402
-from qcllp.pipeline.registry import active_model, get_model, promote, register_model  # noqa: E402
-from qcllp.pipeline.train import train_station  # noqa: E402
 from qcllp.plant.config import PlantConfig, Training, load_plant_config  # noqa: E402
 from qcllp.plant.simulate import simulate_plant, write_simulation  # noqa: E402
 from qcllp.service.scorer import ScorerService  # noqa: E402
+from qcllp.station.registry import active_model, get_model, promote, register_model  # noqa: E402
 from qcllp.store import IN_CHUNK, Store  # noqa: E402
+from qcllp.training.train import train_station  # noqa: E402
 
 EXAMPLE = ROOT / "plant_config" / "example.yaml"
 STATION = "cooling"

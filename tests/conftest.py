@@ -12,6 +12,7 @@ import pytest
 
 from qcllp.plant.config import PlantConfig, parse_plant_config
 from tests.pgserver import TempPostgres, find_pg_bin
+from tests.support.plants import fast_config, history_plant, retrain_plant  # noqa: F401 (fixtures)
 
 TINY_PLANT = {
     "name": "tiny",

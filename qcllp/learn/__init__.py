@@ -3,36 +3,30 @@
 Nothing here reads files, touches a database or loads configuration, so every learner can be
 read, tested and benchmarked on a numpy array alone.
 
-Where things live:
+Where things live, grouped by family as scikit-learn groups its estimators:
 
-* the contract: :mod:`.problem` (input validation), :mod:`.base` and :mod:`.margin` (estimator
-  bases, one-vs-rest, :mod:`.calibration`), :mod:`.params` (parameter constraints),
-  :mod:`.metrics`, :mod:`.model_selection` (bag-aware folds and grid search);
-* Stolpe & Morik 2011: :mod:`.kmeans_labeler` with :mod:`.cluster_labeling`;
-* the proportion-SVMs of Yu et al. 2013: :mod:`.alter_psvm` (Alg. 1) on the shared
-  :mod:`.alternating` engine, :mod:`.svm_step` and :mod:`.label_step`; :mod:`.twin_psvm`
-  (Wang et al., Alg. 1) on the same engine; :mod:`.conv_psvm` (Alg. 2) on the WellSVM solver;
-* WellSVM (Li et al. 2013): :mod:`.wellsvm` (estimator), :mod:`.wellsvm_labels` (label
-  spaces), :mod:`.wellsvm_solver` (cutting plane and label-kernel learning);
-* the nonlinear learners of tabular LLP (issue "Beyond the seeds"): :mod:`.llpfc` (Zhang, Wang
-  & Scott 2022: bag pairs as a label-noise problem, forward-corrected), :mod:`.mean_maps`
-  (Patrini et al. 2014: Laplacian and alternating mean map), :mod:`.proportion_boosting`
-  (DLLP's bag loss on gradient-boosted trees), :mod:`.em_llp` (EM with a boosted or logistic
-  base), with :mod:`.binning` (quantile bins of the tree learners);
-* :mod:`.per_defect` (any-defect probability from one model per defect type);
-* :mod:`.baselines` (InvCal, MeanMap), :mod:`.kernels` (feature maps), :mod:`.synthetic`
-  (bags cut from labeled data), :mod:`.threads`.
+* :mod:`.core` -- the contract: input validation (``problem``), estimator bases and
+  one-vs-rest (``base``, ``margin``), parameter constraints (``params``), feature maps
+  (``kernels``), BLAS threads;
+* :mod:`.metrics`, :mod:`.model_selection` (bag-aware folds and grid search) and
+  :mod:`.calibration` (probabilities from scores on the bags' counts);
+* :mod:`.psvm` -- the proportion-SVMs of Yu et al. 2013 (AlterPSVM, ConvPSVM) and Wang et al.
+  (TwinPSVM) on their alternating engine, and WellSVM (Li et al. 2013) with its solver;
+* :mod:`.cluster` -- Stolpe & Morik 2011: the k-means labeler with its evolutionary search;
+* :mod:`.tabular` -- the nonlinear learners of tabular LLP: LLPFC (Zhang, Wang & Scott 2022),
+  the mean maps (Patrini et al. 2014), proportion boosting (DLLP's bag loss on boosted trees),
+  EM-LLP, with their quantile bins;
+* :mod:`.baselines` (InvCal, MeanMap), :mod:`.per_defect` (any-defect probability from one
+  model per defect type), :mod:`.synthetic` (bags cut from labeled data).
+
+Every estimator is importable from here: ``from qcllp.learn import AlterPSVM``.
 """
 
-from .alter_psvm import AlterPSVM
-from .base import LLPClassifierMixin
-from .baselines import InvCal, MeanMap
-from .conv_psvm import ConvPSVM
-from .em_llp import EMLLP
-from .kmeans_labeler import KMeansLabeler
-from .llpfc import LLPFC
-from .mean_maps import AlternatingMeanMap, LaplacianMeanMap
-from .metrics import (
+from qcllp.learn.baselines import InvCal, MeanMap
+from qcllp.learn.cluster.kmeans_labeler import KMeansLabeler
+from qcllp.learn.core.base import LLPClassifierMixin
+from qcllp.learn.core.problem import LLPProblem, check_features, check_llp_input, counts_to_shares
+from qcllp.learn.metrics import (
     bag_error,
     bag_error_from_labels,
     err_mse,
@@ -43,12 +37,16 @@ from .metrics import (
     eta,
     model_proportions,
 )
-from .model_selection import BagGridSearchCV, BagKFold, bag_cross_val_error
-from .per_defect import PerDefectClassifier
-from .problem import LLPProblem, check_features, check_llp_input, counts_to_shares
-from .proportion_boosting import ProportionBoosting
-from .twin_psvm import TwinPSVM
-from .wellsvm import WellSVM
+from qcllp.learn.model_selection import BagGridSearchCV, BagKFold, bag_cross_val_error
+from qcllp.learn.per_defect import PerDefectClassifier
+from qcllp.learn.psvm.alter_psvm import AlterPSVM
+from qcllp.learn.psvm.conv_psvm import ConvPSVM
+from qcllp.learn.psvm.twin_psvm import TwinPSVM
+from qcllp.learn.psvm.wellsvm import WellSVM
+from qcllp.learn.tabular.em_llp import EMLLP
+from qcllp.learn.tabular.llpfc import LLPFC
+from qcllp.learn.tabular.mean_maps import AlternatingMeanMap, LaplacianMeanMap
+from qcllp.learn.tabular.proportion_boosting import ProportionBoosting
 
 __all__ = [
     "AlterPSVM",

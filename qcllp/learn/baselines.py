@@ -4,7 +4,7 @@ Both summarise a bag by its mean feature vector, which is exactly their weakness
 2013, Sect. 3.3 and Fig. 1: when a bag's mean lies on the "wrong" side, both fail). They are
 here as comparison points, kept simple and faithful; both return the linear model
 ``f(x) = w.phi(x) + b`` on the same explicit feature maps as the pSVM learners
-(:mod:`qcllp.learn.kernels`: linear, exact RBF map for small N, Nystroem for large N).
+(:mod:`qcllp.learn.core.kernels`: linear, exact RBF map for small N, Nystroem for large N).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from scipy import sparse
 from scipy.optimize import minimize
 from sklearn.svm import SVR
 
-from .kernels import FEATURE_MAP_CONSTRAINTS, LinearDecision, estimator_features
-from .margin import MarginLLPClassifier
-from .params import NON_NEGATIVE, POSITIVE
+from qcllp.learn.core.kernels import FEATURE_MAP_CONSTRAINTS, LinearDecision, estimator_features
+from qcllp.learn.core.margin import MarginLLPClassifier
+from qcllp.learn.core.params import NON_NEGATIVE, POSITIVE
 
 __all__ = ["InvCal", "MeanMap", "bag_means"]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .problem import plain_value
+from qcllp.learn.core.problem import plain_value
 
 __all__ = [
     "bag_error",

@@ -18,8 +18,8 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils import check_random_state
 
-from .metrics import bag_error_from_labels
-from .problem import plain_value
+from qcllp.learn.core.problem import plain_value
+from qcllp.learn.metrics import bag_error_from_labels
 
 __all__ = ["BagKFold", "BagGridSearchCV", "bag_cross_val_error"]
 

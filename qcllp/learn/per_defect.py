@@ -28,8 +28,8 @@ import pandas as pd
 from sklearn.base import BaseEstimator, clone
 from sklearn.utils.validation import check_is_fitted
 
-from .base import LLPClassifierMixin, positive_proba
-from .params import StrOptions, check_params
+from qcllp.learn.core.base import LLPClassifierMixin, positive_proba
+from qcllp.learn.core.params import StrOptions, check_params
 
 __all__ = ["COMBINATIONS", "PerDefectClassifier"]
 

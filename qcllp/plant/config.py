@@ -209,10 +209,10 @@ class Scorer:
     station's position in the line), when ``/healthz`` reports unhealthy (``max_lag_s``), how
     many sticks one transaction decides at most, the folder of the line's flag files, and
     after how many decided sticks the lock-out guard may suspend a model that locks out far
-    more than in training (``guard_min_sticks``, :mod:`qcllp.pipeline.lockout_guard`), and
+    more than in training (``guard_min_sticks``, :mod:`qcllp.scoring.share_guard`), and
     the decision interval of the guard on final QC's counts (``count_guard_interval``, in
     standard deviations of the model's over-prediction summed over charges;
-    :mod:`qcllp.pipeline.count_guard`)."""
+    :mod:`qcllp.scoring.count_guard`)."""
 
     host: str = "127.0.0.1"
     base_port: int = 9470
@@ -220,7 +220,7 @@ class Scorer:
     max_batch_sticks: int = 5000
     sink_dir: str | None = None
     guard_min_sticks: int = 300
-    count_guard_interval: float = 8.0  # qcllp.pipeline.guard_rule.COUNT_INTERVAL
+    count_guard_interval: float = 8.0  # qcllp.station.guard_bounds.COUNT_INTERVAL
 
 
 @dataclass(frozen=True)
@@ -259,7 +259,7 @@ class Retrainer:
 
 @dataclass(frozen=True)
 class Retention:
-    """How long readings are kept (``retention:``; PostgreSQL, :mod:`qcllp.pipeline.retention`).
+    """How long readings are kept (``retention:``; PostgreSQL, :mod:`qcllp.store.retention`).
 
     ``readings_days``: a month of readings is dropped once all of it is older than this many
     days (``None``: kept for ever). ``archive_dir``: where each month is written first, as a
@@ -278,12 +278,12 @@ class Training:
     """Training defaults: the method, its grids (learner parameter names), folds and seed.
 
     ``any_defect``: how the any-defect target (the lock-out decision) is learned, one of
-    :data:`ANY_DEFECT_MODES` (``qcllp.pipeline.train.TrainingPlan``). ``bootstrap``: resamples
-    of the charges behind the lock-out threshold's lower bound (``qcllp.pipeline.thresholds``).
+    :data:`ANY_DEFECT_MODES` (``qcllp.training.train.TrainingPlan``). ``bootstrap``: resamples
+    of the charges behind the lock-out threshold's lower bound (``qcllp.station.lockout_rule``).
 
     ``max_sticks``: when the labeled charges hold more sticks, training reads and fits a
     seeded random subset of whole charges (seeded by ``random_state``) whose sticks sum to at
-    most this (``qcllp.pipeline.train.subsample_charges``). Default 500,000: 10,000 charges of
+    most this (``qcllp.training.train.subsample_charges``). Default 500,000: 10,000 charges of
     50 sticks, far more bags than the learners need for a few dozen weights per defect type;
     the default training (em-llp, its grid over 5 charge folds, one model per defect type) of
     500,000 sticks x 30 features peaks at 1.1 GB, far below the 8 GB a station may use, and
@@ -373,7 +373,7 @@ class PlantConfig:
     retention: Retention = field(default_factory=Retention)
     encoding: str = "utf-8"  # of CSV input files; an ASCII-compatible codec (utf-8, cp1252, ...)
     currency: str = "EUR"  # of fail_cost / good_cost: how reports print money
-    cluster: str | None = None  # Dask scheduler for training (qcllp.pipeline.cluster); None: local
+    cluster: str | None = None  # Dask scheduler for training (qcllp.training.cluster); None: local
     statement_timeout_s: float = 600.0  # the longest one SQL statement may run (server databases)
 
     @property

@@ -25,7 +25,7 @@ from apscheduler.job import Job
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from sqlalchemy import and_, select
 
-from .logs import log_event, one_line
+from qcllp.service.logs import log_event, one_line
 
 __all__ = ["JOB_FUNCTION", "SafeJobStore", "UnsafeJobError", "job_state"]
 

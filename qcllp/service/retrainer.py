@@ -5,16 +5,16 @@ It keeps the station models current without an engineer at the keyboard:
 * **ingest** (``schedules.ingest_interval_s`` or ``ingest_cron``): every configured connector
   (:func:`qcllp.ingest.connectors.ingest_from_config`); after new defect counts, the drift
   watch of every active model with both signals, after new readings only the feature signal
-  (:mod:`qcllp.pipeline.drift`). A count-drift alarm queues a retraining of that station,
+  (:mod:`qcllp.retraining.drift`). A count-drift alarm queues a retraining of that station,
   and so does a station scorer's suspension of the active model's lock-outs (the lock-out
-  guard, :mod:`qcllp.pipeline.lockout_guard`; checked at every ingest poll, once per
+  guard, :mod:`qcllp.scoring.share_guard`; checked at every ingest poll, once per
   suspended model).
 * **retention** (``retention.cron``, when ``retention.readings_days`` is set): the months of
-  readings past it are archived and dropped (:mod:`qcllp.pipeline.retention`).
+  readings past it are archived and dropped (:mod:`qcllp.store.retention`).
 * **retrain** (``schedules.retrain_cron``, or ``retrain_interval_s``): every station (or
   ``retrainer.stations``) in line order: a candidate trained up to the holdout window, the
-  champion / challenger gate, promotion only of a better model (:mod:`qcllp.pipeline.retrain`,
-  :mod:`qcllp.pipeline.promotion`); every decision is an event row.
+  champion / challenger gate, promotion only of a better model (:mod:`qcllp.retraining.retrain`,
+  :mod:`qcllp.retraining.promotion`); every decision is an event row.
 
 **Scheduling** is APScheduler 3.x with its ``SQLAlchemyJobStore`` in the plant database (table
 ``retrainer_jobs``, created by the migrations; its pickled rows are read with a restricted
@@ -31,10 +31,10 @@ is stored), and at start the daemon queues every station whose newest such event
 has answered -- one that took the station's lease after it was written
 (:meth:`RetrainerService.requeue_unanswered`): a daemon killed after the hand-over, or stopped
 before it could queue an alarm, retrains the station when it is back.
-(:func:`qcllp.pipeline.retrain.recover` decides what a killed training left.)
+(:func:`qcllp.retraining.retrain.recover` decides what a killed training left.)
 
 **One daemon per plant**: the daemon works only while it holds the ``retrainer`` lease
-(:mod:`qcllp.pipeline.leases`); a second one started by mistake waits as a standby
+(:mod:`qcllp.store.leases`); a second one started by mistake waits as a standby
 (``/healthz`` says so) and takes over within a lease time to live when the first one dies.
 Station trainings take the station's own lease too, so a manual ``qcllp train`` of the same
 station never runs at the same time. A daemon that loses its lease (it could not renew it in
@@ -45,7 +45,7 @@ as a standby.
 (1, 2, 4 ... 60 s) while the daemon runs, and ``/healthz`` answers 503 meanwhile. SIGTERM or
 SIGINT: no new job starts, a running training is abandoned at its next phase boundary before
 anything is registered (or finishes registering), the scheduler shuts down, exit code 0. At
-start, :func:`qcllp.pipeline.retrain.recover` decides candidates a killed daemon left
+start, :func:`qcllp.retraining.retrain.recover` decides candidates a killed daemon left
 undecided and removes artifact files no model row points at.
 
 **Observability**: one JSON log line per job and decision (an input that keeps failing --
@@ -76,32 +76,31 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from qcllp.ingest.batches import FileMemo
 from qcllp.ingest.connectors import ingest_from_config
-from qcllp.pipeline.artifacts import ArtifactError
-from qcllp.pipeline.drift import watch_station
-from qcllp.pipeline.events import QUEUED_PREFIX, events, record_event
-from qcllp.pipeline.leases import (
-    RETRAINER_LEASE,
-    HeldLease,
-    acquire,
-    holder_id,
-    lease_holder,
-)
-from qcllp.pipeline.lockout_guard import suspended_models
-from qcllp.pipeline.registry import RegistryError, active_model, load_model
-from qcllp.pipeline.retention import apply_retention
-from qcllp.pipeline.retrain import (
+from qcllp.plant.config import PlantConfig, exposed_host_warning
+from qcllp.retraining.drift import watch_station
+from qcllp.retraining.retrain import (
     Abandoned,
     decide_undecided,
     recover,
     retrain_station,
     unanswered_want,
 )
-from qcllp.plant.config import PlantConfig, exposed_host_warning
+from qcllp.scoring.share_guard import suspended_models
+from qcllp.service.http import HealthServer
+from qcllp.service.jobstore import SafeJobStore
+from qcllp.service.logs import log_event, one_line
+from qcllp.station.artifacts import ArtifactError
+from qcllp.station.registry import RegistryError, active_model, load_model
 from qcllp.store import RETRAINER_JOBS, Store, stored_utc
-
-from .http import HealthServer
-from .jobstore import SafeJobStore
-from .logs import log_event, one_line
+from qcllp.store.events import QUEUED_PREFIX, events, record_event
+from qcllp.store.leases import (
+    RETRAINER_LEASE,
+    HeldLease,
+    acquire,
+    holder_id,
+    lease_holder,
+)
+from qcllp.store.retention import apply_retention
 
 __all__ = ["LEASE", "RetrainerService", "RetrainerState", "run_retrainer", "run_job"]
 
@@ -402,7 +401,7 @@ class RetrainerService:
 
     def requeue_unanswered(self) -> list[str]:
         """At start: queue a retraining of every station whose newest queued retraining no
-        retraining has answered (:func:`qcllp.pipeline.retrain.unanswered_want`). Covers what
+        retraining has answered (:func:`qcllp.retraining.retrain.unanswered_want`). Covers what
         the stored one-off job cannot: a job handed to a worker when the daemon was killed, a
         count-drift alarm the stopping daemon could no longer queue, and a queued job that
         found the station being trained (the running training predates the alarm)."""

@@ -1,7 +1,7 @@
 """The station scoring service: ``qcllp serve scorer --station S``.
 
 An APScheduler 3.x interval job (the station's ``scoring_interval_s``, ``max_instances=1``,
-``coalesce=True``) runs :func:`qcllp.pipeline.scoring.score_step` -- the same code as ``qcllp
+``coalesce=True``) runs :func:`qcllp.scoring.step.score_step` -- the same code as ``qcllp
 score`` -- and repeats it at once while a backlog is due, in bounded steps, so memory stays
 flat when the service was down for hours. The job store is APScheduler's memory store on
 purpose: the scorer's state is its checkpoint in the plant database, committed with every
@@ -19,7 +19,7 @@ Around each step:
   checkpoint only moves with a committed step.
 * **observability**: :mod:`qcllp.service.http` serves ``/healthz`` and ``/metrics`` on
   127.0.0.1; one JSON log line per step that did something. The lock-out guard's state
-  (:mod:`qcllp.pipeline.lockout_guard`) is read after every step: whether it holds the
+  (:mod:`qcllp.scoring.share_guard`) is read after every step: whether it holds the
   model's lock-outs (gauge ``qcllp_scorer_lockouts_suspended``; ``/healthz`` says
   ``"status": "degraded"`` with the reason) and the CUSUM of the model's over-prediction of
   final QC's counts (``qcllp_scorer_qc_over_prediction``). A suspension answers 200, not 503,
@@ -32,7 +32,7 @@ Around each step:
   daemon -- read once at start and then only the rows added since (``id >`` the last one
   seen: a poll costs in proportion to new alarms, not to history); an alarm the database
   could not take is shown from memory.
-* **sink**: the station's flag file is claimed at start (:func:`qcllp.pipeline.flag_sink.
+* **sink**: the station's flag file is claimed at start (:func:`qcllp.scoring.flag_sink.
   claim_sink`); a file another station owns, or another file than the one the station's
   checkpoint names, is refused with one line and exit code 1 -- the service does not start.
   A database away at start defers the claim to the first tick that reaches it. Every step
@@ -60,15 +60,14 @@ from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 
 from qcllp.features import feature_names
-from qcllp.pipeline.artifacts import ArtifactError
-from qcllp.pipeline.flag_sink import SinkError, claim_sink
-from qcllp.pipeline.registry import LoadedModel, RegistryError, active_model, load_model
-from qcllp.pipeline.scoring import StepResult, record_alarm, score_step
 from qcllp.plant.config import PlantConfig, exposed_host_warning
+from qcllp.scoring.flag_sink import SinkError, claim_sink
+from qcllp.scoring.step import StepResult, record_alarm, score_step
+from qcllp.service.http import HealthServer
+from qcllp.service.logs import log_event, one_line
+from qcllp.station.artifacts import ArtifactError
+from qcllp.station.registry import LoadedModel, RegistryError, active_model, load_model
 from qcllp.store import Alarm, Store
-
-from .http import HealthServer
-from .logs import log_event, one_line
 
 __all__ = ["ScorerMetrics", "ScorerService", "ScorerState", "run_scorer"]
 

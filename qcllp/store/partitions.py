@@ -10,7 +10,7 @@ index, so
   ``last_seen_us`` (:func:`qcllp.store.charge_time_bounds`), so what a poll reads costs the
   same with one month of history or ten years of it (``benchmarks/bench_partitions.py``);
 * retention drops a whole month with ``DROP TABLE`` -- no ``DELETE`` of millions of rows, no
-  bloat, no vacuum (:func:`detach_partition`, :mod:`qcllp.pipeline.retention`).
+  bloat, no vacuum (:func:`detach_partition`, :mod:`qcllp.store.retention`).
 
 Choices, and why:
 
@@ -171,7 +171,7 @@ def ensure_partitions(conn: Connection, ts_us: np.ndarray) -> list[str]:
 def detach_partition(conn: Connection, partition: Partition) -> str:
     """Detach a month from ``readings`` and rename it ``readings_archiving_pYYYYMM``: from this
     commit on no query sees it and a late reading of that month gets a new, empty partition.
-    The caller archives and drops the returned table (:mod:`qcllp.pipeline.retention`)."""
+    The caller archives and drops the returned table (:mod:`qcllp.store.retention`)."""
     archiving = ARCHIVING_PREFIX + partition.name[-6:]
     conn.exec_driver_sql(f"ALTER TABLE {PARENT} DETACH PARTITION {partition.name}")
     conn.exec_driver_sql(f"ALTER TABLE {partition.name} RENAME TO {archiving}")

@@ -296,7 +296,7 @@ class ScorerCheckpoint(Base):
     """Where a station scorer stands: the last batch ``commit_seq`` it has taken in, its sink
     file (claimed before the first append), the byte offset up to which that file holds
     committed flags, the highest flag id in it (the delivery cursor), and the model it scores
-    with (:mod:`qcllp.pipeline.flag_sink`)."""
+    with (:mod:`qcllp.scoring.flag_sink`)."""
 
     __tablename__ = "scorer_checkpoints"
 
@@ -327,12 +327,12 @@ class ScorerPending(Base):
 
 class LockoutGuard(Base):
     """The scorer's lock-out guard of one model at one station: sticks it decided and locked
-    out, its recent excess of lock-outs (CUSUM, :mod:`qcllp.pipeline.guard_rule`), final QC's
+    out, its recent excess of lock-outs (CUSUM, :mod:`qcllp.station.guard_bounds`), final QC's
     word on it (``count_*``: charges compared, failures predicted among the sticks that reached
     QC and failures reported, charges that could not be compared (the latest with its reason),
     and the CUSUM of the
-    over-prediction; :mod:`qcllp.pipeline.count_guard`), and since when its lock-outs are
-    suspended (the plant is not the one it learned; :mod:`qcllp.pipeline.lockout_guard`)."""
+    over-prediction; :mod:`qcllp.scoring.count_guard`), and since when its lock-outs are
+    suspended (the plant is not the one it learned; :mod:`qcllp.scoring.share_guard`)."""
 
     __tablename__ = "lockout_guards"
 
@@ -369,7 +369,7 @@ class Lease(Base):
     plant's jobs) and ``train:<station>`` (whoever trains that station, daemon or ``qcllp
     train``). A holder renews ``expires_at`` while it works; a lease past it is free, so a
     holder that was killed blocks nobody for longer than its time to live
-    (:mod:`qcllp.pipeline.leases`)."""
+    (:mod:`qcllp.store.leases`)."""
 
     __tablename__ = "leases"
 

@@ -336,8 +336,8 @@ def test_the_demo_runs_from_any_folder_and_says_how_to_look_at_its_results(tmp_p
 
 
 def test_train_of_a_station_someone_else_is_training_exits_1_naming_the_holder(plant):
-    from qcllp.pipeline.leases import acquire, release
     from qcllp.store import Store
+    from qcllp.store.leases import acquire, release
 
     with Store.open(plant["db"]) as store:
         assert acquire(store, "train:furnace", "retrainer-host:4242:ab12cd", ttl_s=60)

@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.svm import LinearSVC
 
-from qcllp.learn.alter_psvm import AlterPSVM
-from qcllp.learn.label_step import optimal_bag_labels
 from qcllp.learn.model_selection import BagGridSearchCV
-from qcllp.learn.svm_step import HingeSVM, SquaredHingeSVM
+from qcllp.learn.psvm.alter_psvm import AlterPSVM
+from qcllp.learn.psvm.label_step import optimal_bag_labels
+from qcllp.learn.psvm.svm_step import HingeSVM, SquaredHingeSVM
 from qcllp.learn.synthetic import bags_from_labels
 
 from .psvm_data import heart as _heart

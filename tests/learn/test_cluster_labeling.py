@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from qcllp.learn.cluster_labeling import (
+from qcllp.learn.cluster.cluster_labeling import (
     cluster_compositions,
     label_clusters,
     labeling_errors,

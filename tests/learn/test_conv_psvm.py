@@ -14,11 +14,11 @@ from scipy.special import expit
 
 from qcllp.datasets import load_heart, load_toy
 from qcllp.learn import BagGridSearchCV
-from qcllp.learn.alter_psvm import AlterPSVM
-from qcllp.learn.conv_psvm import ConvPSVM
+from qcllp.learn.psvm.alter_psvm import AlterPSVM
+from qcllp.learn.psvm.conv_psvm import ConvPSVM
+from qcllp.learn.psvm.wellsvm_labels import linf_violated_label, proportion_label_space
+from qcllp.learn.psvm.wellsvm_solver import feature_space, fit_wellsvm, oriented_weights
 from qcllp.learn.synthetic import bags_from_labels
-from qcllp.learn.wellsvm_labels import linf_violated_label, proportion_label_space
-from qcllp.learn.wellsvm_solver import feature_space, fit_wellsvm, oriented_weights
 
 
 @pytest.fixture(scope="module")

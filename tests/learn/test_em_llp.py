@@ -9,9 +9,9 @@ from joblib import parallel_config
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 
-from qcllp.learn.em_llp import EMLLP, shifted_posteriors
 from qcllp.learn.model_selection import BagGridSearchCV
 from qcllp.learn.synthetic import bags_from_labels
+from qcllp.learn.tabular.em_llp import EMLLP, shifted_posteriors
 
 from .psvm_data import toy, xor
 

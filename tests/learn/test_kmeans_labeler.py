@@ -12,7 +12,7 @@ from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
 
 from qcllp.learn import BagGridSearchCV, BagKFold
-from qcllp.learn.kmeans_labeler import KMeansLabeler
+from qcllp.learn.cluster.kmeans_labeler import KMeansLabeler
 from qcllp.learn.synthetic import bags_from_labels, make_gaussian_mixture
 
 FAST = {"maxgen": 3, "psize": 12}
@@ -68,7 +68,7 @@ def test_three_classes_are_learned_natively_and_predicted_as_column_labels():
     assert model.predict_proba(X).shape == (1500, 3)
 
 
-@pytest.mark.filterwarnings("ignore::qcllp.learn.problem.IdentifiabilityWarning")  # on purpose
+@pytest.mark.filterwarnings("ignore::qcllp.learn.core.problem.IdentifiabilityWarning")  # on purpose
 def test_known_instance_labels_lower_the_error_when_proportions_cannot_orient_the_classes():
     # Every bag is half positive: the proportions say nothing about which cluster is which
     # class, so without labels a model is right or wrong by chance; eq. (8) adds Err_T.
@@ -260,7 +260,7 @@ def test_a_final_estimator_on_cluster_compositions_ranks_within_clusters():
 def test_composition_target_needs_sample_weight_and_honours_known_labels(gaussians):
     from sklearn.neighbors import KNeighborsClassifier
 
-    from qcllp.learn.kmeans_labeler import _composition_targets
+    from qcllp.learn.cluster.kmeans_labeler import _composition_targets
 
     X, _, bags, shares = gaussians
     with pytest.raises(ValueError, match="sample_weight"):

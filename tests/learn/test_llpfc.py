@@ -10,7 +10,7 @@ from sklearn.metrics import roc_auc_score
 from sklearn.tree import DecisionTreeClassifier
 
 from qcllp.learn import AlterPSVM, BagGridSearchCV
-from qcllp.learn.llpfc import LLPFC, _Pairs, pair_bags
+from qcllp.learn.tabular.llpfc import LLPFC, _Pairs, pair_bags
 
 from .psvm_data import toy, xor
 

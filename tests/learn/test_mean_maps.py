@@ -9,9 +9,10 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 
-from qcllp.learn.alter_psvm import AlterPSVM
 from qcllp.learn.baselines import bag_means
-from qcllp.learn.mean_maps import (
+from qcllp.learn.model_selection import BagGridSearchCV
+from qcllp.learn.psvm.alter_psvm import AlterPSVM
+from qcllp.learn.tabular.mean_maps import (
     AlternatingMeanMap,
     LaplacianMeanMap,
     fit_mean_operator,
@@ -19,7 +20,6 @@ from qcllp.learn.mean_maps import (
     laplacian_class_means,
     mean_operator,
 )
-from qcllp.learn.model_selection import BagGridSearchCV
 
 from .psvm_data import heart, toy, xor
 

@@ -142,7 +142,7 @@ def test_grid_search_reports_every_finished_fit_to_its_progress_callback(thresho
 
 
 def test_search_progress_speaks_at_most_every_few_seconds():
-    from qcllp.pipeline.train import search_progress
+    from qcllp.training.train import search_progress
 
     said: list[str] = []
     tick = search_progress(said.append, "cooling: crack", every_s=5.0)

@@ -15,7 +15,7 @@ from qcllp.learn import (
     TwinPSVM,
     WellSVM,
 )
-from qcllp.learn.params import check_params
+from qcllp.learn.core.params import check_params
 
 LEARNERS = [AlterPSVM, ConvPSVM, InvCal, KMeansLabeler, MeanMap, TwinPSVM, WellSVM]
 

@@ -179,7 +179,7 @@ def test_integer_column_names_print_as_plain_numbers():
 
 
 def test_bags_that_cannot_identify_a_model_are_warned_about():
-    from qcllp.learn.problem import IdentifiabilityWarning
+    from qcllp.learn.core.problem import IdentifiabilityWarning
 
     X = np.arange(8.0).reshape(4, 2)
     with pytest.warns(IdentifiabilityWarning, match="only 1 bag"):

@@ -10,13 +10,13 @@ from scipy.special import logit
 from sklearn.metrics import roc_auc_score
 
 from qcllp.learn.model_selection import BagGridSearchCV
-from qcllp.learn.proportion_boosting import (
+from qcllp.learn.synthetic import bags_from_labels
+from qcllp.learn.tabular.proportion_boosting import (
     ProportionBoosting,
     QuantileBinner,
     proportion_gradient,
     proportion_loss,
 )
-from qcllp.learn.synthetic import bags_from_labels
 
 from .psvm_data import toy, xor
 

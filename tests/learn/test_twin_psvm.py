@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from qcllp.learn.alter_psvm import AlterPSVM
+from qcllp.learn.psvm.alter_psvm import AlterPSVM
+from qcllp.learn.psvm.twin_psvm import CollapsedPlaneWarning, TwinPSVM, twin_schedule, twsvm_plane
 from qcllp.learn.synthetic import bags_from_labels, make_gaussian_mixture
-from qcllp.learn.twin_psvm import CollapsedPlaneWarning, TwinPSVM, twin_schedule, twsvm_plane
 
 from .psvm_data import heart as _heart
 

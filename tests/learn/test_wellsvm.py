@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qcllp.learn.wellsvm import WellSVM
-from qcllp.learn.wellsvm_labels import (
+from qcllp.learn.psvm.wellsvm import WellSVM
+from qcllp.learn.psvm.wellsvm_labels import (
     balance_label_space,
     cluster_label_space,
     proportion_label_space,
 )
-from qcllp.learn.wellsvm_solver import feature_space, fit_wellsvm, line_step, svm_primal
+from qcllp.learn.psvm.wellsvm_solver import feature_space, fit_wellsvm, line_step, svm_primal
 
 
 def _two_blobs(n: int, distance: float, seed: int):

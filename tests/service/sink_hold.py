@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from qcllp.cli import main
-from qcllp.pipeline.flag_sink import FlagSink
+from qcllp.scoring.flag_sink import FlagSink
 
 _append = FlagSink.append
 

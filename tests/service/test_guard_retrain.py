@@ -9,13 +9,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from qcllp.pipeline.events import events, record_event
-from qcllp.pipeline.registry import active_model, promote
-from qcllp.pipeline.retrain import retrain_station
-from qcllp.pipeline.status import plant_status
+from qcllp.reporting.status import plant_status
+from qcllp.retraining.retrain import retrain_station
 from qcllp.service import retrainer
 from qcllp.service.retrainer import RetrainerService
+from qcllp.station.registry import active_model, promote
 from qcllp.store import LockoutGuard
+from qcllp.store.events import events, record_event
 
 
 def suspend(store, station: str, model_id: int, at: datetime) -> None:

@@ -12,8 +12,8 @@ import time
 
 import yaml
 
-from qcllp.pipeline.scoring import record_alarm
 from qcllp.plant.config import load_plant_config
+from qcllp.scoring.step import record_alarm
 from qcllp.service.retrainer import RetrainerService
 from qcllp.store import Store
 from tests.plant.conftest import EXAMPLE

@@ -7,10 +7,10 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from qcllp.ingest.measurements import ingest_measurements
-from qcllp.pipeline.events import events
 from qcllp.plant.config import Retention
 from qcllp.service import retrainer
 from qcllp.service.retrainer import RetrainerService
+from qcllp.store.events import events
 from qcllp.store.partitions import list_partitions
 from tests.store.test_partitions import MONTHS, month_measurements, retention_config
 

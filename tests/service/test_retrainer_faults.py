@@ -10,13 +10,13 @@ from dataclasses import replace
 
 import pytest
 
-from qcllp.pipeline.events import events
-from qcllp.pipeline.registry import list_models
-from qcllp.pipeline.retrain import retrain_station
 from qcllp.plant.config import Connectors, FileConnector
+from qcllp.retraining.retrain import retrain_station
 from qcllp.service import retrainer
 from qcllp.service.retrainer import RetrainerService
+from qcllp.station.registry import list_models
 from qcllp.store import IngestionBatch
+from qcllp.store.events import events
 
 
 def test_a_database_away_is_retried_reported_and_caught_up_after(

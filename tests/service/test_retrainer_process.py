@@ -3,7 +3,7 @@ own, on a real SQLite file, fed by files dropped into its watched folders, watch
 (``/healthz``, ``/metrics``) and through the database (events, registry, alarms), stopped with
 real signals (SIGTERM, SIGKILL).
 
-The plant is :mod:`tests.pipeline.retrain_plant` (48 history charges with counts, 14 later
+The plant is :mod:`tests.support.retrain_plant` (48 history charges with counts, 14 later
 ones as they are or after a process change) with the fast training setup; the daemon retrains
 one station (``rolling``) so that a training takes a second or two; intervals are short (ingest
 every 0.3 s) and the lease lives 3 s, so a takeover is quick.
@@ -24,10 +24,10 @@ import pytest
 import yaml
 from sqlalchemy import select
 
-from qcllp.pipeline.events import events, record_event
-from qcllp.pipeline.registry import artifact_location, list_models, load_model
-from qcllp.pipeline.retrain import retrain_station
+from qcllp.retraining.retrain import retrain_station
+from qcllp.station.registry import artifact_location, list_models, load_model
 from qcllp.store import Alarm, IngestionBatch, Store
+from qcllp.store.events import events, record_event
 from tests.service.harness import ServiceProcess, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -200,7 +200,7 @@ def test_dropped_files_are_ingested_and_the_station_trained_promoted_and_reporte
     )
     with plant.store() as store:
         assert store.count(IngestionBatch) == 2
-        from qcllp.pipeline.status import plant_status
+        from qcllp.reporting.status import plant_status
 
         state = plant_status(store, retrain_plant.config)
     assert state["retrainer"]["leader"] == body["holder"]
@@ -212,7 +212,7 @@ def test_dropped_files_are_ingested_and_the_station_trained_promoted_and_reporte
     assert daemon.logged("stopped", exit_code=0)
     with plant.store() as store:
         assert state["retrainer"]["leader"] is not None
-        from qcllp.pipeline.leases import RETRAINER_LEASE, lease_holder
+        from qcllp.store.leases import RETRAINER_LEASE, lease_holder
 
         assert lease_holder(store, RETRAINER_LEASE) is None  # released on the way out
     assert_registry_consistent(plant)
@@ -381,7 +381,7 @@ def test_sigterm_mid_training_exits_0_and_registers_nothing_half_done(
     assert_registry_consistent(plant)
     with plant.store() as store:
         models = list_models(store, STATION)
-        from qcllp.pipeline.leases import lease_holder, station_lease_name
+        from qcllp.store.leases import lease_holder, station_lease_name
 
         assert lease_holder(store, station_lease_name(STATION)) is None
     if abandoned:

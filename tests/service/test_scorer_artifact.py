@@ -10,11 +10,11 @@ import os
 import pytest
 from sqlalchemy import update
 
-from qcllp.pipeline.registry import get_model, promote, register_model
-from qcllp.pipeline.train import train_station
 from qcllp.service.scorer import ScorerService
+from qcllp.station.registry import get_model, promote, register_model
 from qcllp.store import Alarm, Model, Store
-from tests.pipeline.conftest import (
+from qcllp.training.train import train_station
+from tests.support.plants import (
     fast_config,  # noqa: F401 (fixture)
     history_plant,  # noqa: F401 (fixture)
 )

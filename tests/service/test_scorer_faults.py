@@ -6,13 +6,13 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from qcllp.pipeline.flag_sink import claimed_sink
-from qcllp.pipeline.registry import promote
-from qcllp.pipeline.scoring import flags_frame
-from qcllp.pipeline.train import train_station
+from qcllp.scoring.flag_sink import claimed_sink
+from qcllp.scoring.step import flags_frame
 from qcllp.service.scorer import ScorerService
+from qcllp.station.registry import promote
 from qcllp.store import Store
-from tests.pipeline.conftest import (
+from qcllp.training.train import train_station
+from tests.support.plants import (
     fast_config,  # noqa: F401 (fixture)
     history_plant,  # noqa: F401 (fixture)
 )

@@ -41,15 +41,15 @@ from sqlalchemy.engine import make_url
 
 from qcllp.cli import main
 from qcllp.ingest import ingest_defect_counts, ingest_measurements
-from qcllp.pipeline.registry import artifact_location, get_model, promote
-from qcllp.pipeline.scoring import flags_frame
-from qcllp.pipeline.train import train_station
 from qcllp.plant.config import PlantConfig, load_plant_config
 from qcllp.plant.simulate import SimulatedPlant, simulate_plant, write_simulation
+from qcllp.scoring.step import flags_frame
+from qcllp.station.registry import artifact_location, get_model, promote
 from qcllp.store import Alarm, ScorerCheckpoint, Store
-from tests.pipeline.eager_model import promote_locking_all
+from qcllp.training.train import train_station
 from tests.service import harness
 from tests.service.harness import ServiceProcess
+from tests.support.eager_model import promote_locking_all
 
 ROOT = Path(__file__).resolve().parents[2]
 STATION = "cooling"

@@ -14,7 +14,6 @@ import pytest
 from sqlalchemy import create_engine
 
 from qcllp.ingest.measurements import ingest_measurements
-from qcllp.pipeline.retention import apply_retention
 from qcllp.plant.config import ConfigError, parse_plant_config
 from qcllp.store import Store, charge_time_bounds
 from qcllp.store.migrate import upgrade
@@ -24,6 +23,7 @@ from qcllp.store.partitions import (
     is_partitioned,
     list_partitions,
 )
+from qcllp.store.retention import apply_retention
 from tests.conftest import TINY_PLANT
 
 MONTHS = ["2024-01-10T08:00:00Z", "2024-02-20T09:00:00Z", "2024-03-31T23:59:59.999978Z"]
@@ -184,7 +184,7 @@ def test_retention_finishes_a_month_a_killed_run_left_detached(
 def test_retention_gives_way_to_a_long_read(
     pg_store, pg_test_url, tiny_config, tmp_path, monkeypatch
 ):
-    import qcllp.pipeline.retention as retention
+    import qcllp.store.retention as retention
 
     monkeypatch.setattr(retention, "LOCK_TIMEOUT_S", 1)
     _ingest_three_months(pg_store, tiny_config, tmp_path)

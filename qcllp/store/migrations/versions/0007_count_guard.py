@@ -1,7 +1,7 @@
 """Lock-out guard on final QC's counts: per station and model, the charges whose counts were
 compared with the model's predictions (and those that could not be, with the latest reason),
 the failures predicted and reported, and the CUSUM of the model's over-prediction
-(:mod:`qcllp.pipeline.count_guard`); charges are found by the ingestion batch that brought
+(:mod:`qcllp.scoring.count_guard`); charges are found by the ingestion batch that brought
 their counts (indexed), so the scorer reads only new counts.
 
 Revision ID: 0007

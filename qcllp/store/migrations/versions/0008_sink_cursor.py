@@ -1,6 +1,6 @@
 """Flag sinks delivered by cursor: each scorer checkpoint keeps the highest flag id its sink
 holds (``sink_flag_id``), and flags are indexed by (station, id) so a step reads only the
-flags above it (:mod:`qcllp.pipeline.flag_sink`).
+flags above it (:mod:`qcllp.scoring.flag_sink`).
 
 An existing checkpoint starts at the station's highest flag id: the flags written before the
 upgrade are taken as delivered (the old scorer appended them, or the station had no sink), so

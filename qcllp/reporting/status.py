@@ -1,0 +1,191 @@
+"""``qcllp status``: what an operator on call reads first, from the plant database alone.
+
+Per station: the active model with its age and headline figures, who is training it, the
+scorer's checkpoint (last batch taken in, when, with which model), sticks pending and flags
+written by decision, the last drift checks; the newest batch committed; the retraining
+daemon (which process leads, its jobs' next runs from APScheduler's job table, the last run
+of each); the recent promotion decisions with their reasons; the latest alarms. It works
+whether or not the services are running.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import func, select
+
+from qcllp.plant.config import PlantConfig
+from qcllp.station.registry import active_model
+from qcllp.store import (
+    RETRAINER_JOBS,
+    Alarm,
+    Flag,
+    IngestionBatch,
+    LockoutGuard,
+    ScorerCheckpoint,
+    ScorerPending,
+    Store,
+    stored_utc,
+)
+from qcllp.store.events import QUEUED_PREFIX, WANTED_KINDS, events
+from qcllp.store.leases import RETRAINER_LEASE, lease_holder, station_lease_name
+from qcllp.store.partitions import list_partitions
+
+__all__ = ["plant_status"]
+
+
+HEADLINE_METRICS = (
+    "expected_saving_per_1000",
+    "saving_low_per_1000",
+    "saving_high_per_1000",
+    "calibration_error",
+    "lockout_declined",
+)
+
+
+def plant_status(store: Store, config: PlantConfig, *, alarms: int = 10) -> dict[str, Any]:
+    """A JSON-ready summary of the scorers, the retrainer, the ingestion and the alarms."""
+    b, c, p, f, a, g = (
+        IngestionBatch.__table__,
+        ScorerCheckpoint.__table__,
+        ScorerPending.__table__,
+        Flag.__table__,
+        Alarm.__table__,
+        LockoutGuard.__table__,
+    )
+    with store.engine.connect() as conn:
+        newest = conn.execute(
+            select(b.c.commit_seq, b.c.finished_at).order_by(b.c.commit_seq.desc()).limit(1)
+        ).first()
+        checkpoints = {r.station: r for r in conn.execute(select(c)).all()}
+        pending = dict(conn.execute(select(p.c.station, func.count()).group_by(p.c.station)).all())
+        flags: dict[str, dict[str, int]] = {}
+        for station, decision, n in conn.execute(
+            select(f.c.station, f.c.decision, func.count()).group_by(f.c.station, f.c.decision)
+        ):
+            flags.setdefault(station, {})[decision] = int(n)
+        latest = conn.execute(select(a).order_by(a.c.id.desc()).limit(alarms)).all()
+        guards = {(r.station, r.model_id): r for r in conn.execute(select(g)).all()}
+        months = [p.month for p in list_partitions(conn)]
+        detached = [p.month for p in list_partitions(conn, archiving=True)]
+    now = datetime.now(UTC)
+    stations = []
+    for name in config.station_names:
+        model = active_model(store, name)
+        cp = checkpoints.get(name)
+        guard = None if model is None else guards.get((name, model["id"]))
+        training = lease_holder(store, station_lease_name(name))
+        drift = {
+            e["kind"]: f"{e['outcome']}: {e['reason']}"
+            for kind in ("count_drift", "feature_drift")
+            for e in events(store, [kind], station=name, limit=1)
+        }
+        stations.append(
+            {
+                "station": name,
+                "active_model": None if model is None else model["id"],
+                "model_age_h": None if model is None else _age_h(model, now),
+                "model_metrics": {}
+                if model is None
+                else {k: model["metrics"].get(k) for k in HEADLINE_METRICS},
+                "training_by": None if training is None else training[0],
+                "drift": drift,
+                "scorer_model": None if cp is None else cp.model_id,
+                "batches_behind": (
+                    None if cp is None or newest is None else int(newest.commit_seq - cp.commit_seq)
+                ),
+                "checkpoint_at": None if cp is None else cp.updated_at,
+                "pending_sticks": int(pending.get(name, 0)),
+                "flags": flags.get(name, {}),
+                "lockout_suspended": None if guard is None else guard.reason,
+                "lockout_guard": None
+                if guard is None
+                else {
+                    "decided": int(guard.decided),
+                    "locked": int(guard.locked),
+                    "excess": float(guard.excess),
+                    "excess_bound": model["metrics"].get("lockout_excess_bound"),
+                    "qc_charges": int(guard.count_charges),
+                    "qc_predicted": float(guard.count_predicted),
+                    "qc_reported": int(guard.count_observed),
+                    "qc_excess": float(guard.count_excess),
+                    "qc_interval": config.scorer.count_guard_interval,
+                    "locks_out": (model["metrics"].get("threshold") or 0.0) <= 1.0,
+                    "qc_skipped": int(guard.count_skipped),
+                    "qc_skip_reason": guard.count_skip_reason,
+                },
+            }
+        )
+    return {
+        "database": store.display_url,
+        "retrainer": _retrainer(store),
+        "decisions": [
+            {
+                "at": e["at"],
+                "station": e["station"],
+                "model_id": e["model_id"],
+                "outcome": e["outcome"],
+                "reason": e["reason"],
+            }
+            for e in events(store, ["promotion"], limit=5)
+        ],
+        "readings": {
+            "partitioned": store.dialect == "postgresql",
+            "months": months,
+            "retention_days": config.retention.readings_days,
+            "being_dropped": detached,
+        },
+        "newest_batch": None
+        if newest is None
+        else {"seq": newest.commit_seq, "at": newest.finished_at},
+        "stations": stations,
+        "alarms": [
+            {"at": r.created_at, "station": r.station, "kind": r.kind, "message": r.message}
+            for r in latest
+        ],
+    }
+
+
+def _age_h(model: dict[str, Any], now: datetime) -> float | None:
+    since = model.get("promoted_at") or model.get("created_at")
+    if since is None:
+        return None
+    return round((now - stored_utc(since)).total_seconds() / 3600, 1)
+
+
+def _retrainer(store: Store) -> dict[str, Any]:
+    """The daemon: who leads (lease), next run of each job, the last run of each job."""
+    with store.engine.connect() as conn:
+        jobs = conn.execute(
+            select(RETRAINER_JOBS.c.id, RETRAINER_JOBS.c.next_run_time).order_by(
+                RETRAINER_JOBS.c.id
+            )
+        ).all()
+    leader = lease_holder(store, RETRAINER_LEASE)
+    last: dict[str, str] = {}
+    for e in events(store, ["job"], limit=50):
+        job = (e["detail"] or {}).get("job")
+        if job and job not in last:
+            last[job] = f"{e['at']:%Y-%m-%d %H:%M:%S} {e['outcome']}: {e['reason']}"
+    return {
+        "leader": None if leader is None else leader[0],
+        "jobs": [
+            {
+                "job": job_id,
+                "next_run": None if next_run is None else datetime.fromtimestamp(next_run, tz=UTC),
+                "last": last.get(job_id),
+                "why": _why_queued(store, job_id),
+            }
+            for job_id, next_run in jobs
+        ],
+    }
+
+
+def _why_queued(store: Store, job_id: str) -> str | None:
+    """A queued one-off retraining (it has no last run; its run is logged as ``retrain``): the
+    newest event that wanted it, e.g. a count-drift alarm or a suspension of lock-outs."""
+    if not job_id.startswith(QUEUED_PREFIX):
+        return None
+    wanted = events(store, WANTED_KINDS, station=job_id.removeprefix(QUEUED_PREFIX), limit=1)
+    return f"{wanted[0]['at']:%Y-%m-%d %H:%M:%S} {wanted[0]['reason']}" if wanted else None

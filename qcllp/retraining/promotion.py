@@ -1,0 +1,292 @@
+"""Champion / challenger: is a freshly trained candidate better than the station's active
+model on charges neither was trained on? (The retraining daemon's promotion gate.)
+
+**The holdout.** The newest labeled charges that came after both models' training windows
+(``trained_until``), at most ``retrainer.holdout_charges`` of them; the daemon trains its
+candidates only up to the start of that window, so the window is fresh for the candidate,
+and a champion trained on newer charges (by hand, with everything) shrinks it. With fewer
+than ``retrainer.min_holdout_charges`` charges nothing is promoted: there is no fair test.
+
+**The two figures**, both from the charges' final-QC counts alone, both computed the same way
+for both models:
+
+* *bag-level error*, Yu et al. (2013) eq. (23), ``mean_k |p~_k - p_k|`` over the holdout's
+  charges, with ``p~_k`` the model's **expected** share of failing sticks (the mean of its
+  calibrated probabilities) rather than the share of sticks labeled failing at ``p >= 0.5``.
+  Chosen deliberately: defects are rare (a few per cent of a charge), so almost no stick
+  reaches 0.5, the label shares of any two models are all zero and the label version of eq.
+  (23) ties at the mean defect share, unable to tell a good model from a useless one. The
+  label version is recorded too (``label_bag_error``).
+* *saving per 1,000 sticks* of the model's lock-out decisions on the holdout sticks, valued
+  with the holdout's counts: the model's probabilities are recalibrated to the holdout
+  charges' failing counts (:class:`qcllp.learn.calibration.CountCalibrator`, the likelihood of
+  the counts, as ``qcllp train`` calibrates), and each stick the model locks out (``p >=``
+  its threshold, what the scorer would do) counts ``q * fail_cost - (1 - q) * good_cost`` with
+  its recalibrated ``q``. A model that locks out nothing saves 0; one whose lock-outs the
+  counts do not support loses.
+
+**The rule** (the issue's): a candidate replaces the champion only if its bag-level error is
+lower by the configured relative margin *and* its saving is not lower. The first model of a
+station must beat "lock out nothing" and "know nothing": its saving must not be negative
+(locking out nothing saves 0) and its bag-level error must be below that of predicting every
+charge at the training charges' mean share.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import Connection
+
+from qcllp.features import StationFeatures, station_features
+from qcllp.learn.calibration import CountCalibrator
+from qcllp.plant.config import PlantConfig
+from qcllp.retraining.charge_windows import recent_charges
+from qcllp.station.artifacts import ArtifactError
+from qcllp.station.final_qc import sticks_qc_counted
+from qcllp.station.lockout_rule import LockoutCosts
+from qcllp.station.model import StationModel, logit
+from qcllp.station.registry import RegistryError, active_model, get_model, load_model, promote
+from qcllp.store import Store, stored_utc
+from qcllp.store.events import insert_event
+from qcllp.training.evaluate import score_probabilities
+from qcllp.training.train import station_costs
+
+__all__ = [
+    "HoldoutFigures",
+    "PromotionDecision",
+    "decide_promotion",
+    "holdout_figures",
+    "judge",
+    "labeled_counts",
+    "window_data",
+]
+
+
+@dataclass(frozen=True)
+class HoldoutFigures:
+    """One model on the holdout charges (module docstring)."""
+
+    model_id: int | None
+    n_charges: int
+    n_sticks: int
+    bag_error: float
+    label_bag_error: float
+    saving_per_1000: float
+    lockout_rate: float
+
+
+@dataclass(frozen=True)
+class PromotionDecision:
+    """What the gate decided and why; ``promoted``: the candidate is now active."""
+
+    station: str
+    candidate_id: int
+    promoted: bool
+    reason: str
+    candidate: HoldoutFigures | None = None
+    champion: HoldoutFigures | None = None
+    baseline_bag_error: float | None = None
+    holdout: list[str] = field(default_factory=list)
+
+    def detail(self) -> dict[str, Any]:
+        return {
+            "candidate": None if self.candidate is None else asdict(self.candidate),
+            "champion": None if self.champion is None else asdict(self.champion),
+            "baseline_bag_error": self.baseline_bag_error,
+            "holdout_charges": len(self.holdout),
+            "holdout_first": self.holdout[0] if self.holdout else None,
+            "holdout_last": self.holdout[-1] if self.holdout else None,
+        }
+
+
+def holdout_figures(
+    model: StationModel,
+    features: StationFeatures,
+    shares: pd.Series,
+    costs: LockoutCosts,
+    *,
+    model_id: int | None = None,
+) -> HoldoutFigures:
+    """Bag-level error and count-valued saving of ``model`` on these charges (module
+    docstring); ``shares``: each charge's failing share from final QC."""
+    X, bags = features.X, features.bags.to_numpy()
+    p = model.failure_probability(X)
+    evaluation = score_probabilities(p, bags, shares)
+    codes, uniques = pd.factorize(bags)
+    rows = np.bincount(codes)
+    positives = shares.reindex(uniques).to_numpy(float) * rows
+    f = logit(p)
+    q = CountCalibrator().fit(f, codes, positives).predict(f)
+    locked = p >= model.threshold
+    gain = q * costs.fail_cost - (1.0 - q) * costs.good_cost
+    return HoldoutFigures(
+        model_id=model_id,
+        n_charges=len(uniques),
+        n_sticks=len(p),
+        bag_error=float(evaluation.metrics["calibration_error"]),
+        label_bag_error=float(evaluation.metrics["bag_error"]),
+        saving_per_1000=float(1000 * gain[locked].sum() / len(p)),
+        lockout_rate=float(locked.mean()),
+    )
+
+
+def judge(
+    candidate: HoldoutFigures,
+    champion: HoldoutFigures | None,
+    *,
+    margin: float,
+    baseline_bag_error: float,
+) -> tuple[bool, str]:
+    """The promotion rule (module docstring): ``(promote, reason)``."""
+    c = candidate
+    if champion is None:
+        if c.saving_per_1000 < 0:
+            return False, (
+                f"first model loses money on the holdout: {c.saving_per_1000:+.0f} per 1,000 "
+                "sticks against 0 for locking out nothing"
+            )
+        if not c.bag_error < baseline_bag_error:
+            return False, (
+                f"first model's bag error {c.bag_error:.4f} is not below {baseline_bag_error:.4f}"
+                " of predicting the mean share for every charge"
+            )
+        return True, (
+            f"first model: bag error {c.bag_error:.4f} (mean-share baseline "
+            f"{baseline_bag_error:.4f}), saving {c.saving_per_1000:+.0f} per 1,000 sticks"
+        )
+    ch = champion
+    needed = ch.bag_error * (1.0 - margin)
+    if not c.bag_error < needed:
+        return False, (
+            f"bag error {c.bag_error:.4f} not {margin:.0%} below the active model's "
+            f"{ch.bag_error:.4f} (needs < {needed:.4f})"
+        )
+    if c.saving_per_1000 < ch.saving_per_1000:
+        return False, (
+            f"saving {c.saving_per_1000:+.0f} per 1,000 sticks is lower than the active "
+            f"model's {ch.saving_per_1000:+.0f}"
+        )
+    return True, (
+        f"bag error {c.bag_error:.4f} vs {ch.bag_error:.4f}, saving "
+        f"{c.saving_per_1000:+.0f} vs {ch.saving_per_1000:+.0f} per 1,000 sticks"
+    )
+
+
+def decide_promotion(
+    store: Store, config: PlantConfig, station: str, candidate_id: int
+) -> PromotionDecision:
+    """Compare candidate and active model on the holdout, promote the candidate if it passes,
+    and record the decision (event ``promotion``): a promotion and its event are one
+    transaction, so a crash never leaves one without the other."""
+    decision = _evaluate(store, config, station, candidate_id)
+
+    def record(conn: Connection, made: PromotionDecision) -> None:
+        insert_event(
+            conn,
+            "promotion",
+            "promoted" if made.promoted else "kept",
+            made.reason,
+            station=station,
+            model_id=candidate_id,
+            detail=made.detail(),
+        )
+
+    if decision.promoted:
+        try:
+            promote(store, candidate_id, also=lambda conn: record(conn, decision))
+            return decision
+        except (ArtifactError, RegistryError) as exc:
+            decision = replace(
+                decision, promoted=False, reason=f"candidate cannot be promoted: {exc}"
+            )
+    with store.engine.begin() as conn:
+        record(conn, decision)
+    return decision
+
+
+def _evaluate(
+    store: Store, config: PlantConfig, station: str, candidate_id: int
+) -> PromotionDecision:
+    settings = config.retrainer
+    record = get_model(store, candidate_id)
+    if record["station"] != station:
+        raise RegistryError(f"model {candidate_id} is a model of {record['station']!r}")
+    try:
+        candidate = load_model(store, candidate_id)
+    except (ArtifactError, RegistryError) as exc:
+        return PromotionDecision(station, candidate_id, False, f"candidate unusable: {exc}")
+    champion_record = active_model(store, station)
+    champion = None
+    champion_note = ""
+    if champion_record is not None and champion_record["id"] != candidate_id:
+        try:
+            champion = load_model(store, champion_record["id"])
+        except (ArtifactError, RegistryError) as exc:  # judged as if there were none
+            champion_note = f" (active model {champion_record['id']} unusable: {exc})"
+    ends = [record["trained_until"]]
+    if champion is not None:
+        ends.append(champion.record["trained_until"])
+    after = max((e for e in ends if e is not None), default=None, key=stored_utc)
+    window = recent_charges(store, labeled=True, after=after, limit=settings.holdout_charges).index
+    counts = labeled_counts(store, config, window)
+    holdout = [str(c) for c in counts.index]
+    if len(holdout) < settings.min_holdout_charges:
+        return PromotionDecision(
+            station,
+            candidate_id,
+            False,
+            f"only {len(holdout)} labeled charges that neither model was trained on "
+            f"(needs {settings.min_holdout_charges}); the active model stays" + champion_note,
+            holdout=holdout,
+        )
+    features, shares = window_data(store, config, station, counts)
+    costs = station_costs(config, station)
+    cand = holdout_figures(candidate.model, features, shares, costs, model_id=candidate_id)
+    champ = (
+        None
+        if champion is None
+        else holdout_figures(champion.model, features, shares, costs, model_id=champion.id)
+    )
+    baseline = _baseline_bag_error(store, config, candidate.model, shares)
+    promoted, reason = judge(
+        cand, champ, margin=settings.promotion_margin, baseline_bag_error=baseline
+    )
+    return PromotionDecision(
+        station, candidate_id, promoted, reason + champion_note, cand, champ, baseline, holdout
+    )
+
+
+def labeled_counts(store: Store, config: PlantConfig, charges: pd.Index) -> pd.DataFrame:
+    """Final-QC counts of these charges (those with complete, unconflicted counts)."""
+    return store.read_defect_counts(list(config.defect_types)).reindex(charges).dropna()
+
+
+def window_data(
+    store: Store, config: PlantConfig, station: str, counts: pd.DataFrame
+) -> tuple[StationFeatures, pd.Series]:
+    """The station features of a window of labeled charges and each charge's failing share
+    (final QC), for the charges with readings at the station: what the promotion gate and the
+    drift watch judge a model on. A charge's rows are the sticks QC counted
+    (:mod:`qcllp.station.final_qc`)."""
+    features = station_features(store, config, station, charge_ids=list(counts.index))
+    features = sticks_qc_counted(store, config, features, counts["n_sticks"])
+    shares = counts[list(config.defect_types)].sum(axis=1) / counts["n_sticks"]
+    return features, shares.reindex(pd.unique(features.bags.to_numpy()))
+
+
+def _baseline_bag_error(
+    store: Store, config: PlantConfig, model: StationModel, shares: pd.Series
+) -> float:
+    """Bag-level error of predicting every holdout charge at the mean failing share of the
+    charges the model was trained on (sticks weighted alike)."""
+    trained = model.per_charge
+    if trained is not None and len(trained) and "actual_share" in trained:
+        sizes = trained["n_sticks"].to_numpy(float)
+        mean = float(np.average(trained["actual_share"].to_numpy(float), weights=sizes))
+    else:  # an artifact without its per-charge table: the holdout's own mean (lenient)
+        mean = float(shares.mean())
+    return float(np.mean(np.abs(shares.to_numpy(float) - mean)))

@@ -1,0 +1,238 @@
+"""Which sticks wait at a station, and which have completed it: the scorer's intake.
+
+A step takes in the ingestion batches committed since its checkpoint (``commit_seq``, read
+through ``batch_sticks`` only, so the cost follows the new work, not the history); the sticks
+they brought to the station wait in ``scorer_pending`` until the plant config's completion rule
+(:class:`qcllp.plant.config.Station`) says they are done: a reading at a later station, or
+``settle_s`` without news, or -- still missing a sensor -- ``timeout_s`` after their first
+reading there. Everything here runs inside the step's transaction (:mod:`qcllp.scoring.step`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import NamedTuple
+
+import pandas as pd
+from sqlalchemy import Connection, bindparam, delete, func, select, update
+
+from qcllp.plant.config import PlantConfig, Station
+from qcllp.store import (
+    IN_CHUNK,
+    BatchStick,
+    Charge,
+    IngestionBatch,
+    ScorerPending,
+    dialect_insert,
+    rows_frame,
+    stored_utc,
+)
+
+__all__ = [
+    "MAX_BATCHES_PER_STEP",
+    "Intake",
+    "backlog",
+    "due_sticks",
+    "forget_pending",
+    "postpone",
+    "take_in",
+]
+
+MAX_BATCHES_PER_STEP = 50
+
+_P = ScorerPending.__table__
+# the WHERE of a statement run once per pending stick (executemany over _stick_params)
+_EACH_STICK = (
+    _P.c.station == bindparam("b_station"),
+    _P.c.charge_id == bindparam("b_charge"),
+    _P.c.stick_id == bindparam("b_stick"),
+)
+
+
+def _stick_params(station: str, keys) -> list[dict]:  # noqa: ANN001 - (charge, stick) pairs
+    return [{"b_station": station, "b_charge": c, "b_stick": s} for c, s in keys]
+
+
+class Intake(NamedTuple):
+    """What a step took in: the new checkpoint ``seq``, the number of batches ``taken``,
+    whether more are ``waiting``, and the ids of the ``count_batches`` among them (final QC's
+    counts, in commit order, for :mod:`.count_guard`)."""
+
+    seq: int
+    taken: int
+    waiting: bool
+    count_batches: list[int]
+
+
+def take_in(
+    conn: Connection,
+    config: PlantConfig,
+    st: Station,
+    since_seq: int,
+    max_rows: int,
+) -> Intake:
+    """Batches committed after ``since_seq`` into ``scorer_pending``, at most
+    :data:`MAX_BATCHES_PER_STEP` and about ``max_rows`` (station, stick) rows."""
+    b, bs = IngestionBatch.__table__, BatchStick.__table__
+    batches = conn.execute(
+        select(b.c.id, b.c.commit_seq, b.c.finished_at, b.c.kind)
+        .where(b.c.commit_seq > since_seq)
+        .order_by(b.c.commit_seq)
+        .limit(MAX_BATCHES_PER_STEP)
+    ).all()
+    if not batches:
+        return Intake(since_seq, 0, False, [])
+    remaining = len(batches) == MAX_BATCHES_PER_STEP
+    sizes = dict(
+        conn.execute(
+            select(bs.c.batch_id, func.count())
+            .where(bs.c.batch_id.in_([r.id for r in batches]))
+            .group_by(bs.c.batch_id)
+        ).all()
+    )
+    taken, rows = [], 0
+    for batch in batches:  # bound a step's intake; a batch is never split
+        if taken and rows + sizes.get(batch.id, 0) > max_rows:
+            remaining = True
+            break
+        taken.append(batch)
+        rows += sizes.get(batch.id, 0)
+    batches = taken
+    intake = Intake(
+        int(batches[-1].commit_seq),
+        len(batches),
+        remaining,
+        [r.id for r in batches if r.kind == "defect_counts"],
+    )
+    arrival = {r.id: r.finished_at for r in batches if r.kind == "measurements"}
+    if not arrival:
+        return intake
+    later_stations = list(config.station_names[config.station_index(st.name) + 1 :])
+    visits = rows_frame(
+        conn.execute(
+            select(bs.c.batch_id, bs.c.station, bs.c.charge_id, bs.c.stick_id).where(
+                bs.c.batch_id.in_(list(arrival)), bs.c.station.in_([st.name, *later_stations])
+            )
+        ).all(),
+        ["batch_id", "station", "charge_id", "stick_id"],
+    )
+    if visits.empty:
+        return intake
+    visits["arrived_at"] = pd.to_datetime(visits["batch_id"].map(arrival), utc=True)
+    visits = _still_on_line(conn, visits)
+    here = visits[visits["station"] == st.name]
+    arrived = here.groupby(["charge_id", "stick_id"])["arrived_at"].agg(["min", "max"])
+    seen_later = visits.loc[visits["station"] != st.name, ["charge_id", "stick_id"]]
+    _upsert_pending(conn, st, arrived, pd.MultiIndex.from_frame(seen_later).unique())
+    return intake
+
+
+def _still_on_line(conn: Connection, visits: pd.DataFrame) -> pd.DataFrame:
+    """Drop sticks of charges final QC has reported (they have left the line)."""
+    charges = visits["charge_id"].unique().tolist()
+    gone = set()
+    c = Charge.__table__
+    for start in range(0, len(charges), IN_CHUNK):
+        part = charges[start : start + IN_CHUNK]
+        gone |= set(
+            conn.execute(
+                select(c.c.charge_id).where(c.c.charge_id.in_(part), c.c.n_sticks.is_not(None))
+            ).scalars()
+        )
+    return visits[~visits["charge_id"].isin(gone)] if gone else visits
+
+
+def _upsert_pending(
+    conn: Connection, st: Station, arrived: pd.DataFrame, later: pd.MultiIndex
+) -> None:
+    """New arrivals at the station into ``scorer_pending``; later-station sightings mark the
+    pending sticks they belong to (a stick not pending here needs nothing)."""
+    p = ScorerPending.__table__
+    first = arrived["min"].dt.to_pydatetime()
+    last = arrived["max"].dt.to_pydatetime()
+    due = (arrived["max"] + pd.Timedelta(seconds=st.settle_s)).dt.to_pydatetime()
+    later_seen = arrived.index.isin(later)
+    rows = [
+        {
+            "station": st.name,
+            "charge_id": charge,
+            "stick_id": stick,
+            "first_arrived_at": f,
+            "arrived_at": a,
+            "due_at": d,
+            "later_seen": bool(ls),
+        }
+        for (charge, stick), f, a, d, ls in zip(
+            arrived.index, first, last, due, later_seen, strict=True
+        )
+    ]
+    if rows:
+        stmt = dialect_insert(conn, p)
+        conn.execute(
+            stmt.on_conflict_do_update(
+                index_elements=["station", "charge_id", "stick_id"],
+                set_={
+                    "arrived_at": stmt.excluded.arrived_at,
+                    "due_at": stmt.excluded.due_at,
+                    "later_seen": p.c.later_seen | stmt.excluded.later_seen,
+                },
+            ),
+            rows,
+        )
+    elsewhere = later[~later.isin(arrived.index)]
+    if len(elsewhere):
+        conn.execute(
+            update(p).where(*_EACH_STICK).values(later_seen=True),
+            _stick_params(st.name, elsewhere),
+        )
+
+
+def due_sticks(
+    conn: Connection, station: str, now: datetime, limit: int, assume_complete: bool
+) -> pd.DataFrame:
+    """Pending sticks that may have completed (later-station reading or due), oldest first."""
+    p = ScorerPending.__table__
+    query = select(
+        p.c.charge_id, p.c.stick_id, p.c.first_arrived_at, p.c.arrived_at, p.c.later_seen
+    ).where(p.c.station == station)
+    if not assume_complete:
+        query = query.where(p.c.later_seen | (p.c.due_at <= now))
+    rows = conn.execute(query.order_by(p.c.due_at).limit(limit)).all()
+    return rows_frame(
+        rows, ["charge_id", "stick_id", "first_arrived_at", "arrived_at", "later_seen"]
+    )
+
+
+def postpone(conn: Connection, st: Station, waiting: pd.DataFrame, first: pd.Series) -> None:
+    """Sticks still missing a sensor wait until ``timeout_s`` after their first reading."""
+    until = (first + pd.Timedelta(seconds=st.timeout_s)).dt.to_pydatetime()
+    keys = zip(waiting["charge_id"], waiting["stick_id"], strict=True)
+    params = _stick_params(st.name, keys)
+    for row, due in zip(params, until, strict=True):
+        row["due"] = due
+    conn.execute(
+        update(ScorerPending.__table__).where(*_EACH_STICK).values(due_at=bindparam("due")),
+        params,
+    )
+
+
+def forget_pending(conn: Connection, station: str, scores: pd.DataFrame) -> None:
+    """Decided sticks leave ``scorer_pending``."""
+    keys = zip(scores["charge_id"], scores["stick_id"], strict=True)
+    conn.execute(delete(ScorerPending.__table__).where(*_EACH_STICK), _stick_params(station, keys))
+
+
+def backlog(conn: Connection, station: str, seq: int, now: datetime) -> tuple[int, float]:
+    """(pending sticks, lag in seconds): the lag is the age of the oldest batch not yet taken
+    in or of the oldest pending stick that is due, 0 when none is waiting."""
+    b, p = IngestionBatch.__table__, ScorerPending.__table__
+    oldest_batch = conn.execute(
+        select(func.min(b.c.finished_at)).where(b.c.commit_seq > seq)
+    ).scalar()
+    pending, oldest_due = conn.execute(
+        select(func.count(), func.min(p.c.due_at)).where(p.c.station == station)
+    ).one()
+    ages = [
+        (now - stored_utc(t)).total_seconds() for t in (oldest_batch, oldest_due) if t is not None
+    ]
+    return int(pending), max([0.0, *ages])

@@ -1,0 +1,176 @@
+"""The scorer's lock-out guard: a model that locks out far more than in training is suspended.
+
+A station model is trained on one stretch of the plant's history. When the plant changes -- a
+sensor replaced or recalibrated, a new recipe, drift -- its probabilities shift, and a
+threshold that paid on the training charges locks out good sticks by the hundred (on a
+differently seeded simulated plant, one station locked out 19 % of the sticks instead of 3 %
+and lost 42,000 per 1,000 sticks; ``benchmarks/bench_plant_quality.py``). Final QC reveals that
+only days later. The share of sticks a model locks out is visible at once, and training knows
+how large it may be (:mod:`qcllp.station.guard_bounds`, bounds stored with the model). So the
+scorer counts, per station and model, the sticks it decided and locked out (table
+``lockout_guards``, updated in the step's transaction, so a crash never counts twice), and its
+recent excess of lock-outs, and the guard trips when either the share locked out since
+promotion exceeds the bound by more than three binomial standard deviations (after
+``scorer.guard_min_sticks`` decisions) or the recent excess exceeds what a healthy model
+reaches (:mod:`qcllp.station.guard_bounds`); final QC's counts, days later, can trip it too
+(:mod:`qcllp.scoring.count_guard`). Then the model's lock-outs are **suspended**: from
+that stick on, a stick the model would lock out passes with the reason given, an alarm is
+raised once, and ``qcllp status`` shows it. A newly promoted model starts with a fresh count; a
+suspension is lifted by promoting a model (retrained, or the same one again after the cause is
+fixed).
+
+Why suspend rather than carry on: a suspended station loses only what locking out would have
+saved; a model that no longer fits the plant can lose many times that.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import Connection, select
+
+from qcllp.station.guard_bounds import GuardCounts, excess_path, guard_step
+from qcllp.store import LockoutGuard, Model, Store, dialect_insert
+
+__all__ = [
+    "GuardState",
+    "Suspension",
+    "apply_guard",
+    "guard_state",
+    "suspended_models",
+    "write_guard",
+]
+
+
+@dataclass(frozen=True)
+class GuardState:
+    """Counts of one model at one station; ``suspended_at`` set once the guard tripped;
+    ``qc_*``: final QC's word (:mod:`.count_guard`): charges compared and skipped, failures
+    predicted and reported, and the CUSUM of the over-prediction."""
+
+    decided: int = 0
+    locked: int = 0
+    suspended_at: datetime | None = None
+    reason: str | None = None
+    excess: float = 0.0
+    qc_charges: int = 0
+    qc_skipped: int = 0
+    qc_predicted: float = 0.0
+    qc_reported: int = 0
+    qc_excess: float = 0.0
+
+
+_G = LockoutGuard.__table__
+_STATE_COLUMNS = (
+    _G.c.decided,
+    _G.c.locked,
+    _G.c.suspended_at,
+    _G.c.reason,
+    _G.c.excess,
+    _G.c.count_charges,
+    _G.c.count_skipped,
+    _G.c.count_predicted,
+    _G.c.count_observed,
+    _G.c.count_excess,
+)
+
+
+def guard_state(conn: Connection, station: str, model_id: int) -> GuardState:
+    row = conn.execute(
+        select(*_STATE_COLUMNS).where(_G.c.station == station, _G.c.model_id == model_id)
+    ).first()
+    return GuardState() if row is None else GuardState(*row)
+
+
+def write_guard(conn: Connection, station: str, model_id: int, values: dict) -> None:
+    """Store ``values`` (columns of ``lockout_guards``) in the guard row of the model at the
+    station, in the caller's transaction; a new row starts with no decisions."""
+    stmt = dialect_insert(conn, _G).values(
+        station=station, model_id=model_id, **{"decided": 0, "locked": 0, **values}
+    )
+    conn.execute(stmt.on_conflict_do_update(index_elements=["station", "model_id"], set_=values))
+
+
+@dataclass(frozen=True)
+class Suspension:
+    """An active model whose lock-outs the scorer suspended, since when and why."""
+
+    station: str
+    model_id: int
+    suspended_at: datetime
+    reason: str
+
+
+def suspended_models(store: Store) -> list[Suspension]:
+    """The active models whose lock-outs are suspended (one small query: a row per station
+    and model on ``lockout_guards``, joined with the active models)."""
+    g, m = _G, Model.__table__
+    query = (
+        select(g.c.station, g.c.model_id, g.c.suspended_at, g.c.reason)
+        .join(m, (m.c.id == g.c.model_id) & (m.c.station == g.c.station))
+        .where(m.c.status == "active", g.c.suspended_at.is_not(None))
+        .order_by(g.c.station)
+    )
+    with store.engine.connect() as conn:
+        return [Suspension(*row) for row in conn.execute(query).all()]
+
+
+def apply_guard(
+    conn: Connection,
+    station: str,
+    model_id: int,
+    bound: float | None,
+    min_sticks: int,
+    scores: pd.DataFrame,
+    now: datetime,
+    excess_bound: float | None = None,
+) -> tuple[pd.DataFrame, str | None]:
+    """The step's decisions (in decision order) with the guard applied, and the alarm message
+    when the guard tripped in this step. Counts are stored in the step's transaction.
+
+    ``bound`` ``None`` (a model trained before the guard existed): neither the share nor the
+    excess rule applies, only a suspension by final QC's counts (:mod:`.count_guard`);
+    ``excess_bound`` ``None``: the share rule alone.
+    """
+    if scores.empty:
+        return scores, None
+    state = guard_state(conn, station, model_id)
+    scored = np.flatnonzero(scores["decision"].isin(["lock_out", "pass"]).to_numpy())
+    wants = (scores["decision"] == "lock_out").to_numpy()[scored]
+    before = GuardCounts(state.decided, state.locked, state.excess, state.suspended_at is not None)
+    allowed, after, at = guard_step(before, wants, bound, min_sticks, excess_bound)
+    reason, alarm = state.reason, None
+    if at is not None:
+        decided, locked = state.decided + at + 1, state.locked + int(wants[: at + 1].sum())
+        run = excess_path(wants[: at + 1], bound, state.excess)[-1]
+        reason = (
+            f"lock-out suspended at {station}: model {model_id} locked out {locked} of "
+            f"{decided} sticks ({locked / decided:.1%}), a healthy model at most {bound:.1%}; "
+            f"lately {run:.0f} sticks beyond that rate"
+            + ("" if excess_bound is None else f" (a healthy model at most {excess_bound:.0f})")
+            + "; the plant has changed since training: retrain, or promote the model again "
+            "once the cause is fixed"
+        )
+        alarm = reason
+    held = scored[wants & ~allowed]
+    out = scores
+    if len(held):
+        out = scores.copy()
+        out.iloc[held, out.columns.get_loc("decision")] = "pass"
+        out.iloc[held, out.columns.get_loc("reason")] = reason
+    write_guard(  # the counts after the step: the model's wishes, also while suspended
+        conn,
+        station,
+        model_id,
+        {
+            "decided": after.decided,
+            "locked": after.locked,
+            "excess": after.excess,
+            "suspended_at": now if alarm else state.suspended_at,
+            "reason": reason,
+        },
+    )
+    return out, alarm

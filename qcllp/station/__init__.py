@@ -1,0 +1,14 @@
+"""What every flow shares about a station's model: the room below training, scoring and retraining.
+
+* :mod:`.model` -- the fitted :class:`~qcllp.station.model.StationModel` (features, learner,
+  count calibration, lock-out threshold) and how it scores sticks;
+* :mod:`.artifacts` -- its file on disk (skops, an allow-list of types, verified bytes);
+* :mod:`.registry` -- the models of each station in the database, which one is active;
+* :mod:`.lockout_rule` -- the lock-out costs and the count-calibrated threshold with its saving;
+* :mod:`.guard_bounds` -- the guard's bounds computed in training and checked on the line;
+* :mod:`.final_qc` -- which sticks final QC counted, the bag a charge's counts belong to.
+
+May import :mod:`qcllp.learn`, :mod:`qcllp.features`, :mod:`qcllp.plant` and :mod:`qcllp.store`;
+never a flow (:mod:`qcllp.training`, :mod:`qcllp.scoring`, :mod:`qcllp.retraining`,
+:mod:`qcllp.reporting`) or a service.
+"""

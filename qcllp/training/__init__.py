@@ -1,0 +1,12 @@
+"""Training a station: from ingested charges to a fitted, evaluated, registered station model.
+
+* :mod:`.train` -- ``train_station``: read the charges, fit the chosen learner, calibrate on the
+  counts, choose the lock-out threshold, register the model;
+* :mod:`.methods` -- which learner a method name builds, and its parameter grid;
+* :mod:`.evaluate` and :mod:`.station_evaluation` -- charge-grouped evaluation (``qcllp
+  evaluate``);
+* :mod:`.cluster` -- the parallel parts of training on a Dask cluster.
+
+May import :mod:`qcllp.station` and everything below it (store, features, plant, learn); never
+scoring, retraining, reporting, the services or the CLI.
+"""

@@ -1,0 +1,143 @@
+"""The scorer's lock-out guard: a model that locks out far more than in training is suspended,
+its would-be lock-outs pass with the reason, one alarm, on SQLite and PostgreSQL alike."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from qcllp.ingest import ingest_defect_counts, ingest_measurements
+from qcllp.reporting.status import plant_status
+from qcllp.scoring.step import flags_frame, score_station
+from qcllp.station.guard_bounds import (
+    GuardCounts,
+    excess_path,
+    guard_step,
+    guard_trip,
+    lockout_excess_bound,
+    lockout_rate_bound,
+)
+from qcllp.station.registry import promote
+from qcllp.training.train import train_station
+from tests.support.eager_model import promote_locking_all
+
+MIN_STICKS = 30
+
+
+def test_the_share_rule_trips_only_after_enough_sticks_and_a_clear_excess():
+    rng = np.random.default_rng(0)
+    healthy = rng.random(5000) < 0.05
+    assert guard_trip(healthy, 0.06, 300).at is None  # a model as eager as in training
+    eager = rng.random(5000) < 0.15
+    at = guard_trip(eager, 0.06, 300).at
+    assert at is not None and at >= 299  # never before min_sticks decisions
+    assert guard_trip(np.ones(10, bool), 0.06, 300).at is None
+    # earlier decisions of the same model count
+    assert guard_trip(np.ones(10, bool), 0.06, 300, decided=295, locked_before=100).at == 4
+    # the training bound: a 99 % bootstrap quantile of the share locked out
+    codes = np.repeat(np.arange(50), 40)
+    bound = lockout_rate_bound(rng.random(2000), codes, 0.9)
+    assert 0.1 < bound < 0.16
+
+
+def test_the_excess_is_pages_cusum_of_lockouts_beyond_the_rate():
+    rng = np.random.default_rng(1)
+    locked = rng.random(500) < 0.2
+    expected, s = [], 2.0
+    for x in locked:
+        s = max(0.0, s + x - 0.1)
+        expected.append(s)
+    assert np.allclose(excess_path(locked, 0.1, 2.0), expected)
+
+
+def clustered_training(rng, n_charges=100):
+    """Out-of-fold probabilities of a healthy model whose lock-outs cluster in defect-rich
+    charges: a charge's share of sticks above 0.5 is 0 % to 30 %."""
+    sizes = rng.integers(20, 80, n_charges)
+    codes = np.repeat(np.arange(n_charges), sizes)
+    rich = rng.uniform(0.0, 0.3, n_charges)[codes]
+    return np.where(rng.random(len(codes)) < rich, 0.9, 0.1), codes, sizes
+
+
+def test_a_healthy_model_with_clustered_lockouts_does_not_trip_the_excess_rule():
+    rng = np.random.default_rng(2)
+    p, codes, _ = clustered_training(rng)
+    bound = lockout_rate_bound(p, codes, 0.5)
+    h = lockout_excess_bound(p, codes, 0.5, bound)
+    # far above what independent sticks would give (3 sd of 300 binomial decisions: ~11)
+    assert h > 3 * np.sqrt(bound * (1 - bound) * 300)
+    # 300 charges more of the same plant, decided stick by stick in charge order
+    fresh, fresh_codes, _ = clustered_training(rng, 300)
+    wants = fresh >= 0.5
+    allowed, counts, at = guard_step(GuardCounts(), wants, bound, 300, h)
+    assert at is None and (allowed == wants).all() and counts.decided == len(wants)
+
+
+def test_the_excess_rule_trips_within_charges_of_a_change_after_a_long_healthy_run():
+    rng = np.random.default_rng(3)
+    p, codes, sizes = clustered_training(rng)
+    bound = lockout_rate_bound(p, codes, 0.5)
+    h = lockout_excess_bound(p, codes, 0.5, bound)
+    healthy, _, _ = clustered_training(rng, 400)  # months of a healthy model ...
+    changed = rng.random(3000) < 0.5  # ... then it locks out half the sticks
+    counts = GuardCounts()
+    allowed, counts, at = guard_step(counts, healthy >= 0.5, bound, 300, h)
+    assert at is None
+    share_only = guard_trip(
+        changed, bound, 300, decided=counts.decided, locked_before=counts.locked
+    ).at
+    allowed, after, at = guard_step(counts, changed, bound, 300, h)
+    assert at is not None and at < (h + 1) / (0.5 - bound) * 1.5
+    assert share_only is None or at < share_only
+    assert not allowed[at:].any() and allowed[:at].sum() == changed[:at].sum()
+    assert after.suspended
+    # once suspended, nothing more is locked out, and the counts go on
+    allowed, later, again = guard_step(after, np.ones(10, bool), bound, 300, h)
+    assert not allowed.any() and again is None and later.decided == after.decided + 10
+
+
+@pytest.fixture
+def eager_plant(store, history_plant, tmp_path):
+    """Both engines: the history and fresh charges, and an active cooling model that locks out
+    every stick although in training it locked out at most 5 %."""
+    config = replace(
+        history_plant.config,
+        path=tmp_path / "plant.yaml",
+        scorer=replace(history_plant.config.scorer, guard_min_sticks=MIN_STICKS),
+    )
+    folder = history_plant.folder
+    ingest_measurements(store, config, folder / "history" / "measurements")
+    ingest_defect_counts(store, config, folder / "history" / "defects")
+    ingest_measurements(store, config, folder / "fresh" / "measurements")
+    trained = train_station(store, config, "cooling").model_id
+    # the share rule alone (the excess rule: tests above)
+    eager = promote_locking_all(store, config, "cooling", trained, rate_bound=0.05)
+    return store, config, trained, eager
+
+
+def test_an_eager_model_is_suspended_with_reason_and_one_alarm(eager_plant):
+    store, config, trained, eager = eager_plant
+    result = score_station(store, config, "cooling")
+    decided = result.scores
+    assert len(decided) > MIN_STICKS
+    # decisions in order: lock-outs until the guard trips at the MIN_STICKS-th stick
+    assert (decided["decision"].iloc[: MIN_STICKS - 1] == "lock_out").all()
+    suspended = decided.iloc[MIN_STICKS - 1 :]
+    assert (suspended["decision"] == "pass").all()
+    assert suspended["reason"].str.startswith("lock-out suspended at cooling").all()
+    flags = flags_frame(store, "cooling")
+    assert int(flags["flagged"].sum()) == MIN_STICKS - 1 == (flags["decision"] == "lock_out").sum()
+    status = plant_status(store, config)
+    alarms = [a for a in status["alarms"] if a["kind"] == "lockout_suspended"]
+    assert len(alarms) == 1 and f"model {eager}" in alarms[0]["message"]
+    cooling = next(s for s in status["stations"] if s["station"] == "cooling")
+    assert cooling["lockout_suspended"].startswith("lock-out suspended")
+    guard = cooling["lockout_guard"]  # what the model wanted, also while suspended
+    assert guard["decided"] == guard["locked"] == (decided["decision"] != "unscorable").sum()
+    assert guard["excess"] == pytest.approx(guard["decided"] * 0.95)
+    # promoting the suspended model again (the cause fixed) lifts the suspension
+    promote(store, eager)
+    cooling = next(s for s in plant_status(store, config)["stations"] if s["station"] == "cooling")
+    assert cooling["lockout_suspended"] is None

@@ -1,0 +1,85 @@
+"""A small simulated plant in a real database, with a fast training setup, for the flows' tests.
+
+The fixtures are registered for the whole suite by ``tests/conftest.py``.
+
+``history_plant`` is one SQLite file per test module: 16 charges of the example plant ingested
+from the simulator's files with their final-QC counts, plus 3 fresh charges (measurements
+only, still on the line). ``fast_config`` trains InvCal with one grid point, 2 charge folds
+and 5 bootstrap resamples: these tests check the pipeline's plumbing, the learners have their
+own.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pytest
+
+from qcllp.ingest import ingest_defect_counts, ingest_measurements
+from qcllp.plant.config import PlantConfig, Training, load_plant_config
+from qcllp.plant.simulate import SimulatedPlant, simulate_plant, write_simulation
+from qcllp.store import Store
+
+ROOT = Path(__file__).resolve().parents[2]
+HISTORY_CHARGES = 16
+FRESH_CHARGES = 3
+
+
+@dataclass(frozen=True)
+class HistoryPlant:
+    """Where the plant database lives and what the simulator wrote into it."""
+
+    config: PlantConfig
+    folder: Path
+    url: str
+    history: SimulatedPlant
+    fresh: SimulatedPlant
+
+    def copy_to(self, folder: Path) -> str:
+        """A private copy of the database (for tests that change the registry); its URL."""
+        target = folder / "plant.sqlite"
+        shutil.copy(self.folder / "plant.sqlite", target)
+        return f"sqlite:///{target}"
+
+
+@pytest.fixture(scope="session")
+def fast_config() -> PlantConfig:
+    config = load_plant_config(ROOT / "plant_config" / "example.yaml")
+    training = Training(
+        default_method="invcal", methods={"invcal": {"C_p": [1.0]}}, cv=2, bootstrap=5
+    )
+    return replace(config, training=training)
+
+
+@pytest.fixture(scope="session")
+def history_plant(tmp_path_factory, fast_config) -> HistoryPlant:
+    """One simulated plant for the session (tests read it, or work on a ``copy_to``)."""
+    folder = tmp_path_factory.mktemp("history_plant")
+    history = simulate_plant(fast_config, HISTORY_CHARGES, random_state=3)
+    files = write_simulation(history, folder / "history")
+    start = history.readings["timestamp"].max()
+    fresh = simulate_plant(
+        fast_config,
+        FRESH_CHARGES,
+        random_state=4,
+        start=start,
+        first_charge=HISTORY_CHARGES + 1,
+    )
+    write_simulation(fresh, folder / "fresh")
+    url = f"sqlite:///{folder / 'plant.sqlite'}"
+    with Store.open(url) as store:
+        ingest_measurements(store, fast_config, folder / "history" / "measurements")
+        ingest_defect_counts(store, fast_config, files["defects"])
+        ingest_measurements(store, fast_config, folder / "fresh" / "measurements")
+    return HistoryPlant(fast_config, folder, url, history, fresh)
+
+
+@pytest.fixture(scope="session")
+def retrain_plant(tmp_path_factory, fast_config):
+    """History of 48 charges in a template database, 14 later ones as files
+    (:mod:`tests.support.retrain_plant`)."""
+    from tests.support.retrain_plant import build
+
+    return build(fast_config, tmp_path_factory.mktemp("retrain_plant"))
