@@ -107,28 +107,12 @@ def build_station_features(
     values are filled with the per-feature median of these readings (training); pass a recorded
     ``imputation`` to fill new sticks the same way (scoring).
     """
-    missing_cols = [c for c in READING_COLUMNS if c not in readings.columns]
-    if missing_cols:
-        raise ValueError(f"readings lack column(s) {', '.join(missing_cols)}")
+    _check_columns(readings)
     stations = config.stations_up_to(station)  # raises ConfigError for an unknown station
     names = feature_names(config, station)
     pairs = [(st.name, se.name) for st in stations for se in st.sensors]
     n_pairs = len(pairs)
-
-    # keep configured (station, sensor) pairs of stations up to `station` only: no leakage
-    st_codes, st_uniques = pd.factorize(readings["station"])
-    se_codes, se_uniques = pd.factorize(readings["sensor"])
-    lookup = np.full((len(st_uniques) + 1, len(se_uniques) + 1), -1, dtype=np.int64)
-    st_pos = {v: i for i, v in enumerate(st_uniques)}
-    se_pos = {v: i for i, v in enumerate(se_uniques)}
-    for p, (st, se) in enumerate(pairs):
-        if st in st_pos and se in se_pos:
-            lookup[st_pos[st], se_pos[se]] = p
-    pair = lookup[st_codes, se_codes]  # code -1 (missing) hits the extra last row/column
-    v = readings["value"].to_numpy(dtype=np.float64, na_value=np.nan)
-    keep = np.flatnonzero((pair >= 0) & ~np.isnan(v))
-    pair, v = pair[keep], v[keep]
-    t = _seconds(readings["timestamp"])[keep]
+    keep, pair, v, t = _configured_readings(readings, pairs)
 
     # stick codes, sorted by (charge_id, stick_id)
     stick_codes, stick_index = _stick_codes(readings["charge_id"], readings["stick_id"], keep)
@@ -145,19 +129,71 @@ def build_station_features(
     # per (stick, station): dwell time and missing indicator
     station_of_pair = np.repeat(np.arange(len(stations)), [len(s.sensors) for s in stations])
     sgroup = stick_codes[order].astype(np.int64) * len(stations) + station_of_pair[pair[order]]
-    t_first = np.full(n_sticks * len(stations), np.inf)
-    t_last = np.full(n_sticks * len(stations), -np.inf)
+    dwell = _dwell(sgroup, t, n_sticks, len(stations))
+    missing = _missing(counts.reshape(n_sticks, n_pairs) > 0, station_of_pair, len(stations))
+
+    values = _in_feature_order(stations, sensor_block, dwell, missing)
+    return _imputed(station, pd.DataFrame(values, index=stick_index, columns=names), imputation)
+
+
+def _check_columns(readings: pd.DataFrame) -> None:
+    """Readings must have every column of :data:`READING_COLUMNS`; the error lists those
+    lacking."""
+    missing_cols = [c for c in READING_COLUMNS if c not in readings.columns]
+    if missing_cols:
+        raise ValueError(f"readings lack column(s) {', '.join(missing_cols)}")
+
+
+def _configured_readings(
+    readings: pd.DataFrame, pairs: list[tuple[str, str]]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The readings of the configured (station, sensor) ``pairs`` with a value: no leakage of
+    later stations, unknown stations or unconfigured sensors. Returns their row positions in
+    ``readings``, the index of each one's pair in ``pairs``, their values and their times
+    (seconds)."""
+    st_codes, st_uniques = pd.factorize(readings["station"])
+    se_codes, se_uniques = pd.factorize(readings["sensor"])
+    lookup = np.full((len(st_uniques) + 1, len(se_uniques) + 1), -1, dtype=np.int64)
+    st_pos = {v: i for i, v in enumerate(st_uniques)}
+    se_pos = {v: i for i, v in enumerate(se_uniques)}
+    for p, (st, se) in enumerate(pairs):
+        if st in st_pos and se in se_pos:
+            lookup[st_pos[st], se_pos[se]] = p
+    pair = lookup[st_codes, se_codes]  # code -1 (missing) hits the extra last row/column
+    v = readings["value"].to_numpy(dtype=np.float64, na_value=np.nan)
+    keep = np.flatnonzero((pair >= 0) & ~np.isnan(v))
+    pair, v = pair[keep], v[keep]
+    t = _seconds(readings["timestamp"])[keep]
+    return keep, pair, v, t
+
+
+def _dwell(sgroup: np.ndarray, t: np.ndarray, n_sticks: int, n_stations: int) -> np.ndarray:
+    """Per stick and station (``sgroup``: stick code x stations + station of each reading),
+    its last minus first reading time; NaN where the stick has no reading at the station."""
+    t_first = np.full(n_sticks * n_stations, np.inf)
+    t_last = np.full(n_sticks * n_stations, -np.inf)
     np.minimum.at(t_first, sgroup, t)
     np.maximum.at(t_last, sgroup, t)
     dwell = np.where(np.isfinite(t_first), t_last - t_first, np.nan)
-    dwell = dwell.reshape(n_sticks, len(stations))
-    has = counts.reshape(n_sticks, n_pairs) > 0
-    missing = np.ones((n_sticks, len(stations)))
-    for i in range(len(stations)):
+    return dwell.reshape(n_sticks, n_stations)
+
+
+def _missing(has: np.ndarray, station_of_pair: np.ndarray, n_stations: int) -> np.ndarray:
+    """Per stick and station, 1.0 when a configured sensor of the station has no reading
+    (``has``: per stick and pair, whether it has one), else 0.0."""
+    missing = np.ones((has.shape[0], n_stations))
+    for i in range(n_stations):
         cols = station_of_pair == i
         missing[:, i] = 0.0 if not cols.any() else (~has[:, cols]).any(axis=1)
+    return missing
 
-    # assemble in feature_names() order: per station its sensors' stats, then dwell, missing
+
+def _in_feature_order(
+    stations: Sequence, sensor_block: np.ndarray, dwell: np.ndarray, missing: np.ndarray
+) -> np.ndarray:
+    """The feature matrix in :func:`feature_names` order: per station its sensors' stats, then
+    its dwell and missing columns."""
+    n_sticks = sensor_block.shape[0]
     blocks, start = [], 0
     for i, st in enumerate(stations):
         k = len(st.sensors)
@@ -166,8 +202,7 @@ def build_station_features(
         )
         blocks.append(np.column_stack([dwell[:, i], missing[:, i]]))
         start += k
-    values = np.hstack(blocks) if blocks else np.empty((n_sticks, 0))
-    return _imputed(station, pd.DataFrame(values, index=stick_index, columns=names), imputation)
+    return np.hstack(blocks) if blocks else np.empty((n_sticks, 0))
 
 
 def _imputed(
