@@ -170,68 +170,14 @@ def check_llp_input(
     """
     Xa, feature_names = _as_feature_matrix(X)
     bags_a = _as_1d(bags, "bags")
-    if len(bags_a) != Xa.shape[0]:
-        raise ValueError(f"X has {Xa.shape[0]} rows but bags has {len(bags_a)} entries")
-    if Xa.shape[0] == 0:
-        raise ValueError("X has no rows")
-    _check_finite(Xa, feature_names)
-
-    if isinstance(proportions, pd.Series):
-        binary = True
-        classes = np.array([0, 1])
-        shares = _numeric(proportions.to_frame("share of class 1"))[:, 0]
-        _check_share_range(shares[:, None], proportions.index, ["share of class 1"])
-        table = np.column_stack([1.0 - shares, shares])
-    elif isinstance(proportions, pd.DataFrame):
-        binary = False
-        classes = np.asarray(proportions.columns)
-        if len(classes) < 2:
-            raise ValueError(
-                f"proportions has {len(classes)} column(s); a multi-class problem needs one "
-                "column per class (at least 2)"
-            )
-        if proportions.columns.has_duplicates:
-            dup = proportions.columns[proportions.columns.duplicated()][0]
-            raise ValueError(f"proportions has the class column {plain_value(dup)!r} twice")
-        table = _numeric(proportions)
-        _check_share_range(table, proportions.index, list(proportions.columns))
-        row_sums = table.sum(axis=1)
-        off = np.abs(row_sums - 1.0) > ROW_SUM_TOLERANCE
-        if off.any():
-            i = int(np.argmax(off))
-            raise ValueError(
-                f"bag {plain_value(proportions.index[i])!r}: class shares sum to "
-                f"{row_sums[i]:.8g}, not 1 "
-                f"(tolerance {ROW_SUM_TOLERANCE:g})"
-            )
-    else:
-        raise TypeError(
-            "proportions must be a pandas Series (binary: share of class 1 per bag) or a "
-            f"DataFrame (one column per class), got {type(proportions).__name__}"
-        )
+    _check_rows(Xa, bags_a, feature_names)
+    binary, classes, table = _proportion_table(proportions)
     index = proportions.index
     if index.has_duplicates:
         twice = plain_value(index[index.duplicated()][0])
         raise ValueError(f"proportions lists bag {twice!r} twice")
-
-    bag_codes = index.get_indexer(pd.Index(bags_a))
-    if (bag_codes < 0).any():
-        row = int(np.argmax(bag_codes < 0))
-        raise ValueError(f"row {row}: bag {plain_value(bags_a[row])!r} has no entry in proportions")
-    sizes = np.bincount(bag_codes, minlength=len(index))
-    if (sizes == 0).any():
-        empty = [index[i] for i in np.flatnonzero(sizes == 0)[:5]]
-        listed = ", ".join(repr(plain_value(b)) for b in empty)
-        raise ValueError(f"bag(s) {listed} in proportions have no rows in X")
-
-    eta = sizes @ table / sizes.sum()
-    if np.count_nonzero(eta > 0) < 2:
-        present = [plain_value(classes[j]) for j in np.flatnonzero(eta > 0)]
-        raise ValueError(
-            f"the proportions contain fewer than 2 classes overall (only {present!r}); "
-            "there is nothing to learn"
-        )
-
+    bag_codes = _bag_codes(index, bags_a)
+    _check_classes_present(bag_codes, index, table, classes)
     if y is None:  # known instance labels identify what the shares cannot
         _warn_unidentifiable(table)
     known = _encode_known(y, classes, Xa.shape[0])
@@ -245,6 +191,88 @@ def check_llp_input(
         known=known,
         feature_names=feature_names,
     )
+
+
+def _check_rows(Xa: np.ndarray, bags_a: np.ndarray, feature_names: np.ndarray | None) -> None:
+    """X has rows, one bag per row, and only finite features."""
+    if len(bags_a) != Xa.shape[0]:
+        raise ValueError(f"X has {Xa.shape[0]} rows but bags has {len(bags_a)} entries")
+    if Xa.shape[0] == 0:
+        raise ValueError("X has no rows")
+    _check_finite(Xa, feature_names)
+
+
+def _proportion_table(
+    proportions: pd.Series | pd.DataFrame,
+) -> tuple[bool, np.ndarray, np.ndarray]:
+    """``(binary, classes, table)``: the shares as an (h, l) table of checked shares, one column
+    per class; a Series of positive shares becomes the two columns of classes ``[0, 1]``."""
+    if isinstance(proportions, pd.Series):
+        shares = _numeric(proportions.to_frame("share of class 1"))[:, 0]
+        _check_share_range(shares[:, None], proportions.index, ["share of class 1"])
+        return True, np.array([0, 1]), np.column_stack([1.0 - shares, shares])
+    if isinstance(proportions, pd.DataFrame):
+        return False, np.asarray(proportions.columns), _class_share_table(proportions)
+    raise TypeError(
+        "proportions must be a pandas Series (binary: share of class 1 per bag) or a "
+        f"DataFrame (one column per class), got {type(proportions).__name__}"
+    )
+
+
+def _class_share_table(proportions: pd.DataFrame) -> np.ndarray:
+    """The multi-class shares: at least two distinct class columns, shares in [0, 1], every
+    bag's row summing to one (within :data:`ROW_SUM_TOLERANCE`)."""
+    classes = np.asarray(proportions.columns)
+    if len(classes) < 2:
+        raise ValueError(
+            f"proportions has {len(classes)} column(s); a multi-class problem needs one "
+            "column per class (at least 2)"
+        )
+    if proportions.columns.has_duplicates:
+        dup = proportions.columns[proportions.columns.duplicated()][0]
+        raise ValueError(f"proportions has the class column {plain_value(dup)!r} twice")
+    table = _numeric(proportions)
+    _check_share_range(table, proportions.index, list(proportions.columns))
+    row_sums = table.sum(axis=1)
+    off = np.abs(row_sums - 1.0) > ROW_SUM_TOLERANCE
+    if off.any():
+        i = int(np.argmax(off))
+        raise ValueError(
+            f"bag {plain_value(proportions.index[i])!r}: class shares sum to "
+            f"{row_sums[i]:.8g}, not 1 "
+            f"(tolerance {ROW_SUM_TOLERANCE:g})"
+        )
+    return table
+
+
+def _bag_codes(index: pd.Index, bags_a: np.ndarray) -> np.ndarray:
+    """Each row's bag as a position in ``index``; every row's bag must be there and every bag
+    of ``index`` must have rows."""
+    bag_codes = index.get_indexer(pd.Index(bags_a))
+    if (bag_codes < 0).any():
+        row = int(np.argmax(bag_codes < 0))
+        raise ValueError(f"row {row}: bag {plain_value(bags_a[row])!r} has no entry in proportions")
+    sizes = np.bincount(bag_codes, minlength=len(index))
+    if (sizes == 0).any():
+        empty = [index[i] for i in np.flatnonzero(sizes == 0)[:5]]
+        listed = ", ".join(repr(plain_value(b)) for b in empty)
+        raise ValueError(f"bag(s) {listed} in proportions have no rows in X")
+    return bag_codes
+
+
+def _check_classes_present(
+    bag_codes: np.ndarray, index: pd.Index, table: np.ndarray, classes: np.ndarray
+) -> None:
+    """At least two classes have a positive share over all rows (eta, weighted by bag size):
+    with one class there is nothing to learn."""
+    sizes = np.bincount(bag_codes, minlength=len(index))
+    eta = sizes @ table / sizes.sum()
+    if np.count_nonzero(eta > 0) < 2:
+        present = [plain_value(classes[j]) for j in np.flatnonzero(eta > 0)]
+        raise ValueError(
+            f"the proportions contain fewer than 2 classes overall (only {present!r}); "
+            "there is nothing to learn"
+        )
 
 
 def check_features(X, n_features: int, feature_names: np.ndarray | None = None) -> np.ndarray:

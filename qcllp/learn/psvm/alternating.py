@@ -97,37 +97,63 @@ def run_annealing(
     """
     state, history, n_iter = None, [], 0
     for c in schedule:
-        values: list[float] = []
-        current = objective(state, y, c) if state is not None else np.inf
-        mirror_tried = mirror is None
-        for _ in range(max_iter):
-            previous = current
-            candidate = fit(y, c, state)
-            after = objective(candidate, y, c)
-            if after <= previous:
-                state = candidate
-            else:
-                after = previous
-            new_y = relabel(state, c)
-            current = objective(state, new_y, c)
-            values += [after, current]
-            n_iter += 1
-            unchanged = np.array_equal(new_y, y)
-            y = new_y
-            # an unchanged y means the next model step would return the same model
-            if unchanged or (np.isfinite(previous) and previous - current <= tol * abs(previous)):
-                if mirror_tried:
-                    break
-                mirror_tried = True
-                flipped = mirror(state)
-                flipped_y = relabel(flipped, c)
-                flipped_value = objective(flipped, flipped_y, c)
-                if not flipped_value < current:
-                    break
-                state, y, current = flipped, flipped_y, flipped_value
-                values.append(current)
+        state, y, values, rounds = _alternate(
+            y, c, state, fit, objective, relabel, tol=tol, max_iter=max_iter, mirror=mirror
+        )
+        n_iter += rounds
         history.append(np.array(values))
     return state, y, history, n_iter
+
+
+def _alternate(
+    y: np.ndarray,
+    c,
+    state,
+    fit: Callable,
+    objective: Callable,
+    relabel: Callable,
+    *,
+    tol: float,
+    max_iter: int,
+    mirror: Callable | None,
+):
+    """One annealing step of :func:`run_annealing` at loss weight ``c`` (the alternation of
+    Yu et al. 2013, Alg. 1): model steps (rejected when they would raise the objective) and
+    label steps until the objective settles or ``y`` stays, then the sign check once.
+
+    Returns ``(state, y, values, rounds)``: ``values`` the objective after every half step
+    (and an accepted mirror), ``rounds`` the model steps taken."""
+    values: list[float] = []
+    current = objective(state, y, c) if state is not None else np.inf
+    mirror_tried = mirror is None
+    rounds = 0
+    for _ in range(max_iter):
+        previous = current
+        candidate = fit(y, c, state)
+        after = objective(candidate, y, c)
+        if after <= previous:
+            state = candidate
+        else:
+            after = previous
+        new_y = relabel(state, c)
+        current = objective(state, new_y, c)
+        values += [after, current]
+        rounds += 1
+        unchanged = np.array_equal(new_y, y)
+        y = new_y
+        # an unchanged y means the next model step would return the same model
+        if unchanged or (np.isfinite(previous) and previous - current <= tol * abs(previous)):
+            if mirror_tried:
+                break
+            mirror_tried = True
+            flipped = mirror(state)
+            flipped_y = relabel(flipped, c)
+            flipped_value = objective(flipped, flipped_y, c)
+            if not flipped_value < current:
+                break
+            state, y, current = flipped, flipped_y, flipped_value
+            values.append(current)
+    return state, y, values, rounds
 
 
 def run_restarts(estimator, run, X, bag_codes, shares, known, random_state, Z, **problem):

@@ -306,20 +306,31 @@ def svm_primal(
         G = V - 2.0 * PA.T @ ((CA * xi[active])[:, None] * UA)
         if np.linalg.norm(G) <= NEWTON_TOL * g_zero:
             break
-        diag = 1.0 + 2.0 * np.outer(np.einsum("n,nd,nd->d", CA, PA, PA), mu)  # H's diagonal
-        PA32, UA32, CA32 = Phi32[active], UA.astype(np.float32), CA.astype(np.float32)
-
-        def hess(D, PA=PA32, UA=UA32, CA=CA32):  # single precision: see docstring
-            q = np.einsum("nt,nt->n", PA @ D.astype(np.float32), UA)
-            return D + 2.0 * (PA.T @ ((CA * q)[:, None] * UA)).astype(float)
-
-        D = _pcg(hess, diag, -G, CG_TOL, CG_MAX_ITER)
+        D = _newton_direction(PA, UA, CA, Phi32[active], mu, G)
         q = np.einsum("nt,nt->n", Phi @ D, U)
         t = line_step(np.vdot(D, D), np.vdot(V, D), 1.0 - margin, q, C)
         V = V + t * D
         margin = margin + t * q
         xi = np.maximum(0.0, 1.0 - margin)
     return 2.0 * C * xi
+
+
+def _newton_direction(
+    PA: np.ndarray, UA: np.ndarray, CA: np.ndarray, PA32: np.ndarray, mu: np.ndarray, G: np.ndarray
+) -> np.ndarray:
+    """The Newton direction of :func:`svm_primal` on its active rows (``PA``, ``UA``, ``CA``;
+    ``PA32`` their features in single precision): ``H D = -G`` solved by conjugate gradients
+    (:func:`_pcg`) with products ``H D = D + 2 Z_A' (C_A o Z_A D)`` in single precision,
+    preconditioned by the Hessian's diagonal ``1 + 2 mu_t sum_{i in A} C_i phi_ij^2``
+    (:func:`svm_primal`'s docstring says why)."""
+    diag = 1.0 + 2.0 * np.outer(np.einsum("n,nd,nd->d", CA, PA, PA), mu)  # H's diagonal
+    UA32, CA32 = UA.astype(np.float32), CA.astype(np.float32)
+
+    def hess(D, PA=PA32, UA=UA32, CA=CA32):  # single precision: see svm_primal's docstring
+        q = np.einsum("nt,nt->n", PA @ D.astype(np.float32), UA)
+        return D + 2.0 * (PA.T @ ((CA * q)[:, None] * UA)).astype(float)
+
+    return _pcg(hess, diag, -G, CG_TOL, CG_MAX_ITER)
 
 
 class _Engine:

@@ -106,6 +106,7 @@ base's log-odds, calibrated on the training bags like every margin learner's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from numbers import Integral
 
 import numpy as np
@@ -311,41 +312,21 @@ class EMLLP(MarginLLPClassifier):
             return self._fit_em(X, bag_codes, shares, known, random_state)
 
     def _fit_em(self, X, bag_codes, shares, known, random_state):
+        """One binary task: EM from the start's scores (module docstring, "Which start"), and
+        from their mirror image too with ``sign_check``, keeping the run of lower proportion
+        loss."""
         binner = QuantileBinner(255).fit(X) if _is_name(self.base, "hgb") else None
         Z = binner.transform(X) if binner is not None else X
         seed = int(random_state.randint(SEED_MAX))
-        n_bags = len(shares)
         free = known < 0
-        sizes = np.bincount(bag_codes, minlength=n_bags)
-        n_free = np.bincount(bag_codes[free], minlength=n_bags)
-        known_pos = np.bincount(bag_codes, weights=known == 1, minlength=n_bags)
-        targets = np.clip((shares * sizes - known_pos) / np.maximum(n_free, 1), 0.0, 1.0)
+        sizes, targets = _free_targets(bag_codes, shares, known, free)
 
         def m_step(pi: np.ndarray):
-            """Fit a fresh base on soft labels ``pi`` (hard labels are 0 / 1 posteriors)."""
-            positive, negative = pi > _NEGLIGIBLE, pi < 1.0 - _NEGLIGIBLE
-            soft = positive & negative
-            rows = np.concatenate([np.flatnonzero(positive), np.flatnonzero(negative)])
-            labels = np.repeat([1.0, 0.0], [positive.sum(), negative.sum()])
-            weights = np.concatenate([pi[positive], 1.0 - pi[negative]])
-            model = self._make_base(seed)
-            if soft.any():
-                model.fit(Z[rows], labels, **_weight_kwarg(model, weights))
-            else:
-                model.fit(Z[rows], labels)
-            return model
+            return self._m_step(Z, pi, seed)
 
         labeler = BagLabeler(bag_codes, shares, known)
         known_pi = np.where(known == 1, 1.0, 0.0)
-
-        def e_step(scores: np.ndarray) -> np.ndarray:
-            if self.variant == "hard":
-                positive = labeler.random_labels(scores) > 0
-                _ensure_both_classes(positive, scores, free)
-                return positive.astype(float)
-            pi = shifted_posteriors(scores, bag_codes, targets, free)
-            return np.where(free, pi, known_pi)
-
+        e_step = self._e_step(labeler, bag_codes, targets, free, known_pi)
         if self.init == "share":
             start = _log_odds(m_step(np.where(free, targets[bag_codes], known_pi)), Z)
         else:  # the linear start's scores on standardized features (EMLLP takes raw ones)
@@ -356,22 +337,7 @@ class EMLLP(MarginLLPClassifier):
             )
 
         def run(scores: np.ndarray) -> tuple:
-            pi = e_step(scores)
-            changes = []
-            for _ in range(int(self.max_iter)):
-                base = m_step(pi)
-                new_pi = e_step(_log_odds(base, Z))
-                change = (
-                    float(np.mean(new_pi != pi))
-                    if self.variant == "hard"
-                    else float(np.max(np.abs(new_pi - pi), initial=0.0))
-                )
-                changes.append(change)
-                pi = new_pi
-                if change <= (0.0 if self.variant == "hard" else float(self.tol)):
-                    break
-            loss = proportion_loss(_log_odds(base, Z), bag_codes, shares, sizes)
-            return loss, base, np.array(changes)
+            return self._run_em(scores, m_step, e_step, Z, bag_codes, shares, sizes)
 
         loss, base, changes = run(start)
         if self.sign_check:
@@ -379,6 +345,76 @@ class EMLLP(MarginLLPClassifier):
             if mirrored[0] < loss:
                 loss, base, changes = mirrored
         return EMScore(base, binner, len(changes), changes)
+
+    def _m_step(self, Z: np.ndarray, pi: np.ndarray, seed: int):
+        """Fit a fresh base on soft labels ``pi`` (hard labels are 0 / 1 posteriors)."""
+        positive, negative = pi > _NEGLIGIBLE, pi < 1.0 - _NEGLIGIBLE
+        soft = positive & negative
+        rows = np.concatenate([np.flatnonzero(positive), np.flatnonzero(negative)])
+        labels = np.repeat([1.0, 0.0], [positive.sum(), negative.sum()])
+        weights = np.concatenate([pi[positive], 1.0 - pi[negative]])
+        model = self._make_base(seed)
+        if soft.any():
+            model.fit(Z[rows], labels, **_weight_kwarg(model, weights))
+        else:
+            model.fit(Z[rows], labels)
+        return model
+
+    def _e_step(
+        self,
+        labeler: BagLabeler,
+        bag_codes: np.ndarray,
+        targets: np.ndarray,
+        free: np.ndarray,
+        known_pi: np.ndarray,
+    ) -> Callable[[np.ndarray], np.ndarray]:
+        """The E step of the variant: scores -> labels; hard: the bags' labels within their
+        counts, ranked by the scores; soft: the shifted posteriors meeting every bag's
+        ``targets`` (known rows keep their labels)."""
+
+        def e_step(scores: np.ndarray) -> np.ndarray:
+            if self.variant == "hard":
+                positive = labeler.random_labels(scores) > 0
+                _ensure_both_classes(positive, scores, free)
+                return positive.astype(float)
+            pi = shifted_posteriors(scores, bag_codes, targets, free)
+            return np.where(free, pi, known_pi)
+
+        return e_step
+
+    def _run_em(self, scores, m_step, e_step, Z, bag_codes, shares, sizes) -> tuple:
+        """EM from ``scores`` until the labels change by at most ``tol`` (hard: not at all) or
+        for ``max_iter`` rounds; returns the last base's proportion loss on the training bags,
+        the base and the change of every round."""
+        pi = e_step(scores)
+        changes = []
+        for _ in range(int(self.max_iter)):
+            base = m_step(pi)
+            new_pi = e_step(_log_odds(base, Z))
+            change = (
+                float(np.mean(new_pi != pi))
+                if self.variant == "hard"
+                else float(np.max(np.abs(new_pi - pi), initial=0.0))
+            )
+            changes.append(change)
+            pi = new_pi
+            if change <= (0.0 if self.variant == "hard" else float(self.tol)):
+                break
+        loss = proportion_loss(_log_odds(base, Z), bag_codes, shares, sizes)
+        return loss, base, np.array(changes)
+
+
+def _free_targets(
+    bag_codes: np.ndarray, shares: np.ndarray, known: np.ndarray, free: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per bag its size and the share of positives among its free rows (those of unknown
+    label): what the soft E step's posteriors must meet."""
+    n_bags = len(shares)
+    sizes = np.bincount(bag_codes, minlength=n_bags)
+    n_free = np.bincount(bag_codes[free], minlength=n_bags)
+    known_pos = np.bincount(bag_codes, weights=known == 1, minlength=n_bags)
+    targets = np.clip((shares * sizes - known_pos) / np.maximum(n_free, 1), 0.0, 1.0)
+    return sizes, targets
 
 
 def _weight_kwarg(model, weights: np.ndarray) -> dict:

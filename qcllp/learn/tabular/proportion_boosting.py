@@ -245,6 +245,9 @@ class ProportionBoosting(MarginLLPClassifier):
         return self
 
     def _fit_binary(self, X, bag_codes, shares, known, random_state):
+        """One binary task: boosting rounds (:meth:`_tree_step`) from the log-odds of the
+        training bags' share, stopped early on the held-out bags' proportion loss
+        (``validation_fraction``), keeping the trees up to its best round."""
         binner = QuantileBinner(self.max_bins)
         codes_X = binner.fit_transform(X)
         n_bags = len(shares)
@@ -264,26 +267,9 @@ class ProportionBoosting(MarginLLPClassifier):
         trees, values, train_loss, val_loss = [], [], [], []
         best, best_round, since_best = np.inf, 0, 0
         for _ in range(int(self.n_estimators)):
-            grad, s, q, r = proportion_gradient(f, codes_f, shares, train_sizes)
-            sigma = expit(f[labeled])
-            grad[labeled] += sigma - known_f[labeled]
-            rows = (
-                np.sort(random_state.choice(len(fit_rows), n_sub, replace=False))
-                if n_sub < len(fit_rows)
-                else slice(None)
+            tree, leaf, step = self._tree_step(
+                Xf, f, codes_f, known_f, labeled, shares, train_sizes, n_sub, random_state
             )
-            tree = DecisionTreeRegressor(
-                max_depth=self.max_depth,
-                max_leaf_nodes=self.max_leaf_nodes,
-                min_samples_leaf=self.min_samples_leaf,
-                max_features=self.max_features,
-                random_state=random_state.randint(SEED_MAX),
-            ).fit(Xf[rows], -grad[rows])
-            leaf = tree.apply(Xf)
-            gamma = self._leaf_steps(
-                leaf, tree.tree_.node_count, codes_f, s, r, q, train_sizes, grad, labeled
-            )
-            step = float(self.learning_rate) * gamma
             f += step[leaf]
             trees.append(tree)
             values.append(step)
@@ -308,6 +294,35 @@ class ProportionBoosting(MarginLLPClassifier):
             np.array(train_loss),
             np.array(val_loss) if len(val_rows) else None,
         )
+
+    def _tree_step(
+        self, Xf, f, codes_f, known_f, labeled, shares, train_sizes, n_sub, random_state
+    ) -> tuple[DecisionTreeRegressor, np.ndarray, np.ndarray]:
+        """One boosting round on the training rows (Friedman 2001, Algorithm 1; module
+        docstring): the proportion loss's gradient at ``f`` (plus the log loss of the rows of
+        known label), a regression tree on its negative over a subsample of ``n_sub`` rows, and
+        its Newton step per node (:meth:`_leaf_steps`). Returns the tree, each training row's
+        leaf and the step per node (times the learning rate)."""
+        grad, s, q, r = proportion_gradient(f, codes_f, shares, train_sizes)
+        sigma = expit(f[labeled])
+        grad[labeled] += sigma - known_f[labeled]
+        rows = (
+            np.sort(random_state.choice(len(f), n_sub, replace=False))
+            if n_sub < len(f)
+            else slice(None)
+        )
+        tree = DecisionTreeRegressor(
+            max_depth=self.max_depth,
+            max_leaf_nodes=self.max_leaf_nodes,
+            min_samples_leaf=self.min_samples_leaf,
+            max_features=self.max_features,
+            random_state=random_state.randint(SEED_MAX),
+        ).fit(Xf[rows], -grad[rows])
+        leaf = tree.apply(Xf)
+        gamma = self._leaf_steps(
+            leaf, tree.tree_.node_count, codes_f, s, r, q, train_sizes, grad, labeled
+        )
+        return tree, leaf, float(self.learning_rate) * gamma
 
     def _held_out_bags(self, n_bags: int, random_state: np.random.RandomState) -> np.ndarray:
         held = np.zeros(n_bags, dtype=bool)
