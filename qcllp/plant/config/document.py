@@ -1,0 +1,429 @@
+"""The plant YAML as pydantic models: every key, its type, its one default and its meaning.
+
+These models are the schema: they validate a file (:func:`qcllp.plant.config.loader.
+parse_plant_config`), give its JSON Schema (``qcllp config schema``) and the key reference of
+docs/config.md, and they hold the only declaration of each default (the objects the rest of
+qcllp uses, :mod:`.model`, read theirs from here). They mirror the file as written; the
+loader turns them into the :class:`~qcllp.plant.config.model.PlantConfig` the code uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from qcllp.plant.config.checks import password_problem
+from qcllp.plant.config.fields import (
+    Cluster,
+    Columns,
+    Cron,
+    Currency,
+    DatabaseUrl,
+    DefectType,
+    Encoding,
+    Grid,
+    Integer,
+    LocalPath,
+    Name,
+    Number,
+    SqlUrl,
+    Text,
+    Timezone,
+    choice,
+    is_number,
+)
+from qcllp.plant.config.problems import Problem, Section
+
+MAX_FUTURE_TOLERANCE_S = 31 * 86_400  # no reading more than a month ahead: no far-future partition
+ANY_DEFECT_MODES = ("per-type-sum", "per-type-noisy-or", "direct", "auto")
+
+
+def default_of(model: type[Section], key: str) -> Any:
+    """The default of ``model``'s key ``key``: declared once, in the field."""
+    return model.model_fields[key].default
+
+
+def duplicates(items: Any, what: str, loc: tuple, key: str | None = "name") -> list[Problem]:
+    """A problem for each repeated name among ``items`` (mappings' ``key``, or the items)."""
+    if not isinstance(items, list):
+        return []
+    seen: dict[str, tuple] = {}
+    found = []
+    for i, item in enumerate(items):
+        name = item.get(key) if key and isinstance(item, Mapping) else (None if key else item)
+        here = (*loc, i, key) if key else (*loc, i)
+        if not isinstance(name, str):
+            continue
+        if name in seen:
+            found.append(Problem(here, f"duplicate {what} {name!r}", also=seen[name]))
+        else:
+            seen[name] = here
+    return found
+
+
+class Sensor(Section):
+    """One sensor of a station: readings outside ``[min, max]`` are quarantined."""
+
+    cross_keys: ClassVar[bool] = True
+    name: Name = Field(description="Sensor name (an identifier; unique within the station).")
+    unit: Text = Field(description="Unit of the readings, e.g. degC, kN (shown in reports).")
+    min: Number = Field(description="Lowest valid reading.")
+    max: Number = Field(description="Highest valid reading (greater than min).")
+
+    @classmethod
+    def cross_problems(cls, raw: Mapping, context: dict) -> list[Problem]:
+        lo, hi = raw.get("min"), raw.get("max")
+        if is_number(lo) and is_number(hi) and lo >= hi:
+            return [Problem(("min",), f"min ({lo:g}) must be < max ({hi:g})")]
+        return []
+
+
+class Completion(Section):
+    """When a stick has completed a station, so that its scorer may decide."""
+
+    cross_keys: ClassVar[bool] = True
+    settle_s: Number = Field(
+        2.0,
+        ge=0,
+        description="Every sensor reported and no new reading of the stick for this long.",
+    )
+    timeout_s: Number = Field(
+        300.0,
+        gt=0,
+        description="A stick still missing a sensor this long after its first reading here is "
+        "complete too, and unscorable (the sensor is named).",
+    )
+
+    @classmethod
+    def cross_problems(cls, raw: Mapping, context: dict) -> list[Problem]:
+        settle = raw.get("settle_s", default_of(cls, "settle_s"))
+        timeout = raw.get("timeout_s", default_of(cls, "timeout_s"))
+        if is_number(settle) and is_number(timeout) and timeout < settle:
+            return [Problem(("timeout_s",), f"must be >= settle_s ({settle:g}), got {timeout}")]
+        return []
+
+
+class Station(Section):
+    """A station of the line (in line order), its sensors and lock-out costs."""
+
+    cross_keys: ClassVar[bool] = True
+    name: Name = Field(description="Station name (an identifier; unique in the plant).")
+    fail_cost: Number = Field(ge=0, description="Saved per failing stick locked out here.")
+    good_cost: Number = Field(ge=0, description="Lost per good stick locked out here.")
+    scoring_interval_s: Number = Field(
+        None,
+        gt=0,
+        description="Poll interval of this station's scorer; default: "
+        "schedules.scoring_interval_s.",
+    )
+    completion: Completion = Field(Completion(), description="When a stick completed it.")
+    sensors: list[Sensor] = Field(min_length=1, description="The station's sensors.")
+
+    @classmethod
+    def cross_problems(cls, raw: Mapping, context: dict) -> list[Problem]:
+        return duplicates(raw.get("sensors"), "sensor name", ("sensors",))
+
+
+class FileSource(Section):
+    """A drop folder (or file) of final-QC defect-count files."""
+
+    cross_keys: ClassVar[bool] = True
+    path: LocalPath = Field(description="File or folder (relative: to the config's folder).")
+    format: choice("csv", "parquet") = Field(None, description="Default: each file's suffix.")
+    pattern: Text = Field(None, description="Glob of the files in the folder, e.g. *.csv.")
+    archive: LocalPath = Field(
+        None, description="Folder stored files move to (another than path); default: they stay."
+    )
+
+    @classmethod
+    def cross_problems(cls, raw: Mapping, context: dict) -> list[Problem]:
+        path, archive = raw.get("path"), raw.get("archive")
+        if not (isinstance(path, str) and isinstance(archive, str)):
+            return []
+        folder = Path(context.get("base_dir") or Path.cwd())
+        if (folder / Path(path).expanduser()).resolve() == (
+            folder / Path(archive).expanduser()
+        ).resolve():
+            return [Problem(("archive",), "must be another folder than path")]
+        return []
+
+
+class MeasurementFiles(FileSource):
+    """A drop folder (or file) of measurement files."""
+
+    layout: choice("long", "wide") = Field(
+        "long", description="long: one reading per row; wide: one column per station.sensor."
+    )
+    chunk_rows: Integer = Field(None, ge=1, description="Rows read at a time.")
+
+
+class SqlSource(Section):
+    """A SQL source (historian, MES) read incrementally by its watermark column."""
+
+    cross_keys: ClassVar[bool] = True
+    url: SqlUrl = Field(
+        description="SQLAlchemy URL, without a password (QCLLP_SOURCE_<NAME>_"
+        "PASSWORD or ~/.pgpass)."
+    )
+    table: Text = Field(None, description="Table to read (or query).")
+    query: Text = Field(None, description="SELECT to read (or table).")
+    watermark: Text = Field(description="Ever-growing column: where the last read stopped.")
+    kind: choice("measurements", "defects") = Field("measurements", description="What it holds.")
+    columns: Columns = Field({}, description="Our column name -> the source's, where they differ.")
+    chunk_rows: Integer = Field(None, ge=1, description="Rows read at a time.")
+
+    @classmethod
+    def cross_problems(cls, raw: Mapping, context: dict) -> list[Problem]:
+        if ("table" in raw) == ("query" in raw):
+            return [Problem(("table",), "give exactly one of 'table' or 'query'")]
+        return []
+
+
+class Connectors(Section):
+    """Where the plant's data comes from (all optional)."""
+
+    cross_keys: ClassVar[bool] = True
+    measurements: MeasurementFiles | None = Field(None, description="Measurement files.")
+    defects: FileSource | None = Field(None, description="Defect-count files.")
+    sql: dict[str, SqlSource] | None = Field(
+        None, description="SQL sources by name (the name is an identifier of the source)."
+    )
+    future_tolerance_s: Number = Field(
+        86_400.0,
+        ge=0,
+        le=MAX_FUTURE_TOLERANCE_S,
+        description="A reading stamped later than its ingestion plus this is quarantined "
+        "(clock skew; at most 31 days).",
+    )
+
+    @classmethod
+    def cross_problems(cls, raw: Mapping, context: dict) -> list[Problem]:
+        sources = raw.get("sql")
+        if not isinstance(sources, Mapping):
+            return []
+        found = []
+        for name, source in sources.items():
+            url = source.get("url") if isinstance(source, Mapping) else None
+            if isinstance(url, str) and (said := _url_password(url, str(name))):
+                found.append(Problem(("sql", str(name), "url"), said))
+        return found
+
+
+def _url_password(url: str, source: str) -> str | None:
+    from qcllp.plant.config.checks import url_problem
+
+    return None if url_problem(url) else password_problem(url, source)
+
+
+class Schedules(Section):
+    """When ingestion, retraining and scoring run."""
+
+    cross_keys: ClassVar[bool] = True
+    ingest_interval_s: Number = Field(
+        300.0, gt=0, description="Poll the connectors this often (unless ingest_cron is given)."
+    )
+    ingest_cron: Cron | None = Field(None, description="Crontab string, instead of the interval.")
+    retrain_cron: Cron = Field("0 3 * * *", description="When the daemon retrains (crontab).")
+    retrain_interval_s: Number = Field(
+        None, gt=0, description="Retrain this often instead of retrain_cron."
+    )
+    scoring_interval_s: Number = Field(
+        1.0, gt=0, description="Poll interval of the station scorers (a station may override)."
+    )
+
+    @classmethod
+    def cross_problems(cls, raw: Mapping, context: dict) -> list[Problem]:
+        found = []
+        for job in ("ingest", "retrain"):
+            if raw.get(f"{job}_interval_s") is not None and raw.get(f"{job}_cron") is not None:
+                message = f"give either {job}_interval_s or {job}_cron"
+                found.append(Problem((f"{job}_cron",), message))
+        return found
+
+
+class Scorer(Section):
+    """The station scoring services (qcllp serve scorer --station S)."""
+
+    host: Text = Field("127.0.0.1", description="/healthz and /metrics listen here.")
+    base_port: Integer = Field(
+        9470, ge=1, description="HTTP port of the first station; the others follow in line order."
+    )
+    max_lag_s: Number = Field(60.0, gt=0, description="/healthz says 503 past this backlog age.")
+    max_batch_sticks: Integer = Field(5000, ge=1, description="Sticks decided per transaction.")
+    sink_dir: LocalPath = Field(None, description="Folder of the flags-<station>.jsonl files.")
+    guard_min_sticks: Integer = Field(
+        300, ge=1, description="Lock-out guard: judge a model's lock-out share after this many."
+    )
+    count_guard_interval: Number = Field(
+        8.0,
+        gt=0,
+        description="Count guard: suspend a model once final QC's counts show it over-predicts "
+        "by this many standard deviations (qcllp.pipeline.count_guard).",
+    )
+
+
+class Drift(Section):
+    """The retrainer's drift alarms."""
+
+    window_charges: Integer = Field(20, ge=2, description="Newest charges the signals look at.")
+    bag_error_ratio: Number = Field(
+        1.5, gt=0, description="Count alarm (and retrain) past this x the training error."
+    )
+    psi_max: Number = Field(0.25, gt=0, description="Feature alarm past this PSI.")
+
+
+class Retrainer(Section):
+    """The retraining daemon (qcllp serve retrainer), one per plant."""
+
+    cross_keys: ClassVar[bool] = True
+    host: Text = Field("127.0.0.1", description="/healthz and /metrics listen here.")
+    port: Integer = Field(9469, ge=1, description="HTTP port of /healthz and /metrics.")
+    stations: list[Name] = Field(
+        (), min_length=1, description="The stations it retrains (default: all)."
+    )
+    training_charges: Integer = Field(
+        400,
+        ge=0,
+        description="A candidate learns from the newest this many labeled charges "
+        "before the holdout (0: all).",
+    )
+    holdout_charges: Integer = Field(
+        20, ge=2, description="Newest labeled charges kept out of training: the promotion test."
+    )
+    min_holdout_charges: Integer = Field(
+        8, ge=2, description="Fewer holdout charges that neither model saw: nothing is promoted."
+    )
+    promotion_margin: Number = Field(
+        0.02, ge=0, description="How much lower (relative) a candidate's bag error must be."
+    )
+    misfire_grace_s: Number = Field(
+        86_400.0, gt=0, description="How late a run missed while the daemon was down still runs."
+    )
+    lease_ttl_s: Number = Field(120.0, gt=0, description="A dead daemon's lease frees after this.")
+    drift: Drift = Field(Drift(), description="The drift alarms.")
+
+
+class Retention(Section):
+    """How long readings are kept (PostgreSQL only)."""
+
+    readings_days: Integer = Field(
+        None, ge=1, description="Drop a month of readings once all of it is this old."
+    )
+    archive_dir: LocalPath = Field(
+        None, description="Each month is saved here first (.csv.gz); default: no copy."
+    )
+    cron: Cron = Field("30 2 * * *", description="When the daemon applies it (crontab).")
+
+
+class Training(Section):
+    """Training defaults: the method, its grids, folds and seed."""
+
+    cross_keys: ClassVar[bool] = True
+    default_method: Text = Field(
+        "em-llp", description="One of methods, or auto (try each, keep the best)."
+    )
+    methods: dict[str, Grid | None] = Field(
+        {}, description="Grids by method: {<method>: {<parameter>: [values, ...]}}."
+    )
+    cv: Integer = Field(5, ge=2, description="Folds of whole charges in the grid search.")
+    random_state: Integer = Field(0, ge=0, description="Seed of folds and subsets.")
+    # why not auto: docs/benchmarks.md, "Quality on the simulated plant"
+    any_defect: choice(*ANY_DEFECT_MODES) = Field(
+        "per-type-sum", description="How the any-defect target (the lock-out) is learned."
+    )
+    bootstrap: Integer = Field(
+        30, ge=2, description="Charge resamples behind the lock-out threshold's lower bound."
+    )
+    # 10,000 charges of ~50 sticks (the cost of more: model.Training's docstring)
+    max_sticks: Integer = Field(
+        500_000, ge=1, description="More labeled sticks: train on a seeded subset of whole charges."
+    )
+
+    @classmethod
+    def cross_problems(cls, raw: Mapping, context: dict) -> list[Problem]:
+        default, methods = raw.get("default_method"), raw.get("methods")
+        if not isinstance(methods, Mapping) or not isinstance(default, str):
+            return []
+        if default == "auto" or default in methods:
+            return []
+        known = ", ".join(map(str, methods))
+        message = f"{default!r} is not among training.methods ({known})"
+        return [Problem(("default_method",), message)]
+
+
+class Plant(Section):
+    """One plant: its stations in line order, the defect types, where the data comes from and
+    goes, and when things run."""
+
+    cross_keys: ClassVar[bool] = True
+    model_config = {**Section.model_config, "title": "qcllp plant config"}
+    name: Text = Field(description="Plant name; names the default SQLite file.")
+    timezone: Timezone = Field("UTC", description="IANA zone of naive input timestamps.")
+    encoding: Encoding = Field(
+        "utf-8", description="Text encoding of CSV input files (ASCII-compatible: cp1252, ...)."
+    )
+    currency: Currency = Field("EUR", description="Of the lock-out costs, in reports.")
+    database_url: DatabaseUrl | None = Field(
+        None,
+        description="SQLAlchemy URL without a password; default: sqlite:///<config "
+        "folder>/<name>.sqlite.",
+    )
+    statement_timeout_s: Number = Field(
+        600.0, gt=0, description="A server database cancels a statement running longer."
+    )
+    cluster: Cluster = Field(
+        None,
+        description="Dask scheduler (tcp://HOST:PORT) that runs training's parallel "
+        "parts; default: this machine.",
+    )
+    retention: Retention = Field(Retention(), description="PostgreSQL only.")
+    defect_types: list[DefectType] = Field(
+        min_length=1, description="Quality classes besides the implicit ok."
+    )
+    stations: list[Station] = Field(min_length=1, description="The stations, in line order.")
+    connectors: Connectors = Field(Connectors(), description="Where the data comes from.")
+    schedules: Schedules = Field(Schedules(), description="When things run.")
+    scorer: Scorer = Field(Scorer(), description="The station scoring services.")
+    retrainer: Retrainer = Field(Retrainer(), description="The retraining daemon.")
+    training: Training = Field(Training(), description="Training defaults.")
+
+    @classmethod
+    def cross_problems(cls, raw: Mapping, context: dict) -> list[Problem]:
+        found = duplicates(raw.get("defect_types"), "defect type", ("defect_types",), key=None)
+        found += duplicates(raw.get("stations"), "station name", ("stations",))
+        return found + _unknown_stations(raw) + _retention_needs_postgresql(raw)
+
+
+def _unknown_stations(raw: Mapping) -> list[Problem]:
+    """``retrainer.stations`` names only stations of the plant."""
+    stations, retrainer = raw.get("stations"), raw.get("retrainer")
+    chosen = retrainer.get("stations") if isinstance(retrainer, Mapping) else None
+    if not isinstance(chosen, list):
+        return []
+    known = (
+        {s.get("name") for s in stations if isinstance(s, Mapping)}
+        if isinstance(stations, list)
+        else set()
+    )
+    return [
+        Problem(("retrainer", "stations", i), f"unknown station {name!r}")
+        for i, name in enumerate(chosen)
+        if name not in known
+    ]
+
+
+def _retention_needs_postgresql(raw: Mapping) -> list[Problem]:
+    """Retention drops monthly partitions of the readings: PostgreSQL only."""
+    retention, url = raw.get("retention"), raw.get("database_url")
+    days = retention.get("readings_days") if isinstance(retention, Mapping) else None
+    sqlite = url is None or (isinstance(url, str) and url.startswith("sqlite"))
+    if not (sqlite and isinstance(days, int) and not isinstance(days, bool) and days >= 1):
+        return []
+    message = (
+        "needs a PostgreSQL database (it drops monthly partitions of the readings); "
+        "this plant's database is SQLite"
+    )
+    return [Problem(("retention", "readings_days"), message)]
