@@ -102,7 +102,12 @@ from qcllp.plant.config.document import Connectors as _Connectors
 from qcllp.plant.config.document import Plant as _Plant
 from qcllp.plant.config.document import Schedules as _Schedules
 from qcllp.plant.config.document import Training as _Training
-from qcllp.plant.config.loader import example_config_path, load_plant_config, parse_plant_config
+from qcllp.plant.config.loader import (
+    check_plant_config,
+    example_config_path,
+    load_plant_config,
+    parse_plant_config,
+)
 from qcllp.plant.config.model import (
     Connectors,
     FileConnector,
@@ -133,6 +138,7 @@ __all__ = [
     "SqlSource",
     "Station",
     "Training",
+    "check_plant_config",
     "example_config_path",
     "exposed_host_warning",
     "load_plant_config",

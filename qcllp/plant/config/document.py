@@ -68,10 +68,13 @@ class Sensor(Section):
     """One sensor of a station: readings outside ``[min, max]`` are quarantined."""
 
     cross_keys: ClassVar[bool] = True
-    name: Name = Field(description="Sensor name (an identifier; unique within the station).")
+    name: Name = Field(description="The sensor's name: an identifier, unique within the station.")
     unit: Text = Field(description="Unit of the readings, e.g. degC, kN (shown in reports).")
-    min: Number = Field(description="Lowest valid reading.")
-    max: Number = Field(description="Highest valid reading (greater than min).")
+    min: Number = Field(
+        description="The lowest valid reading (inclusive); readings outside [min, max] are "
+        "quarantined."
+    )
+    max: Number = Field(description="The highest valid reading (inclusive), above min.")
 
     @classmethod
     def cross_problems(cls, raw: Mapping, context: dict) -> list[Problem]:
@@ -88,7 +91,8 @@ class Completion(Section):
     settle_s: Number = Field(
         2.0,
         ge=0,
-        description="Every sensor reported and no new reading of the stick for this long.",
+        description="A stick whose every sensor reported has completed the station after this many "
+        "quiet seconds.",
     )
     timeout_s: Number = Field(
         300.0,
@@ -110,8 +114,10 @@ class Station(Section):
     """A station of the line (in line order), its sensors and lock-out costs."""
 
     cross_keys: ClassVar[bool] = True
-    name: Name = Field(description="Station name (an identifier; unique in the plant).")
-    fail_cost: Number = Field(ge=0, description="Saved per failing stick locked out here.")
+    name: Name = Field(description="The station's name: an identifier, unique in the plant.")
+    fail_cost: Number = Field(
+        ge=0, description="Saved per failing stick locked out here (the rest of the line)."
+    )
     good_cost: Number = Field(ge=0, description="Lost per good stick locked out here.")
     scoring_interval_s: Number = Field(
         None,
@@ -119,8 +125,13 @@ class Station(Section):
         description="Poll interval of this station's scorer; default: "
         "schedules.scoring_interval_s.",
     )
-    completion: Completion = Field(Completion(), description="When a stick completed it.")
-    sensors: list[Sensor] = Field(min_length=1, description="The station's sensors.")
+    completion: Completion = Field(
+        Completion(),
+        description="When a stick has completed the station, so that its scorer may decide.",
+    )
+    sensors: list[Sensor] = Field(
+        min_length=1, description="The station's sensors: {name, unit, min, max}."
+    )
 
     @classmethod
     def cross_problems(cls, raw: Mapping, context: dict) -> list[Problem]:
@@ -131,11 +142,20 @@ class FileSource(Section):
     """A drop folder (or file) of final-QC defect-count files."""
 
     cross_keys: ClassVar[bool] = True
-    path: LocalPath = Field(description="File or folder (relative: to the config's folder).")
-    format: choice("csv", "parquet") = Field(None, description="Default: each file's suffix.")
-    pattern: Text = Field(None, description="Glob of the files in the folder, e.g. *.csv.")
+    path: LocalPath = Field(
+        description="A file or drop folder (relative: to the config file's folder)."
+    )
+    format: choice("csv", "parquet") = Field(
+        None, description="csv or parquet; default: from each file's name."
+    )
+    pattern: Text = Field(
+        None, description='File name pattern in the folder, e.g. "*.csv"; default: all files.'
+    )
     archive: LocalPath = Field(
-        None, description="Folder stored files move to (another than path); default: they stay."
+        None,
+        description="A folder the stored files are moved to, so the drop folder holds only new "
+        "work; "
+        "default: they stay.",
     )
 
     @classmethod
@@ -155,9 +175,11 @@ class MeasurementFiles(FileSource):
     """A drop folder (or file) of measurement files."""
 
     layout: choice("long", "wide") = Field(
-        "long", description="long: one reading per row; wide: one column per station.sensor."
+        "long", description="long (one reading per row) or wide (one column per station.sensor)."
     )
-    chunk_rows: Integer = Field(None, ge=1, description="Rows read at a time.")
+    chunk_rows: Integer = Field(
+        None, ge=1, description="Rows read per chunk (bounds memory); default: the reader's."
+    )
 
 
 class SqlSource(Section):
@@ -168,12 +190,22 @@ class SqlSource(Section):
         description="SQLAlchemy URL, without a password (QCLLP_SOURCE_<NAME>_"
         "PASSWORD or ~/.pgpass)."
     )
-    table: Text = Field(None, description="Table to read (or query).")
-    query: Text = Field(None, description="SELECT to read (or table).")
-    watermark: Text = Field(description="Ever-growing column: where the last read stopped.")
-    kind: choice("measurements", "defects") = Field("measurements", description="What it holds.")
-    columns: Columns = Field({}, description="Our column name -> the source's, where they differ.")
-    chunk_rows: Integer = Field(None, ge=1, description="Rows read at a time.")
+    table: Text = Field(None, description="The table to read (give table or query).")
+    query: Text = Field(None, description="The SELECT to read (give table or query).")
+    watermark: Text = Field(
+        description="A column that grows with new data (timestamp or id): where the last read "
+        "stopped."
+    )
+    kind: choice("measurements", "defects") = Field(
+        "measurements", description="What the source holds."
+    )
+    columns: Columns = Field(
+        {},
+        description="{<long-format or count column>: <source column>} for the names that differ.",
+    )
+    chunk_rows: Integer = Field(
+        None, ge=1, description="Rows read per chunk (bounds memory); default: the reader's."
+    )
 
     @classmethod
     def cross_problems(cls, raw: Mapping, context: dict) -> list[Problem]:
@@ -186,10 +218,12 @@ class Connectors(Section):
     """Where the plant's data comes from (all optional)."""
 
     cross_keys: ClassVar[bool] = True
-    measurements: MeasurementFiles | None = Field(None, description="Measurement files.")
-    defects: FileSource | None = Field(None, description="Defect-count files.")
+    measurements: MeasurementFiles | None = Field(
+        None, description="A file or drop folder of measurement files."
+    )
+    defects: FileSource | None = Field(None, description="Final QC's defect-count files.")
     sql: dict[str, SqlSource] | None = Field(
-        None, description="SQL sources by name (the name is an identifier of the source)."
+        None, description="SQL sources (a historian, the MES) read incrementally, by name."
     )
     future_tolerance_s: Number = Field(
         86_400.0,
@@ -223,15 +257,21 @@ class Schedules(Section):
 
     cross_keys: ClassVar[bool] = True
     ingest_interval_s: Number = Field(
-        300.0, gt=0, description="Poll the connectors this often (unless ingest_cron is given)."
+        300.0,
+        gt=0,
+        description="The daemon polls the connectors this often (unless ingest_cron is given).",
     )
-    ingest_cron: Cron | None = Field(None, description="Crontab string, instead of the interval.")
-    retrain_cron: Cron = Field("0 3 * * *", description="When the daemon retrains (crontab).")
+    ingest_cron: Cron | None = Field(None, description="A crontab string instead of the interval.")
+    retrain_cron: Cron = Field(
+        "0 3 * * *", description="When the daemon retrains (crontab string, plant time zone)."
+    )
     retrain_interval_s: Number = Field(
-        None, gt=0, description="Retrain this often instead of retrain_cron."
+        None,
+        gt=0,
+        description="Retrain this often instead of retrain_cron (tests, fast-moving lines).",
     )
     scoring_interval_s: Number = Field(
-        1.0, gt=0, description="Poll interval of the station scorers (a station may override)."
+        1.0, gt=0, description="The station scorers' poll interval (a station may override)."
     )
 
     @classmethod
@@ -247,15 +287,29 @@ class Schedules(Section):
 class Scorer(Section):
     """The station scoring services (qcllp serve scorer --station S)."""
 
-    host: Text = Field("127.0.0.1", description="/healthz and /metrics listen here.")
-    base_port: Integer = Field(
-        9470, ge=1, description="HTTP port of the first station; the others follow in line order."
+    host: Text = Field(
+        "127.0.0.1",
+        description="/healthz and /metrics listen here (another host than loopback logs a warning: "
+        "they have no authentication).",
     )
-    max_lag_s: Number = Field(60.0, gt=0, description="/healthz says 503 past this backlog age.")
-    max_batch_sticks: Integer = Field(5000, ge=1, description="Sticks decided per transaction.")
-    sink_dir: LocalPath = Field(None, description="Folder of the flags-<station>.jsonl files.")
+    base_port: Integer = Field(
+        9470, ge=1, description="A station listens on base_port + its position in the line."
+    )
+    max_lag_s: Number = Field(
+        60.0, gt=0, description="/healthz answers 503 when work waits longer than this."
+    )
+    max_batch_sticks: Integer = Field(
+        5000, ge=1, description="Sticks decided per transaction (a backlog drains in steps)."
+    )
+    sink_dir: LocalPath = Field(
+        None,
+        description="The folder of flags-<station>.jsonl for the PLC/MES gateway; default: none.",
+    )
     guard_min_sticks: Integer = Field(
-        300, ge=1, description="Lock-out guard: judge a model's lock-out share after this many."
+        300,
+        ge=1,
+        description="The lock-out guard judges a model's lock-out share after this many decided "
+        "sticks.",
     )
     count_guard_interval: Number = Field(
         8.0,
@@ -268,21 +322,31 @@ class Scorer(Section):
 class Drift(Section):
     """The retrainer's drift alarms."""
 
-    window_charges: Integer = Field(20, ge=2, description="Newest charges the signals look at.")
-    bag_error_ratio: Number = Field(
-        1.5, gt=0, description="Count alarm (and retrain) past this x the training error."
+    window_charges: Integer = Field(
+        20, ge=2, description="The newest charges the drift signals look at."
     )
-    psi_max: Number = Field(0.25, gt=0, description="Feature alarm past this PSI.")
+    bag_error_ratio: Number = Field(
+        1.5,
+        gt=0,
+        description="Count signal: alarm (and retrain) past this times the training error.",
+    )
+    psi_max: Number = Field(
+        0.25, gt=0, description="Feature signal: alarm past this population stability index."
+    )
 
 
 class Retrainer(Section):
     """The retraining daemon (qcllp serve retrainer), one per plant."""
 
     cross_keys: ClassVar[bool] = True
-    host: Text = Field("127.0.0.1", description="/healthz and /metrics listen here.")
-    port: Integer = Field(9469, ge=1, description="HTTP port of /healthz and /metrics.")
+    host: Text = Field(
+        "127.0.0.1",
+        description="/healthz and /metrics listen here (another host than loopback logs a warning: "
+        "they have no authentication).",
+    )
+    port: Integer = Field(9469, ge=1, description="The port of /healthz and /metrics.")
     stations: list[Name] = Field(
-        (), min_length=1, description="The stations it retrains (default: all)."
+        [], min_length=1, description="The stations it retrains; default: all."
     )
     training_charges: Integer = Field(
         400,
@@ -291,18 +355,26 @@ class Retrainer(Section):
         "before the holdout (0: all).",
     )
     holdout_charges: Integer = Field(
-        20, ge=2, description="Newest labeled charges kept out of training: the promotion test."
+        20, ge=2, description="The newest labeled charges kept out of training: the promotion test."
     )
     min_holdout_charges: Integer = Field(
-        8, ge=2, description="Fewer holdout charges that neither model saw: nothing is promoted."
+        8, ge=2, description="With fewer charges that neither model saw, nothing is promoted."
     )
     promotion_margin: Number = Field(
-        0.02, ge=0, description="How much lower (relative) a candidate's bag error must be."
+        0.02,
+        ge=0,
+        description="A challenger's bag-level error must be this much (relative) lower, and its "
+        "saving "
+        "not lower.",
     )
     misfire_grace_s: Number = Field(
-        86_400.0, gt=0, description="How late a run missed while the daemon was down still runs."
+        86_400.0,
+        gt=0,
+        description="A run missed while the daemon was down still runs (once) within this.",
     )
-    lease_ttl_s: Number = Field(120.0, gt=0, description="A dead daemon's lease frees after this.")
+    lease_ttl_s: Number = Field(
+        120.0, gt=0, description="A dead daemon's lease frees after this long."
+    )
     drift: Drift = Field(Drift(), description="The drift alarms.")
 
 
@@ -310,12 +382,18 @@ class Retention(Section):
     """How long readings are kept (PostgreSQL only)."""
 
     readings_days: Integer = Field(
-        None, ge=1, description="Drop a month of readings once all of it is this old."
+        None,
+        ge=1,
+        description="Drop a month of readings once all of it is this old; default: keep all.",
     )
     archive_dir: LocalPath = Field(
-        None, description="Each month is saved here first (.csv.gz); default: no copy."
+        None,
+        description="Each month is saved here first, as readings_YYYY-MM.csv.gz; default: no copy.",
     )
-    cron: Cron = Field("30 2 * * *", description="When the daemon applies it (crontab).")
+    cron: Cron = Field(
+        "30 2 * * *",
+        description="When the retraining daemon applies it (qcllp retention does it by hand).",
+    )
 
 
 class Training(Section):
@@ -328,18 +406,23 @@ class Training(Section):
     methods: dict[str, Grid | None] = Field(
         {}, description="Grids by method: {<method>: {<parameter>: [values, ...]}}."
     )
-    cv: Integer = Field(5, ge=2, description="Folds of whole charges in the grid search.")
-    random_state: Integer = Field(0, ge=0, description="Seed of folds and subsets.")
+    cv: Integer = Field(5, ge=2, description="Charge folds of the grid search.")
+    random_state: Integer = Field(0, ge=0, description="The seed of training (folds, subsets).")
     # why not auto: docs/benchmarks.md, "Quality on the simulated plant"
     any_defect: choice(*ANY_DEFECT_MODES) = Field(
-        "per-type-sum", description="How the any-defect target (the lock-out) is learned."
+        "per-type-sum",
+        description="The defective target: one model per defect type summed (per-type-sum) or "
+        "combined (per-type-noisy-or), one model on the any-defect shares (direct), or auto "
+        "(the counts choose).",
     )
     bootstrap: Integer = Field(
         30, ge=2, description="Charge resamples behind the lock-out threshold's lower bound."
     )
     # 10,000 charges of ~50 sticks (the cost of more: model.Training's docstring)
     max_sticks: Integer = Field(
-        500_000, ge=1, description="More labeled sticks: train on a seeded subset of whole charges."
+        500_000,
+        ge=1,
+        description="More labeled sticks than this: train on a seeded subset of whole charges.",
     )
 
     @classmethod
@@ -360,34 +443,54 @@ class Plant(Section):
 
     cross_keys: ClassVar[bool] = True
     model_config = {**Section.model_config, "title": "qcllp plant config"}
-    name: Text = Field(description="Plant name; names the default SQLite file.")
-    timezone: Timezone = Field("UTC", description="IANA zone of naive input timestamps.")
-    encoding: Encoding = Field(
-        "utf-8", description="Text encoding of CSV input files (ASCII-compatible: cp1252, ...)."
+    name: Text = Field(description="The plant's name; names the default SQLite file.")
+    timezone: Timezone = Field(
+        "UTC", description="IANA zone of input timestamps without an offset."
     )
-    currency: Currency = Field("EUR", description="Of the lock-out costs, in reports.")
+    encoding: Encoding = Field(
+        "utf-8",
+        description="Text encoding of CSV input files (ASCII-compatible: utf-8, cp1252, ...); "
+        "rows not "
+        "in it are quarantined.",
+    )
+    currency: Currency = Field(
+        "EUR", description="Of the lock-out costs; reports print money in it."
+    )
     database_url: DatabaseUrl | None = Field(
         None,
         description="SQLAlchemy URL without a password; default: sqlite:///<config "
         "folder>/<name>.sqlite.",
     )
     statement_timeout_s: Number = Field(
-        600.0, gt=0, description="A server database cancels a statement running longer."
+        600.0,
+        gt=0,
+        description="A server database cancels a statement running longer (a hung lock wait "
+        "fails and "
+        "is retried).",
     )
     cluster: Cluster = Field(
         None,
         description="Dask scheduler (tcp://HOST:PORT) that runs training's parallel "
         "parts; default: this machine.",
     )
-    retention: Retention = Field(Retention(), description="PostgreSQL only.")
+    retention: Retention = Field(
+        Retention(), description="How long readings are kept (PostgreSQL only)."
+    )
     defect_types: list[DefectType] = Field(
-        min_length=1, description="Quality classes besides the implicit ok."
+        min_length=1,
+        description="The quality classes besides the implicit ok, e.g. [crack, bend, scale].",
     )
     stations: list[Station] = Field(min_length=1, description="The stations, in line order.")
     connectors: Connectors = Field(Connectors(), description="Where the data comes from.")
-    schedules: Schedules = Field(Schedules(), description="When things run.")
-    scorer: Scorer = Field(Scorer(), description="The station scoring services.")
-    retrainer: Retrainer = Field(Retrainer(), description="The retraining daemon.")
+    schedules: Schedules = Field(
+        Schedules(), description="When ingestion, retraining and scoring run."
+    )
+    scorer: Scorer = Field(
+        Scorer(), description="The station scoring services (qcllp serve scorer)."
+    )
+    retrainer: Retrainer = Field(
+        Retrainer(), description="The retraining daemon (qcllp serve retrainer)."
+    )
     training: Training = Field(Training(), description="Training defaults.")
 
     @classmethod

@@ -81,6 +81,16 @@ def load_plant_config(path: str | Path) -> PlantConfig:
     return parse_plant_config(mapping, source=str(path), base_dir=resolved.parent, path=resolved)
 
 
+def check_plant_config(path: str | Path) -> tuple[bool, list[str]]:
+    """What ``qcllp config check`` says of the file ``path``: whether it is a valid plant
+    config, and either the line saying so or one line per problem."""
+    try:
+        config = load_plant_config(path)
+    except ConfigError as exc:
+        return False, exc.errors
+    return True, [f"{path}: ok (plant {config.name}, {len(config.stations)} stations)"]
+
+
 def parse_plant_config(
     mapping: Any,
     source: str = "<dict>",

@@ -122,7 +122,7 @@ class Retrainer:
 
     host: str = default_of(doc.Retrainer, "host")
     port: int = default_of(doc.Retrainer, "port")
-    stations: tuple[str, ...] = ()
+    stations: tuple[str, ...] = tuple(default_of(doc.Retrainer, "stations"))
     training_charges: int = default_of(doc.Retrainer, "training_charges")
     holdout_charges: int = default_of(doc.Retrainer, "holdout_charges")
     min_holdout_charges: int = default_of(doc.Retrainer, "min_holdout_charges")
