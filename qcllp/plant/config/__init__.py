@@ -89,10 +89,10 @@ and the rules spanning several keys, reported together with the others. No setti
 the environment here (passwords are read by :mod:`qcllp.store.credentials`, and a password in
 the YAML is refused), so there is no pydantic-settings.
 
-Modules: :mod:`.document` (the YAML models), :mod:`.fields` (value types), :mod:`.checks`
-(single-value checks, also used by the CLI and the services), :mod:`.problems` (the error
-lines), :mod:`.model` (the frozen dataclasses the code uses), :mod:`.loader` (file to config),
-:mod:`.reference` (JSON Schema and the docs' key reference).
+Modules: :mod:`.document` and :mod:`.sections` (the YAML models), :mod:`.fields` (value
+types), :mod:`.checks` (single-value checks, also used by the CLI and the services),
+:mod:`.problems` (the error lines), :mod:`.model` (the frozen dataclasses the code uses),
+:mod:`.loader` (file to config), :mod:`.reference` (JSON Schema and the docs' key tables).
 """
 
 from qcllp.plant.config.checks import exposed_host_warning, scheduler_address_problem

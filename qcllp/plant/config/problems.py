@@ -5,6 +5,7 @@ hook :meth:`Section.cross_problems` for the rules that span several keys of one 
 (``min < max``, ``table`` or ``query``, unique names...). Those rules read the mapping as
 written and are reported *together with* the errors of its keys (a pydantic after-validator
 would run only once every key is valid), so a plant engineer still fixes a file in one pass.
+:func:`duplicates` is such a rule for names; :func:`default_of` reads a key's one default.
 """
 
 from __future__ import annotations
@@ -99,6 +100,29 @@ def _merged(title: str, errors: list, found: list[Problem], data: Any) -> Valida
         ctx = {"also": p.also, "depth": len(p.loc)} if p.also else {}
         lines.append({"type": problem(p.message, **ctx), "loc": p.loc, "input": data})
     return ValidationError.from_exception_data(title, lines)
+
+
+def default_of(model: type[Section], key: str) -> Any:
+    """The default of ``model``'s key ``key``: declared once, in the field."""
+    return model.model_fields[key].default
+
+
+def duplicates(items: Any, what: str, loc: tuple, key: str | None = "name") -> list[Problem]:
+    """A problem for each repeated name among ``items`` (mappings' ``key``, or the items)."""
+    if not isinstance(items, list):
+        return []
+    seen: dict[str, tuple] = {}
+    found = []
+    for i, item in enumerate(items):
+        name = item.get(key) if key and isinstance(item, Mapping) else (None if key else item)
+        here = (*loc, i, key) if key else (*loc, i)
+        if not isinstance(name, str):
+            continue
+        if name in seen:
+            found.append(Problem(here, f"duplicate {what} {name!r}", also=seen[name]))
+        else:
+            seen[name] = here
+    return found
 
 
 def key_path(loc: Sequence[str | int]) -> str:
