@@ -859,6 +859,37 @@ def demo(ctx: Context, folder, charges, fresh_charges, method_name, seed) -> Non
 DEMO_LOOKS = (["models", "list"], ["status"], ["report", "--output", "demo-report.html"])
 
 
+# ----------------------------------------------------------------------------- config
+@main.group("config")
+def config_group() -> None:
+    """The plant YAML: check a file, print its JSON Schema."""
+
+
+@config_group.command("check")
+@click.argument("file", type=click.Path(dir_okay=False))
+@pass_ctx
+def config_check(ctx: Context, file: str) -> None:
+    """Validate the plant YAML FILE without touching a database: every problem on its own
+    line (exit 1), or one line saying it is fine."""
+    from qcllp.plant.config import check_plant_config
+
+    ok, lines = check_plant_config(file)
+    if ctx.as_json:
+        click.echo(json.dumps({"file": file, "ok": ok, "errors": [] if ok else lines}, indent=2))
+    else:
+        click.echo("\n".join(lines), err=not ok)
+    if not ok:
+        sys.exit(1)
+
+
+@config_group.command("schema")
+def config_schema() -> None:
+    """Print the JSON Schema of the plant YAML (for an editor that validates and completes)."""
+    from qcllp.plant.config.reference import plant_schema
+
+    click.echo(json.dumps(plant_schema(), indent=2))
+
+
 def own_command() -> list[str]:
     """How to run this very qcllp from any shell, for the commands qcllp prints: the absolute
     path of the running ``qcllp`` script, so that they work as printed without an activated

@@ -1,0 +1,316 @@
+"""The plant YAML as pydantic models: every key, its type, its one default and its meaning.
+
+These models are the schema: they validate a file (:func:`qcllp.plant.config.loader.
+parse_plant_config`), give its JSON Schema (``qcllp config schema``) and the key reference of
+docs/config.md, and they hold the only declaration of each default (the objects the rest of
+qcllp uses, :mod:`.model`, read theirs from here). They mirror the file as written; the
+loader turns them into the :class:`~qcllp.plant.config.model.PlantConfig` the code uses.
+The sections of the line and its data are in :mod:`.sections`; here are the services',
+training's and the plant's own keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar
+
+from pydantic import Field
+
+from qcllp.plant.config.fields import (
+    Cluster,
+    Cron,
+    Currency,
+    DatabaseUrl,
+    DefectType,
+    Encoding,
+    Grid,
+    Integer,
+    LocalPath,
+    Name,
+    Number,
+    Text,
+    Timezone,
+    choice,
+)
+from qcllp.plant.config.problems import Problem, Section, default_of, duplicates
+from qcllp.plant.config.sections import (
+    MAX_FUTURE_TOLERANCE_S,
+    Completion,
+    Connectors,
+    FileSource,
+    MeasurementFiles,
+    Schedules,
+    Sensor,
+    SqlSource,
+    Station,
+)
+
+ANY_DEFECT_MODES = ("per-type-sum", "per-type-noisy-or", "direct", "auto")
+
+__all__ = [
+    "ANY_DEFECT_MODES",
+    "MAX_FUTURE_TOLERANCE_S",
+    "Completion",
+    "Connectors",
+    "Drift",
+    "FileSource",
+    "MeasurementFiles",
+    "Plant",
+    "Retention",
+    "Retrainer",
+    "Schedules",
+    "Scorer",
+    "Sensor",
+    "SqlSource",
+    "Station",
+    "Training",
+    "default_of",
+]
+
+
+class Scorer(Section):
+    """The station scoring services (qcllp serve scorer --station S)."""
+
+    host: Text = Field(
+        "127.0.0.1",
+        description="/healthz and /metrics listen here (another host than loopback logs a warning: "
+        "they have no authentication).",
+    )
+    base_port: Integer = Field(
+        9470, ge=1, description="A station listens on base_port + its position in the line."
+    )
+    max_lag_s: Number = Field(
+        60.0, gt=0, description="/healthz answers 503 when work waits longer than this."
+    )
+    max_batch_sticks: Integer = Field(
+        5000, ge=1, description="Sticks decided per transaction (a backlog drains in steps)."
+    )
+    sink_dir: LocalPath = Field(
+        None,
+        description="The folder of flags-<station>.jsonl for the PLC/MES gateway; default: none.",
+    )
+    guard_min_sticks: Integer = Field(
+        300,
+        ge=1,
+        description="The lock-out guard judges a model's lock-out share after this many decided "
+        "sticks.",
+    )
+    count_guard_interval: Number = Field(
+        8.0,
+        gt=0,
+        description="Count guard: suspend a model once final QC's counts show it over-predicts "
+        "by this many standard deviations (qcllp.scoring.count_guard).",
+    )
+
+
+class Drift(Section):
+    """The retrainer's drift alarms."""
+
+    window_charges: Integer = Field(
+        20, ge=2, description="The newest charges the drift signals look at."
+    )
+    bag_error_ratio: Number = Field(
+        1.5,
+        gt=0,
+        description="Count signal: alarm (and retrain) past this times the training error.",
+    )
+    psi_max: Number = Field(
+        0.25, gt=0, description="Feature signal: alarm past this population stability index."
+    )
+
+
+class Retrainer(Section):
+    """The retraining daemon (qcllp serve retrainer), one per plant."""
+
+    cross_keys: ClassVar[bool] = True
+    host: Text = Field(
+        "127.0.0.1",
+        description="/healthz and /metrics listen here (another host than loopback logs a warning: "
+        "they have no authentication).",
+    )
+    port: Integer = Field(9469, ge=1, description="The port of /healthz and /metrics.")
+    stations: list[Name] = Field(
+        [], min_length=1, description="The stations it retrains; default: all."
+    )
+    training_charges: Integer = Field(
+        400,
+        ge=0,
+        description="A candidate learns from the newest this many labeled charges "
+        "before the holdout (0: all).",
+    )
+    holdout_charges: Integer = Field(
+        20, ge=2, description="The newest labeled charges kept out of training: the promotion test."
+    )
+    min_holdout_charges: Integer = Field(
+        8, ge=2, description="With fewer charges that neither model saw, nothing is promoted."
+    )
+    promotion_margin: Number = Field(
+        0.02,
+        ge=0,
+        description="A challenger's bag-level error must be this much (relative) lower, and its "
+        "saving "
+        "not lower.",
+    )
+    misfire_grace_s: Number = Field(
+        86_400.0,
+        gt=0,
+        description="A run missed while the daemon was down still runs (once) within this.",
+    )
+    lease_ttl_s: Number = Field(
+        120.0, gt=0, description="A dead daemon's lease frees after this long."
+    )
+    drift: Drift = Field(Drift(), description="The drift alarms.")
+
+
+class Retention(Section):
+    """How long readings are kept (PostgreSQL only)."""
+
+    readings_days: Integer = Field(
+        None,
+        ge=1,
+        description="Drop a month of readings once all of it is this old; default: keep all.",
+    )
+    archive_dir: LocalPath = Field(
+        None,
+        description="Each month is saved here first, as readings_YYYY-MM.csv.gz; default: no copy.",
+    )
+    cron: Cron = Field(
+        "30 2 * * *",
+        description="When the retraining daemon applies it (qcllp retention does it by hand).",
+    )
+
+
+class Training(Section):
+    """Training defaults: the method, its grids, folds and seed."""
+
+    cross_keys: ClassVar[bool] = True
+    default_method: Text = Field(
+        "em-llp", description="One of methods, or auto (try each, keep the best)."
+    )
+    methods: dict[str, Grid | None] = Field(
+        {}, description="Grids by method: {<method>: {<parameter>: [values, ...]}}."
+    )
+    cv: Integer = Field(5, ge=2, description="Charge folds of the grid search.")
+    random_state: Integer = Field(0, ge=0, description="The seed of training (folds, subsets).")
+    # why not auto: docs/benchmarks.md, "Quality on the simulated plant"
+    any_defect: choice(*ANY_DEFECT_MODES) = Field(
+        "per-type-sum",
+        description="The defective target: one model per defect type summed (per-type-sum) or "
+        "combined (per-type-noisy-or), one model on the any-defect shares (direct), or auto "
+        "(the counts choose).",
+    )
+    bootstrap: Integer = Field(
+        30, ge=2, description="Charge resamples behind the lock-out threshold's lower bound."
+    )
+    # 10,000 charges of ~50 sticks (the cost of more: model.Training's docstring)
+    max_sticks: Integer = Field(
+        500_000,
+        ge=1,
+        description="More labeled sticks than this: train on a seeded subset of whole charges.",
+    )
+
+    @classmethod
+    def cross_problems(cls, raw: Mapping, context: dict) -> list[Problem]:
+        default, methods = raw.get("default_method"), raw.get("methods")
+        if not isinstance(methods, Mapping) or not isinstance(default, str):
+            return []
+        if default == "auto" or default in methods:
+            return []
+        known = ", ".join(map(str, methods))
+        message = f"{default!r} is not among training.methods ({known})"
+        return [Problem(("default_method",), message)]
+
+
+class Plant(Section):
+    """One plant: its stations in line order, the defect types, where the data comes from and
+    goes, and when things run."""
+
+    cross_keys: ClassVar[bool] = True
+    model_config = {**Section.model_config, "title": "qcllp plant config"}
+    name: Text = Field(description="The plant's name; names the default SQLite file.")
+    timezone: Timezone = Field(
+        "UTC", description="IANA zone of input timestamps without an offset."
+    )
+    encoding: Encoding = Field(
+        "utf-8",
+        description="Text encoding of CSV input files (ASCII-compatible: utf-8, cp1252, ...); "
+        "rows not "
+        "in it are quarantined.",
+    )
+    currency: Currency = Field(
+        "EUR", description="Of the lock-out costs; reports print money in it."
+    )
+    database_url: DatabaseUrl | None = Field(
+        None,
+        description="SQLAlchemy URL without a password; default: sqlite:///<config "
+        "folder>/<name>.sqlite.",
+    )
+    statement_timeout_s: Number = Field(
+        600.0,
+        gt=0,
+        description="A server database cancels a statement running longer (a hung lock wait "
+        "fails and "
+        "is retried).",
+    )
+    cluster: Cluster = Field(
+        None,
+        description="Dask scheduler (tcp://HOST:PORT) that runs training's parallel "
+        "parts; default: this machine.",
+    )
+    retention: Retention = Field(
+        Retention(), description="How long readings are kept (PostgreSQL only)."
+    )
+    defect_types: list[DefectType] = Field(
+        min_length=1,
+        description="The quality classes besides the implicit ok, e.g. [crack, bend, scale].",
+    )
+    stations: list[Station] = Field(min_length=1, description="The stations, in line order.")
+    connectors: Connectors = Field(Connectors(), description="Where the data comes from.")
+    schedules: Schedules = Field(
+        Schedules(), description="When ingestion, retraining and scoring run."
+    )
+    scorer: Scorer = Field(
+        Scorer(), description="The station scoring services (qcllp serve scorer)."
+    )
+    retrainer: Retrainer = Field(
+        Retrainer(), description="The retraining daemon (qcllp serve retrainer)."
+    )
+    training: Training = Field(Training(), description="Training defaults.")
+
+    @classmethod
+    def cross_problems(cls, raw: Mapping, context: dict) -> list[Problem]:
+        found = duplicates(raw.get("defect_types"), "defect type", ("defect_types",), key=None)
+        found += duplicates(raw.get("stations"), "station name", ("stations",))
+        return found + _unknown_stations(raw) + _retention_needs_postgresql(raw)
+
+
+def _unknown_stations(raw: Mapping) -> list[Problem]:
+    """``retrainer.stations`` names only stations of the plant."""
+    stations, retrainer = raw.get("stations"), raw.get("retrainer")
+    chosen = retrainer.get("stations") if isinstance(retrainer, Mapping) else None
+    if not isinstance(chosen, list):
+        return []
+    known = (
+        {s.get("name") for s in stations if isinstance(s, Mapping)}
+        if isinstance(stations, list)
+        else set()
+    )
+    return [
+        Problem(("retrainer", "stations", i), f"unknown station {name!r}")
+        for i, name in enumerate(chosen)
+        if name not in known
+    ]
+
+
+def _retention_needs_postgresql(raw: Mapping) -> list[Problem]:
+    """Retention drops monthly partitions of the readings: PostgreSQL only."""
+    retention, url = raw.get("retention"), raw.get("database_url")
+    days = retention.get("readings_days") if isinstance(retention, Mapping) else None
+    sqlite = url is None or (isinstance(url, str) and url.startswith("sqlite"))
+    if not (sqlite and isinstance(days, int) and not isinstance(days, bool) and days >= 1):
+        return []
+    message = (
+        "needs a PostgreSQL database (it drops monthly partitions of the readings); "
+        "this plant's database is SQLite"
+    )
+    return [Problem(("retention", "readings_days"), message)]
