@@ -161,8 +161,7 @@ def train_station(
         model = _chosen_model(station, names, fits, trials, say)
         held.check()
         result = record_model(store, config, model, data, also=also)
-        last = plans[-1].method.name  # the last tried, as always (auto may keep another)
-        say(f"{station}: registered model {result.model_id} ({last}) as a candidate")
+        say(f"{station}: registered model {result.model_id} ({model.method}) as a candidate")
         return result
 
 

@@ -165,7 +165,11 @@ def test_auto_tries_every_configured_method_and_keeps_the_best_with_its_comparis
     )
     assert result.method == best["method"]
     assert get_model(store, result.model_id)["params"]["auto"] == comparison  # kept with it
-    assert any(line.startswith("cooling: auto chose ") for line in said)
+    assert f"cooling: auto chose {result.method} of invcal, meanmap" in said
+    registered = [line for line in said if "registered model" in line]
+    assert registered == [
+        f"cooling: registered model {result.model_id} ({result.method}) as a candidate"
+    ]
     store.close()
 
 
