@@ -6,7 +6,8 @@ produces exactly what a plant feeds in (``DESIGN.md``, data contract): long-form
 final-QC defect counts per charge, and -- separately -- the truth per stick.
 
 Generative model (all draws from one ``numpy.random.Generator``, vectorized over sticks and
-readings; the only Python loops run over stations, sensors and defect types of the config):
+readings; the only Python loops run over stations, sensors and defect types of the config); the
+defect mechanisms are in :mod:`.simulate_defects`, the readings in :mod:`.simulate_readings`):
 
 1. **Charges** (the bags) have 20-80 sticks. Each charge comes from an alloy batch with a
    latent 2-vector ``a_c ~ N(0, I)`` that shifts every sensor's level through fixed loadings
@@ -26,7 +27,8 @@ readings; the only Python loops run over stations, sensors and defect types of t
 4. **Defects** depend only on stations up to the *middle* station ``m = n_stations // 2``
    (cooling in the example). Each defect type ``k`` has a contribution ``c_k = (w . z) / |w| +
    relu(z_1) relu(z_2) / 2`` from its driver sensors (the product: both too high is worse than
-   either). For the example plant's names the drivers are physical (``NAMED_RULES``): crack <-
+   either). For the example plant's names the drivers are physical
+   (:data:`.simulate_defects.NAMED_RULES`): crack <-
    furnace temperature and rolling force, bend <- cooling rate and rolling speed, scale <-
    furnace oxygen and a long furnace dwell. For any other config defect type ``k`` is driven by
    the first sensor of station ``k mod (m+1)`` and the last sensor of station
@@ -63,7 +65,7 @@ proportion-loss learner then stays near 0.8).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,6 +73,12 @@ import numpy as np
 import pandas as pd
 
 from qcllp.plant.config import PlantConfig
+from qcllp.plant.simulate_defects import (
+    arising_stations,
+    draw_defects,
+    draw_separate_defects,
+)
+from qcllp.plant.simulate_readings import draw_readings, readings_frame
 
 __all__ = ["SimulatedPlant", "simulate_plant", "write_simulation"]
 
@@ -80,21 +88,10 @@ STATION_DWELL_S = 120.0
 TRANSFER_S = 30.0
 STICK_SPACING_S = 45.0
 CHARGE_GAP_S = 600.0
-READINGS_PER_STATION = (3, 8)
 _BATCH_DIMS = 2
 BATCH_SHIFT = 0.7  # alloy batch -> sensor levels
-BATCH_RATE = 0.4  # alloy batch -> defect logit, not visible in any sensor
 STICK_SD = 0.8  # stick-to-stick spread of the latent levels
 SETPOINT_SD = 0.6  # charge-to-charge spread of the set points, independent per sensor
-_DWELL = "@dwell"
-
-# Physical rules for the example plant's names: defect -> ((station, sensor, weight), ...).
-# The first two terms also interact (both high together is worse than either alone).
-NAMED_RULES: dict[str, tuple[tuple[str, str, float], ...]] = {
-    "crack": (("furnace", "temperature", 1.0), ("rolling", "force", 1.0)),
-    "bend": (("cooling", "cooling_rate", 1.2), ("rolling", "speed", 0.6)),
-    "scale": (("furnace", "oxygen", 1.0), ("furnace", _DWELL, 0.8)),
-}
 
 
 @dataclass(frozen=True, eq=False)
@@ -170,6 +167,37 @@ def simulate_plant(
     sticks themselves unchanged (the retraining daemon's drift tests). The same
     ``random_state`` gives identical output.
     """
+    _check_arguments(n_charges, sticks_per_charge, defect_rate, missing_rate)
+    arise_at = arising_stations(config, defect_stations)
+    rng = np.random.default_rng(random_state)
+    start = pd.Timestamp(start)
+    start = start.tz_localize("UTC") if start.tzinfo is None else start.tz_convert("UTC")
+    stations = config.stations
+    # fixed per-plant structure (drawn first so it does not depend on n_charges)
+    loadings = [rng.normal(0.0, 0.5, size=(len(s.sensors), _BATCH_DIMS)) for s in stations]
+    trends = [rng.uniform(-1.0, 1.0, size=len(s.sensors)) for s in stations]
+    sticks = _draw_sticks(rng, n_charges, sticks_per_charge)
+    levels = _latent_levels(rng, config, loadings, sticks)
+    dwell, dwell_z = _dwell_times(rng, len(stations), sticks)
+    defect_idx = _defects_and_consequences(
+        config, levels, dwell_z, sticks, arise_at, strength, defect_rate, rng
+    )
+    _shift_sensors(config, levels, sensor_shift)
+    entry = _entry_times(sticks, dwell)
+    charge_ids = np.array([f"CH{c + first_charge:06d}" for c in range(n_charges)], dtype=object)
+    stick_ids = charge_ids[sticks.charge_of] + np.char.mod(
+        "-%03d", sticks.stick_in_charge + 1
+    ).astype(object)
+    parts = draw_readings(config, rng, levels, trends, entry, dwell, missing_rate)
+    readings = readings_frame(config, parts, start, sticks.charge_of, charge_ids, stick_ids)
+    truth, defect_counts = _truth_and_counts(config, sticks, defect_idx, charge_ids, stick_ids)
+    return SimulatedPlant(config, readings, defect_counts, truth)
+
+
+def _check_arguments(
+    n_charges: int, sticks_per_charge: tuple[int, int], defect_rate: float, missing_rate: float
+) -> None:
+    """One ``ValueError`` naming the first argument out of its range."""
     if n_charges < 1:
         raise ValueError(f"n_charges must be >= 1, got {n_charges}")
     lo, hi = sticks_per_charge
@@ -179,49 +207,100 @@ def simulate_plant(
         raise ValueError(f"defect_rate must be in (0, 1), got {defect_rate}")
     if not 0.0 <= missing_rate < 1.0:
         raise ValueError(f"missing_rate must be in [0, 1), got {missing_rate}")
-    arise_at = _arising_stations(config, defect_stations)
-    rng = np.random.default_rng(random_state)
-    start = pd.Timestamp(start)
-    start = start.tz_localize("UTC") if start.tzinfo is None else start.tz_convert("UTC")
-    stations = config.stations
-    n_st = len(stations)
-    middle = n_st // 2
 
-    # fixed per-plant structure (drawn first so it does not depend on n_charges)
-    loadings = [rng.normal(0.0, 0.5, size=(len(s.sensors), _BATCH_DIMS)) for s in stations]
-    trends = [rng.uniform(-1.0, 1.0, size=len(s.sensors)) for s in stations]
 
-    # charges and sticks
+@dataclass(frozen=True)
+class _Sticks:
+    """The charges' sizes and, per stick, its charge, its place in the charge and its alloy
+    batch's latent 2-vector (module docstring, step 1)."""
+
+    sizes: np.ndarray
+    charge_of: np.ndarray
+    stick_in_charge: np.ndarray
+    batch_of: np.ndarray
+
+    @property
+    def n(self) -> int:
+        """Sticks over all charges."""
+        return len(self.charge_of)
+
+
+def _draw_sticks(
+    rng: np.random.Generator, n_charges: int, sticks_per_charge: tuple[int, int]
+) -> _Sticks:
+    """Charge sizes, then each charge's alloy batch (in this order: the seed's draws)."""
+    lo, hi = sticks_per_charge
     sizes = rng.integers(lo, hi + 1, size=n_charges)
     n = int(sizes.sum())
     charge_of = np.repeat(np.arange(n_charges), sizes)
     stick_in_charge = np.arange(n) - np.repeat(np.cumsum(sizes) - sizes, sizes)
     batch = rng.standard_normal((n_charges, _BATCH_DIMS))
-    batch_of = batch[charge_of]
+    return _Sticks(sizes, charge_of, stick_in_charge, batch[charge_of])
 
-    # latent levels and dwell times per stick and station
-    levels = [
-        BATCH_SHIFT * batch_of @ loadings[i].T
-        + SETPOINT_SD * rng.standard_normal((n_charges, len(s.sensors)))[charge_of]
-        + rng.normal(0.0, STICK_SD, size=(n, len(s.sensors)))
-        for i, s in enumerate(stations)
+
+def _latent_levels(
+    rng: np.random.Generator,
+    config: PlantConfig,
+    loadings: list[np.ndarray],
+    sticks: _Sticks,
+) -> list[np.ndarray]:
+    """Per station, each stick's latent sensor levels: alloy batch + the charge's set points
+    + the stick's own spread (module docstring, step 2)."""
+    n_charges = len(sticks.sizes)
+    return [
+        BATCH_SHIFT * sticks.batch_of @ loadings[i].T
+        + SETPOINT_SD * rng.standard_normal((n_charges, len(s.sensors)))[sticks.charge_of]
+        + rng.normal(0.0, STICK_SD, size=(sticks.n, len(s.sensors)))
+        for i, s in enumerate(config.stations)
     ]
-    nominal = np.where(np.arange(n_st) == 0, FIRST_STATION_DWELL_S, STATION_DWELL_S)
-    dwell = nominal * np.exp(0.2 * rng.standard_normal((n, n_st)) + 0.1 * batch_of[:, [1]])
-    dwell_z = (np.log(dwell / nominal) - 0.0) / np.sqrt(0.2**2 + 0.1**2)
 
-    # latent defect mechanism -> truth, and its consequences at later stations
+
+def _dwell_times(
+    rng: np.random.Generator, n_st: int, sticks: _Sticks
+) -> tuple[np.ndarray, np.ndarray]:
+    """Dwell time per stick and station, and its standardized log (a defect driver)."""
+    nominal = np.where(np.arange(n_st) == 0, FIRST_STATION_DWELL_S, STATION_DWELL_S)
+    dwell = nominal * np.exp(
+        0.2 * rng.standard_normal((sticks.n, n_st)) + 0.1 * sticks.batch_of[:, [1]]
+    )
+    dwell_z = (np.log(dwell / nominal) - 0.0) / np.sqrt(0.2**2 + 0.1**2)
+    return dwell, dwell_z
+
+
+def _defects_and_consequences(
+    config: PlantConfig,
+    levels: list[np.ndarray],
+    dwell_z: np.ndarray,
+    sticks: _Sticks,
+    arise_at: list[int] | None,
+    strength: float,
+    defect_rate: float,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Class index per stick (:mod:`.simulate_defects`); the first sensor of every station
+    after a defect's arising station reads higher for its sticks (``levels``, in place)."""
+    n_st = len(config.stations)
+    middle = n_st // 2
     if arise_at is None:
-        defect_idx = _draw_defects(
-            config, levels, dwell_z, batch_of, middle, strength, defect_rate, rng
+        defect_idx = draw_defects(
+            config, levels, dwell_z, sticks.batch_of, middle, strength, defect_rate, rng
         )
         arise_of_class = np.full(len(config.classes), middle)
     else:
-        defect_idx = _draw_separate_defects(levels, batch_of, arise_at, strength, defect_rate, rng)
+        defect_idx = draw_separate_defects(
+            levels, sticks.batch_of, arise_at, strength, defect_rate, rng
+        )
         arise_of_class = np.array([n_st, *arise_at])
     for i in range(n_st):
         if levels[i].shape[1]:
             levels[i][:, 0] += 1.2 * ((defect_idx > 0) & (arise_of_class[defect_idx] < i))
+    return defect_idx
+
+
+def _shift_sensors(
+    config: PlantConfig, levels: list[np.ndarray], sensor_shift: Mapping[str, float] | None
+) -> None:
+    """Shift ``"<station>.<sensor>"`` levels after the defects are drawn (a drifted sensor)."""
     for key, delta in (sensor_shift or {}).items():
         station_name, _, sensor_name = key.partition(".")
         i = config.station_index(station_name)
@@ -230,219 +309,38 @@ def simulate_plant(
         )
         levels[i][:, j] += float(delta)
 
-    # timestamps: charges back to back, sticks enter the first station one after another
-    charge_len = sizes * STICK_SPACING_S + CHARGE_GAP_S
+
+def _entry_times(sticks: _Sticks, dwell: np.ndarray) -> np.ndarray:
+    """Seconds from the start at which each stick enters each station: charges back to back,
+    sticks enter the first station one after another."""
+    charge_len = sticks.sizes * STICK_SPACING_S + CHARGE_GAP_S
     charge_start = np.concatenate([[0.0], np.cumsum(charge_len)[:-1]])
-    entry = np.empty((n, n_st))
-    entry[:, 0] = charge_start[charge_of] + stick_in_charge * STICK_SPACING_S
-    for i in range(1, n_st):
+    entry = np.empty(dwell.shape)
+    entry[:, 0] = charge_start[sticks.charge_of] + sticks.stick_in_charge * STICK_SPACING_S
+    for i in range(1, dwell.shape[1]):
         entry[:, i] = entry[:, i - 1] + dwell[:, i - 1] + TRANSFER_S
+    return entry
 
-    charge_ids = np.array([f"CH{c + first_charge:06d}" for c in range(n_charges)], dtype=object)
-    stick_ids = charge_ids[charge_of] + np.char.mod("-%03d", stick_in_charge + 1).astype(object)
-    readings = _readings(
-        config,
-        levels,
-        trends,
-        entry,
-        dwell,
-        rng,
-        start,
-        charge_of,
-        charge_ids,
-        stick_ids,
-        missing_rate,
-    )
 
+def _truth_and_counts(
+    config: PlantConfig,
+    sticks: _Sticks,
+    defect_idx: np.ndarray,
+    charge_ids: np.ndarray,
+    stick_ids: np.ndarray,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The truth per stick and final QC's counts per charge (one int column per defect)."""
     classes = np.array(config.classes, dtype=object)
+    charge_of = sticks.charge_of
     truth = pd.DataFrame(
         {"charge_id": charge_ids[charge_of], "stick_id": stick_ids, "defect": classes[defect_idx]}
     )
-    counts = np.zeros((n_charges, len(config.classes)), dtype=np.int64)
+    counts = np.zeros((len(sticks.sizes), len(config.classes)), dtype=np.int64)
     np.add.at(counts, (charge_of, defect_idx), 1)
     defect_counts = pd.DataFrame(counts[:, 1:], columns=list(config.defect_types))
-    defect_counts.insert(0, "n_sticks", sizes.astype(np.int64))
+    defect_counts.insert(0, "n_sticks", sticks.sizes.astype(np.int64))
     defect_counts.insert(0, "charge_id", charge_ids)
-    return SimulatedPlant(config, readings, defect_counts, truth)
-
-
-def _rules(config: PlantConfig, middle: int) -> list[tuple[tuple[int, int, float], ...]]:
-    """Per defect type, its driver terms as (station index, sensor index or -1 = dwell, weight)."""
-    early = config.stations[: middle + 1]
-
-    def resolve(station: str, sensor: str) -> tuple[int, int] | None:
-        for i, s in enumerate(early):
-            if s.name == station:
-                if sensor == _DWELL:
-                    return i, -1
-                if sensor in s.sensor_names:
-                    return i, s.sensor_names.index(sensor)
-        return None
-
-    rules = []
-    for k, defect in enumerate(config.defect_types):
-        named = NAMED_RULES.get(defect, ())
-        resolved = [resolve(st, se) for st, se, _ in named]
-        if named and all(r is not None for r in resolved):
-            rules.append(tuple((*r, w) for r, (_, _, w) in zip(resolved, named, strict=True)))
-            continue
-        a, b = k % (middle + 1), (k + 1) % (middle + 1)
-        sa = 0 if early[a].sensors else -1
-        sb = len(early[b].sensors) - 1 if early[b].sensors else -1
-        rules.append(((a, sa, 1.0), (b, sb, 0.8)))
-    return rules
-
-
-def _draw_defects(
-    config: PlantConfig,
-    levels: list[np.ndarray],
-    dwell_z: np.ndarray,
-    batch_of: np.ndarray,
-    middle: int,
-    strength: float,
-    defect_rate: float,
-    rng: np.random.Generator,
-) -> np.ndarray:
-    """Class index per stick (0 = ok, k = defect_types[k-1]); see module docstring, step 4."""
-    n = len(batch_of)
-    rules = _rules(config, middle)
-    contrib = np.zeros((n, len(rules)))
-    for k, terms in enumerate(rules):
-        zs = [dwell_z[:, st] if se < 0 else levels[st][:, se] for st, se, _ in terms]
-        w = np.array([t[2] for t in terms])
-        contrib[:, k] = (np.column_stack(zs) @ w) / np.linalg.norm(w)
-        if len(zs) >= 2:
-            contrib[:, k] += 0.5 * np.maximum(zs[0], 0) * np.maximum(zs[1], 0)
-    risk = strength * contrib.sum(axis=1) / np.sqrt(len(rules)) + BATCH_RATE * batch_of[:, 0]
-    defective = rng.random(n) < _sigmoid(_intercept(risk, defect_rate) + risk)
-    # the type is the dominant contribution, blurred by Gumbel noise
-    kind = np.argmax(contrib + 0.5 * rng.gumbel(size=contrib.shape), axis=1)
-    return np.where(defective, kind + 1, 0)
-
-
-def _arising_stations(
-    config: PlantConfig, defect_stations: Mapping[str, str] | None
-) -> list[int] | None:
-    """Station index per defect type (config order), or ``None`` for the shared mechanism."""
-    if defect_stations is None:
-        return None
-    types = list(config.defect_types)
-    unknown = sorted(set(defect_stations) - set(types))
-    missing = [t for t in types if t not in defect_stations]
-    if unknown or missing:
-        raise ValueError(
-            f"defect_stations must name every defect type ({', '.join(types)}) once; "
-            f"unknown {unknown}, missing {missing}"
-        )
-    at = [config.station_index(defect_stations[t]) for t in types]  # unknown station: error
-    empty = [config.station_names[i] for i in at if len(config.stations[i].sensors) == 0]
-    if empty:
-        raise ValueError(f"station(s) {', '.join(empty)} have no sensors to drive a defect")
-    return at
-
-
-def _intercept(risk: np.ndarray, rate: float) -> float:
-    """``b`` with ``mean(sigmoid(b + risk)) = rate`` (bisection)."""
-    low, high = -60.0, 20.0
-    for _ in range(60):
-        mid = (low + high) / 2
-        low, high = (low, mid) if _sigmoid(mid + risk).mean() > rate else (mid, high)
-    return (low + high) / 2
-
-
-def _draw_separate_defects(
-    levels: list[np.ndarray],
-    batch_of: np.ndarray,
-    arise_at: list[int],
-    strength: float,
-    defect_rate: float,
-    rng: np.random.Generator,
-) -> np.ndarray:
-    """Class index per stick under separate per-type mechanisms (module docstring)."""
-    n, k_types = len(batch_of), len(arise_at)
-    risk = np.empty((n, k_types))
-    for k, st in enumerate(arise_at):
-        z = levels[st][:, [0, -1]]
-        contrib = (z @ np.array([1.0, 0.8])) / np.hypot(1.0, 0.8)
-        contrib += 0.5 * np.maximum(z[:, 0], 0) * np.maximum(z[:, 1], 0)
-        risk[:, k] = strength * contrib + BATCH_RATE * batch_of[:, 0]
-        risk[:, k] += _intercept(risk[:, k], defect_rate / k_types)
-    fired = rng.random((n, k_types)) < _sigmoid(risk)
-    kind = np.argmax(np.where(fired, risk, -np.inf), axis=1)
-    return np.where(fired.any(axis=1), kind + 1, 0)
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * x))
-
-
-def _readings(
-    config: PlantConfig,
-    levels: list[np.ndarray],
-    trends: list[np.ndarray],
-    entry: np.ndarray,
-    dwell: np.ndarray,
-    rng: np.random.Generator,
-    start: pd.Timestamp,
-    charge_of: np.ndarray,
-    charge_ids: np.ndarray,
-    stick_ids: np.ndarray,
-    missing_rate: float,
-) -> pd.DataFrame:
-    """Long-format readings; vectorized over sticks and readings (loops over stations only)."""
-    n = len(charge_of)
-    lo_r, hi_r = READINGS_PER_STATION
-    parts = []
-    for i, station in enumerate(config.stations):
-        n_sens = len(station.sensors)
-        if n_sens == 0:
-            continue
-        r = rng.integers(lo_r, hi_r + 1, size=n)
-        stick = np.repeat(np.arange(n), r)
-        k = np.arange(len(stick)) - np.repeat(np.cumsum(r) - r, r)
-        # first reading on arrival, last on departure, the others in between (jittered)
-        span = r[stick] - 1
-        frac = np.clip((k + rng.uniform(-0.2, 0.2, size=len(stick))) / span, 0.0, 1.0)
-        frac = np.where(k == 0, 0.0, np.where(k == span, 1.0, frac))
-        t = entry[stick, i] + dwell[stick, i] * frac
-        lo = np.array([s.min for s in station.sensors])
-        hi = np.array([s.max for s in station.sensors])
-        z = levels[i][stick] + trends[i] * (frac[:, None] - 0.5)
-        z += 0.35 * rng.standard_normal(z.shape)
-        values = np.clip((lo + hi) / 2 + (hi - lo) / 12 * z, lo, hi)
-        m = len(stick)
-        part = (
-            np.repeat(stick, n_sens),
-            np.repeat(np.round(t * 1000).astype(np.int64), n_sens),
-            np.full(m * n_sens, i),
-            np.tile(np.arange(n_sens), m),
-            values.ravel(),
-        )
-        if missing_rate > 0:  # sensor dropouts: whole (stick, sensor) series at this station
-            lost = rng.random((n, n_sens)) < missing_rate
-            keep = ~lost[part[0], part[3]]
-            part = tuple(a[keep] for a in part)
-        parts.append(part)
-    stick, t_ms, st, se, values = (np.concatenate(c) for c in zip(*parts, strict=True))
-    sensor_offsets = np.cumsum([0] + [len(s.sensors) for s in config.stations])
-    flat_sensors = [se.name for s in config.stations for se in s.sensors]
-    sensor_codes, sensor_names = pd.factorize(pd.Index(flat_sensors, dtype="str"))
-    ts = pd.DatetimeIndex((start.value // 1_000_000 + t_ms).astype("datetime64[ms]"))
-    return pd.DataFrame(
-        {
-            "charge_id": _categorical(charge_of[stick], charge_ids),
-            "stick_id": _categorical(stick, stick_ids),
-            "station": _categorical(st, config.station_names),
-            "timestamp": ts.as_unit("ns").tz_localize("UTC"),
-            "sensor": _categorical(sensor_codes[sensor_offsets[st] + se], sensor_names),
-            "value": values,
-        }
-    )
-
-
-def _categorical(codes: np.ndarray, names: Sequence[str]) -> pd.Categorical:
-    """``names[codes]`` as a categorical of strings (decoding to a string column is ~5x slower)."""
-    return pd.Categorical.from_codes(codes, categories=pd.Index(names, dtype="str"))
+    return truth, defect_counts
 
 
 def write_simulation(
