@@ -140,9 +140,7 @@ def build_plant_report(
     failing = None if truth is None else truth != "ok"
     sections, summary = [], []
     for station in config.station_names:
-        candidates = [m for m in models if m["station"] == station]
-        chosen = next((m for m in candidates if m["status"] == "active"), None)
-        chosen = chosen or (candidates[0] if candidates else None)
+        chosen = _chosen_model(models, station)
         station_flags = flags[flags["station"] == station]
         fresh = None
         if failing is not None and len(station_flags):
@@ -153,37 +151,7 @@ def build_plant_report(
                 StationSection(station, {"model": "none trained yet"}, notes=["No model."])
             )
             continue
-        figures = {k: v for k, v in (chosen["metrics"] or {}).items() if k in SHOWN_METRICS}
-        details = {
-            "model": f"{chosen['id']} ({chosen['method']}, {chosen['status']})",
-            "target": chosen["target"],
-            "trained on": f"{chosen['n_charges']} charges, {chosen['n_sticks']} sticks",
-            **{k: v for k, v in figures.items() if v is not None},
-        }
-        section = StationSection(station, details)
-        for trial in (chosen["params"] or {}).get("auto", []):  # trained with --method auto
-            section.notes.append(
-                f"auto tried {trial['method']}: CV bag error {trial['cv_bag_error']:.4f}, "
-                f"expected saving {trial['expected_saving_per_1000']:+.0f} per 1,000 sticks"
-                + (" (kept)" if trial["method"] == chosen["method"] else "")
-            )
-        try:
-            model = load_model(store, chosen["id"]).model
-            section.per_charge = model.per_charge
-            section.importances = model.importances
-        except ArtifactError as exc:
-            section.notes.append(f"Artifact not readable: {exc}")
-        if len(station_flags):
-            when = times.reindex(station_flags["charge_id"]).to_numpy()
-            hourly = (
-                pd.Series(station_flags["flagged"].to_numpy(), index=pd.DatetimeIndex(when))
-                .sort_index()
-                .resample("h")
-                .mean()
-                .dropna()
-            )
-            section.lockout_over_time = hourly
-        sections.append(section)
+        sections.append(_station_section(store, station, chosen, station_flags, times))
     return write_report(
         Path(path),
         config.name,
@@ -192,3 +160,49 @@ def build_plant_report(
         summary=pd.DataFrame(summary),
         with_truth=failing is not None,
     )
+
+
+def _chosen_model(models: list[dict], station: str) -> dict | None:
+    """The station's model the report shows: the active one, else the newest candidate."""
+    candidates = [m for m in models if m["station"] == station]
+    chosen = next((m for m in candidates if m["status"] == "active"), None)
+    return chosen or (candidates[0] if candidates else None)
+
+
+def _station_section(
+    store: Store, station: str, chosen: dict, station_flags: pd.DataFrame, times: pd.Series
+) -> StationSection:
+    """A station's section: its model's details and validation figures, the methods
+    ``--method auto`` tried, the per-charge shares and importances from the artifact (a note
+    when it cannot be read) and the lock-out rate per hour of the flags."""
+    figures = {k: v for k, v in (chosen["metrics"] or {}).items() if k in SHOWN_METRICS}
+    details = {
+        "model": f"{chosen['id']} ({chosen['method']}, {chosen['status']})",
+        "target": chosen["target"],
+        "trained on": f"{chosen['n_charges']} charges, {chosen['n_sticks']} sticks",
+        **{k: v for k, v in figures.items() if v is not None},
+    }
+    section = StationSection(station, details)
+    for trial in (chosen["params"] or {}).get("auto", []):  # trained with --method auto
+        section.notes.append(
+            f"auto tried {trial['method']}: CV bag error {trial['cv_bag_error']:.4f}, "
+            f"expected saving {trial['expected_saving_per_1000']:+.0f} per 1,000 sticks"
+            + (" (kept)" if trial["method"] == chosen["method"] else "")
+        )
+    try:
+        model = load_model(store, chosen["id"]).model
+        section.per_charge = model.per_charge
+        section.importances = model.importances
+    except ArtifactError as exc:
+        section.notes.append(f"Artifact not readable: {exc}")
+    if len(station_flags):
+        when = times.reindex(station_flags["charge_id"]).to_numpy()
+        hourly = (
+            pd.Series(station_flags["flagged"].to_numpy(), index=pd.DatetimeIndex(when))
+            .sort_index()
+            .resample("h")
+            .mean()
+            .dropna()
+        )
+        section.lockout_over_time = hourly
+    return section

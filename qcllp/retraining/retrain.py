@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -85,13 +86,7 @@ def retrain_station(
     """
     settings = config.retrainer
     config.station(station)
-
-    def say(message: str) -> None:
-        if should_stop is not None and should_stop():
-            raise Abandoned(f"{station}: training abandoned (the daemon is stopping)")
-        if progress is not None:
-            progress(message)
-
+    say = _reporter(station, progress, should_stop)
     try:
         lease = HeldLease.take(
             store, station_lease_name(station), ttl_s=settings.lease_ttl_s, holder=holder
@@ -99,56 +94,24 @@ def retrain_station(
     except LeaseBusy as exc:
         return RetrainOutcome(station, "skipped", str(exc))
     with lease:
-        # the wanted retrainings this one answers: those written before it took the lease
-        wanted = events(store, WANTED_KINDS, station=station, limit=1)
-        answers = {"answers": wanted[0]["id"]} if wanted else {}
-        labeled = recent_charges(store, labeled=True)
-        size = min(settings.holdout_charges, len(labeled) // 2)
-        if size < settings.min_holdout_charges:
-            reason = (
-                f"{len(labeled)} labeled charges: too few to train and keep "
-                f"{settings.min_holdout_charges} for the promotion holdout"
-            )
-            return _skipped(store, station, reason, answers)
-        fingerprint = {"labeled_charges": len(labeled), "newest": str(labeled.index[-1])}
-        last = events(store, ["trained"], station=station, limit=1)
-        if not force and last and _same(last[0]["detail"], fingerprint):
-            reason = f"no new final-QC counts since model {last[0]['model_id']} was trained"
-            return _skipped(store, station, reason)
-        until = labeled.iloc[-size].to_pydatetime()
-        window = settings.training_charges
-        first = len(labeled) - size - window
-        since = labeled.iloc[first].to_pydatetime() if window and first > 0 else None
-        detail = {**fingerprint, "since": since, "until": until, "forced": force, **answers}
-
-        def trained(conn: Connection, model_id: int) -> None:
-            insert_event(
-                conn,
-                "trained",
-                "candidate",
-                "trained on the labeled charges "
-                + (f"from {since:%Y-%m-%d %H:%M} " if since else "")
-                + f"before {until:%Y-%m-%d %H:%M} UTC"
-                + (" (drift)" if force else ""),
-                station=station,
-                model_id=model_id,
-                detail=detail,
-            )
-
+        plan = _plan(store, config, station, force)
+        if isinstance(plan, RetrainOutcome):
+            return plan
         try:
             with compute_on(config.cluster):  # an unreachable scheduler: failed, with why
                 result = train_station(
                     store,
                     config,
                     station,
-                    since=since,
-                    until=until,
+                    since=plan.since,
+                    until=plan.until,
                     progress=say,
                     lease=lease,
-                    also=trained,
+                    also=_trained_event(station, plan, force),
                 )
         except TrainingError as exc:
-            record_event(store, "trained", "failed", str(exc), station=station, detail=answers)
+            detail = plan.answers
+            record_event(store, "trained", "failed", str(exc), station=station, detail=detail)
             return RetrainOutcome(station, "failed", str(exc))
         lease.check()
         decision = decide_promotion(store, config, station, result.model_id)
@@ -156,9 +119,87 @@ def retrain_station(
     return RetrainOutcome(station, outcome, decision.reason, result.model_id, decision)
 
 
+def _reporter(
+    station: str,
+    progress: Callable[[str], None] | None,
+    should_stop: Callable[[], bool] | None,
+) -> Callable[[str], None]:
+    """The training's progress callback: passes each phase on to ``progress`` and raises
+    :class:`Abandoned` at a phase boundary once ``should_stop`` says so."""
+
+    def say(message: str) -> None:
+        if should_stop is not None and should_stop():
+            raise Abandoned(f"{station}: training abandoned (the daemon is stopping)")
+        if progress is not None:
+            progress(message)
+
+    return say
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What a retraining trains on (labeled charges from ``since``, ``None``: the first, up
+    to ``until``), the ``detail`` of its ``trained`` event and the want it ``answers``."""
+
+    since: datetime | None
+    until: datetime
+    detail: dict[str, Any]
+    answers: dict[str, Any]
+
+
+def _plan(store: Store, config: PlantConfig, station: str, force: bool) -> _Plan | RetrainOutcome:
+    """The training window before the holdout, or the skip (recorded) when there are too
+    few labeled charges or, unless ``force``, none new since the last training."""
+    settings = config.retrainer
+    # the wanted retrainings this one answers: those written before it took the lease
+    wanted = events(store, WANTED_KINDS, station=station, limit=1)
+    answers = {"answers": wanted[0]["id"]} if wanted else {}
+    labeled = recent_charges(store, labeled=True)
+    size = min(settings.holdout_charges, len(labeled) // 2)
+    if size < settings.min_holdout_charges:
+        reason = (
+            f"{len(labeled)} labeled charges: too few to train and keep "
+            f"{settings.min_holdout_charges} for the promotion holdout"
+        )
+        return _skipped(store, station, reason, answers)
+    fingerprint = {"labeled_charges": len(labeled), "newest": str(labeled.index[-1])}
+    last = events(store, ["trained"], station=station, limit=1)
+    if not force and last and _same(last[0]["detail"], fingerprint):
+        reason = f"no new final-QC counts since model {last[0]['model_id']} was trained"
+        return _skipped(store, station, reason)
+    until = labeled.iloc[-size].to_pydatetime()
+    window = settings.training_charges
+    first = len(labeled) - size - window
+    since = labeled.iloc[first].to_pydatetime() if window and first > 0 else None
+    detail = {**fingerprint, "since": since, "until": until, "forced": force, **answers}
+    return _Plan(since, until, detail, answers)
+
+
+def _trained_event(station: str, plan: _Plan, force: bool) -> Callable[[Connection, int], None]:
+    """The ``trained`` event, written in the transaction that registers the candidate."""
+    since, until = plan.since, plan.until
+
+    def trained(conn: Connection, model_id: int) -> None:
+        insert_event(
+            conn,
+            "trained",
+            "candidate",
+            "trained on the labeled charges "
+            + (f"from {since:%Y-%m-%d %H:%M} " if since else "")
+            + f"before {until:%Y-%m-%d %H:%M} UTC"
+            + (" (drift)" if force else ""),
+            station=station,
+            model_id=model_id,
+            detail=plan.detail,
+        )
+
+    return trained
+
+
 def _skipped(
     store: Store, station: str, reason: str, detail: dict[str, Any] | None = None
 ) -> RetrainOutcome:
+    """A skipped retraining, recorded as a ``job`` event with its reason."""
     record_event(store, "job", "skipped", reason, station=station, detail=detail)
     return RetrainOutcome(station, "skipped", reason)
 

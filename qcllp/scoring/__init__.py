@@ -4,6 +4,8 @@ To change how the scorer decides, start here:
 
 * :mod:`.step` -- ``score_step``: one step of a station's scorer (new sticks, their features,
   the model's decisions, flags written with the checkpoint in one transaction);
+* :mod:`.decide` -- a step's due sticks: their readings, features and the model's decisions;
+* :mod:`.flag_writes` -- a step's flags and alarms written, the flags delivered to the sink;
 * :mod:`.pending` -- which sticks are complete at a station and not yet decided;
 * :mod:`.share_guard` -- the guard's share and recent-excess rules on the line's decisions;
 * :mod:`.count_guard` -- the guard's third rule: final QC's counts against the predictions;

@@ -89,6 +89,29 @@ def compare_counts(
     """
     ours = charges[charges["charge_id"].isin(here.loc[here["model_id"] == model_id, "charge_id"])]
     flags = here[here["charge_id"].isin(ours["charge_id"])]
+    per = _per_stick(flags, locked_elsewhere, model_id)
+    sums = per.groupby("charge_id", sort=False).sum().reindex(ours["charge_id"])
+    n = ours.set_index("charge_id")["n_sticks"].astype(float)
+    acted = (sums["stayed"] == n) & (sums["foreign_stayed"] == 0)
+    shadow = ~acted & (sums["all"] == n) & (sums["foreign"] == 0)
+    usable = acted | shadow
+    skipped = _skip_reasons(sums, n, usable, model_id)
+    use = sums.index[usable]
+    a = acted[use].to_numpy()
+    return CountCheck(
+        charges=use,
+        predicted=np.where(a, sums.loc[use, "q_stayed"], sums.loc[use, "q_all"]),
+        variance=np.where(a, sums.loc[use, "v_stayed"], sums.loc[use, "v_all"]),
+        observed=observed.reindex(use, fill_value=0.0).to_numpy(dtype=float),
+        skipped=skipped,
+    )
+
+
+def _per_stick(flags: pd.DataFrame, locked_elsewhere: pd.DataFrame, model_id: int) -> pd.DataFrame:
+    """Per flag, the terms summed per charge: the stick counted (``all``), still on the line
+    at QC (``stayed``: locked out nowhere), without this model's probability (``foreign``),
+    and its predicted failure probability and variance, over all sticks and over those that
+    stayed."""
     keys = pd.MultiIndex.from_frame(flags[["charge_id", "stick_id"]])
     gone = (flags["decision"] == "lock_out").to_numpy() | keys.isin(
         pd.MultiIndex.from_frame(locked_elsewhere[["charge_id", "stick_id"]])
@@ -99,7 +122,7 @@ def compare_counts(
         | ~np.isfinite(q)
         | (flags["decision"] == "unscorable").to_numpy()
     )
-    per = pd.DataFrame(
+    return pd.DataFrame(
         {
             "charge_id": flags["charge_id"].to_numpy(),
             "all": 1,
@@ -112,11 +135,13 @@ def compare_counts(
             "v_stayed": np.where(gone, 0.0, np.nan_to_num(q * (1 - q))),
         }
     )
-    sums = per.groupby("charge_id", sort=False).sum().reindex(ours["charge_id"])
-    n = ours.set_index("charge_id")["n_sticks"].astype(float)
-    acted = (sums["stayed"] == n) & (sums["foreign_stayed"] == 0)
-    shadow = ~acted & (sums["all"] == n) & (sums["foreign"] == 0)
-    usable = acted | shadow
+
+
+def _skip_reasons(
+    sums: pd.DataFrame, n: pd.Series, usable: pd.Series, model_id: int
+) -> dict[str, str]:
+    """Why each charge that cannot be compared is skipped: sticks that reached QC without
+    this model's probability, or QC counted other sticks than the line kept."""
     skipped = {}
     for charge in sums.index[~usable]:
         row = sums.loc[charge]
@@ -131,15 +156,7 @@ def compare_counts(
                 f"final QC reported {n[charge]:.0f} sticks; the line kept {int(row['stayed'])} "
                 f"of the {int(row['all'])} decided here"
             )
-    use = sums.index[usable]
-    a = acted[use].to_numpy()
-    return CountCheck(
-        charges=use,
-        predicted=np.where(a, sums.loc[use, "q_stayed"], sums.loc[use, "q_all"]),
-        variance=np.where(a, sums.loc[use, "v_stayed"], sums.loc[use, "v_all"]),
-        observed=observed.reindex(use, fill_value=0.0).to_numpy(dtype=float),
-        skipped=skipped,
-    )
+    return skipped
 
 
 def check_counts(

@@ -73,6 +73,34 @@ def take_in(
 ) -> Intake:
     """Batches committed after ``since_seq`` into ``scorer_pending``, at most
     :data:`MAX_BATCHES_PER_STEP` and about ``max_rows`` (station, stick) rows."""
+    batches, remaining = _batches_to_take(conn, since_seq, max_rows)
+    if not batches:
+        return Intake(since_seq, 0, False, [])
+    intake = Intake(
+        int(batches[-1].commit_seq),
+        len(batches),
+        remaining,
+        [r.id for r in batches if r.kind == "defect_counts"],
+    )
+    arrival = {r.id: r.finished_at for r in batches if r.kind == "measurements"}
+    if not arrival:
+        return intake
+    visits = _visits(conn, config, st, arrival)
+    if visits.empty:
+        return intake
+    visits["arrived_at"] = pd.to_datetime(visits["batch_id"].map(arrival), utc=True)
+    visits = _still_on_line(conn, visits)
+    here = visits[visits["station"] == st.name]
+    arrived = here.groupby(["charge_id", "stick_id"])["arrived_at"].agg(["min", "max"])
+    seen_later = visits.loc[visits["station"] != st.name, ["charge_id", "stick_id"]]
+    _upsert_pending(conn, st, arrived, pd.MultiIndex.from_frame(seen_later).unique())
+    return intake
+
+
+def _batches_to_take(conn: Connection, since_seq: int, max_rows: int) -> tuple[list, bool]:
+    """The batches committed after ``since_seq`` that this step takes (commit order, at most
+    :data:`MAX_BATCHES_PER_STEP`, about ``max_rows`` (station, stick) rows, a batch never
+    split), and whether more are waiting."""
     b, bs = IngestionBatch.__table__, BatchStick.__table__
     batches = conn.execute(
         select(b.c.id, b.c.commit_seq, b.c.finished_at, b.c.kind)
@@ -81,7 +109,7 @@ def take_in(
         .limit(MAX_BATCHES_PER_STEP)
     ).all()
     if not batches:
-        return Intake(since_seq, 0, False, [])
+        return [], False
     remaining = len(batches) == MAX_BATCHES_PER_STEP
     sizes = dict(
         conn.execute(
@@ -97,18 +125,17 @@ def take_in(
             break
         taken.append(batch)
         rows += sizes.get(batch.id, 0)
-    batches = taken
-    intake = Intake(
-        int(batches[-1].commit_seq),
-        len(batches),
-        remaining,
-        [r.id for r in batches if r.kind == "defect_counts"],
-    )
-    arrival = {r.id: r.finished_at for r in batches if r.kind == "measurements"}
-    if not arrival:
-        return intake
+    return taken, remaining
+
+
+def _visits(
+    conn: Connection, config: PlantConfig, st: Station, arrival: dict[int, datetime]
+) -> pd.DataFrame:
+    """The (station, stick) rows the measurement batches ``arrival`` brought to this station
+    or a later one (only ``batch_sticks`` of these batches are read)."""
+    bs = BatchStick.__table__
     later_stations = list(config.station_names[config.station_index(st.name) + 1 :])
-    visits = rows_frame(
+    return rows_frame(
         conn.execute(
             select(bs.c.batch_id, bs.c.station, bs.c.charge_id, bs.c.stick_id).where(
                 bs.c.batch_id.in_(list(arrival)), bs.c.station.in_([st.name, *later_stations])
@@ -116,15 +143,6 @@ def take_in(
         ).all(),
         ["batch_id", "station", "charge_id", "stick_id"],
     )
-    if visits.empty:
-        return intake
-    visits["arrived_at"] = pd.to_datetime(visits["batch_id"].map(arrival), utc=True)
-    visits = _still_on_line(conn, visits)
-    here = visits[visits["station"] == st.name]
-    arrived = here.groupby(["charge_id", "stick_id"])["arrived_at"].agg(["min", "max"])
-    seen_later = visits.loc[visits["station"] != st.name, ["charge_id", "stick_id"]]
-    _upsert_pending(conn, st, arrived, pd.MultiIndex.from_frame(seen_later).unique())
-    return intake
 
 
 def _still_on_line(conn: Connection, visits: pd.DataFrame) -> pd.DataFrame:

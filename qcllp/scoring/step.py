@@ -33,6 +33,9 @@ to that offset before it appends. The sink is the one the station's checkpoint n
 (path and starting offset committed) before its first byte, so this holds for the first step
 into a new sink too (:mod:`.flag_sink`: claims, ownership, moving a sink).
 
+Here are the step, its lock and its checkpoint; step 2's reading and deciding is in
+:mod:`.decide`, step 3's writing of flags, alarms and the sink's lines in :mod:`.flag_writes`.
+
 Two scorers for one station (started by mistake): on SQLite
 a step runs in ``BEGIN IMMEDIATE``, the database's single writer lock, so steps serialize; on
 PostgreSQL a step first takes ``pg_try_advisory_xact_lock`` on the station's key and, if
@@ -54,36 +57,24 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import Connection, func, select
 
-from qcllp.features import READING_COLUMNS, build_station_features
+from qcllp.features import build_station_features
 from qcllp.ingest.measurements import read_readings
 from qcllp.plant.config import PlantConfig, Station
 from qcllp.scoring.count_guard import check_counts
-from qcllp.scoring.flag_sink import FlagSink, SinkError, claim_sink, flag_line
+from qcllp.scoring.decide import decide_sticks
+from qcllp.scoring.flag_sink import FlagSink, SinkError, claim_sink
+from qcllp.scoring.flag_writes import Delivery, deliver, insert_alarm, record_alarm, write_flags
 from qcllp.scoring.pending import (
     MAX_BATCHES_PER_STEP,
     Intake,
     backlog,
     due_sticks,
     forget_pending,
-    postpone,
     take_in,
 )
 from qcllp.scoring.share_guard import GuardState, apply_guard, guard_state
 from qcllp.station.registry import LoadedModel, load_model
-from qcllp.store import (
-    IN_CHUNK,
-    Alarm,
-    Flag,
-    Reading,
-    ScorerCheckpoint,
-    Series,
-    Store,
-    charge_time_bounds,
-    dialect_insert,
-    placeholders,
-    rows_frame,
-    us_to_utc,
-)
+from qcllp.store import Flag, ScorerCheckpoint, Store, dialect_insert, rows_frame
 from qcllp.store.leases import scorer_lock_key
 
 __all__ = [
@@ -171,27 +162,6 @@ def station_lock(store: Store, station: str) -> Iterator[Connection | None]:
         yield conn if got else None
 
 
-def record_alarm(store: Store, source: str, station: str | None, kind: str, message: str) -> None:
-    """Store an alarm for operators (``qcllp status`` lists them), in its own transaction."""
-    with store.engine.begin() as conn:
-        insert_alarm(conn, source, station, kind, message)
-
-
-def insert_alarm(
-    conn: Connection, source: str, station: str | None, kind: str, message: str
-) -> None:
-    """An alarm inside the caller's transaction (it exists exactly when that commits)."""
-    conn.execute(
-        Alarm.__table__.insert().values(
-            source=source,
-            station=station,
-            kind=kind,
-            message=message,
-            created_at=datetime.now(UTC),
-        )
-    )
-
-
 # ----------------------------------------------------------------------------- one step
 @dataclass(frozen=True)
 class _Decided:
@@ -241,7 +211,7 @@ def score_step(
         done = _decide_and_write(conn, config, st, model, intake, now, assume_complete, limit)
         guard = None if model is None else guard_state(conn, station, model.id)
         # twice the step's bound: a sink that fell behind catches up while the line runs
-        delivery = _deliver(conn, station, out, checkpoint["sink_flag_id"], offset, 2 * limit)
+        delivery = deliver(conn, station, out, checkpoint["sink_flag_id"], offset, 2 * limit)
         _save_checkpoint(conn, station, intake.seq, delivery, model)
         pending, lag = backlog(conn, station, intake.seq, now)
     if sink_problem:
@@ -278,7 +248,7 @@ def _decide_and_write(
     scores = pd.DataFrame(columns=SCORE_COLUMNS)
     written = 0
     if model is not None and len(due):
-        scores = _decide(conn, config, st, model, due, now, assume_complete)
+        scores = decide_sticks(conn, config, st, model, due, now, assume_complete)
         scores, tripped = apply_guard(
             conn,
             station,
@@ -291,66 +261,11 @@ def _decide_and_write(
         )
         if tripped:
             alarms.append(("lockout_suspended", tripped))
-        written = len(_write_flags(conn, station, model, scores, now))
+        written = len(write_flags(conn, station, model, scores, now))
         forget_pending(conn, station, scores)
     for kind, message in alarms:
         insert_alarm(conn, "scorer", station, kind, message)
     return _Decided(scores, written, alarms, 0 if model is None else len(due))
-
-
-@dataclass(frozen=True)
-class _Delivery:
-    """The sink after a step: its file (``None``: the station has none), committed offset,
-    cursor (highest flag id in it), lines appended, and whether flags are still waiting."""
-
-    path: str | None
-    offset: int
-    flag_id: int
-    lines: int = 0
-    more: bool = False
-
-
-_SINK_COLUMNS = (
-    "id",
-    "station",
-    "charge_id",
-    "stick_id",
-    "decision",
-    "probability",
-    "threshold",
-    "model_id",
-    "reason",
-    "arrived_at",
-    "scored_at",
-)
-
-
-def _deliver(
-    conn: Connection,
-    station: str,
-    sink: FlagSink | None,
-    cursor: int,
-    offset: int,
-    bound: int,
-) -> _Delivery:
-    """Append the station's flags above the cursor (at most ``bound``, oldest first) -- the
-    step's own and any a run without the sink open wrote -- and fsync them; the new offset
-    and cursor are committed with the step. Without a sink the cursor stays where it is."""
-    if sink is None:
-        return _Delivery(None, offset, cursor)
-    f = Flag.__table__
-    rows = conn.execute(
-        select(*(f.c[c] for c in _SINK_COLUMNS))
-        .where(f.c.station == station, f.c.id > cursor)
-        .order_by(f.c.id)
-        .limit(bound + 1)
-    ).all()
-    more = len(rows) > bound
-    rows = rows[:bound]
-    if not rows:
-        return _Delivery(str(sink.path), offset, cursor)
-    offset = sink.append([flag_line(row._mapping) for row in rows])
-    return _Delivery(str(sink.path), offset, int(rows[-1].id), len(rows), more)
 
 
 def _step_result(
@@ -360,9 +275,11 @@ def _step_result(
     intake: Intake,
     now: datetime,
     limit: int,
-    delivery: _Delivery,
+    delivery: Delivery,
     guard: GuardState | None,
 ) -> StepResult:
+    """The step's result: its decisions, the flags written and delivered, and each decided
+    stick's latency from its arrival to ``now``."""
     scores = done.scores
     arrived = pd.to_datetime(scores["arrived_at"], utc=True) if len(scores) else None
     latencies = (
@@ -387,6 +304,7 @@ def _step_result(
 
 
 def _empty_step(station: str, model: LoadedModel | None, *, standby: bool) -> StepResult:
+    """A step that did nothing (``standby``: another scorer holds the station's lock)."""
     return StepResult(
         station=station,
         model_id=None if model is None else model.id,
@@ -398,6 +316,8 @@ def _empty_step(station: str, model: LoadedModel | None, *, standby: bool) -> St
 
 
 def _checkpoint(conn: Connection, station: str) -> dict:
+    """The station's checkpoint (batch ``commit_seq``, sink path, offset and cursor); zeros
+    and no sink before its first step."""
     t = ScorerCheckpoint.__table__
     row = conn.execute(
         select(t.c.commit_seq, t.c.sink_path, t.c.sink_offset, t.c.sink_flag_id).where(
@@ -418,7 +338,7 @@ def _save_checkpoint(
     conn: Connection,
     station: str,
     seq: int,
-    delivery: _Delivery,
+    delivery: Delivery,
     model: LoadedModel | None,
 ) -> None:
     """Move the checkpoint with the step. The sink's path is never written here: only a
@@ -437,175 +357,6 @@ def _save_checkpoint(
             index_elements=["station"], set_={k: v for k, v in values.items() if k != "station"}
         )
     )
-
-
-def _read_stick_readings(
-    conn: Connection, sticks: pd.DataFrame, stations: list[str]
-) -> pd.DataFrame:
-    """Long readings (as ``Store.read_readings``) of the given sticks at the given stations.
-
-    Series are looked up by ``station`` and ``charge_id`` -- the unique index's prefix, so the
-    lookup costs in proportion to the charges asked for, not to the stored history -- and
-    narrowed to the sticks in pandas; their readings are bounded by the charges' time span
-    (:func:`qcllp.store.charge_time_bounds`), so of a partitioned ``readings`` only the
-    months of these charges are probed, however many years are stored. Both queries run on
-    the driver's cursor of the step's transaction and return plain tuples: SQLAlchemy's row
-    objects cost more than the database here (``benchmarks/bench_scorer.py``).
-    """
-    wanted = pd.MultiIndex.from_frame(sticks[["charge_id", "stick_id"]].astype(str))
-    charges = sorted(set(wanted.get_level_values(0)))
-    names = ["id", "charge_id", "stick_id", "station", "sensor"]
-    in_stations = placeholders(conn, len(stations))
-    cursor = conn.connection.dbapi_connection.cursor()
-    try:
-        found = []
-        for start in range(0, len(charges), IN_CHUNK):
-            part = charges[start : start + IN_CHUNK]
-            in_charges = placeholders(conn, len(part))
-            cursor.execute(
-                f"SELECT {', '.join(names)} FROM {Series.__tablename__} "
-                f"WHERE station IN ({in_stations}) AND charge_id IN ({in_charges})",
-                [*stations, *part],
-            )
-            found += cursor.fetchall()
-        series = pd.DataFrame.from_records(found, columns=names)
-        keep = pd.MultiIndex.from_frame(series[["charge_id", "stick_id"]].astype(str)).isin(wanted)
-        series = series.loc[keep].reset_index(drop=True)
-        if series.empty:
-            return pd.DataFrame(columns=list(READING_COLUMNS))
-        bounds = charge_time_bounds(conn, charges)
-        mark = placeholders(conn, 1)
-        within = "" if bounds is None else f" AND ts_us BETWEEN {mark} AND {mark}"
-        ids = series["id"].astype("int64").tolist()
-        parts = []
-        for start in range(0, len(ids), IN_CHUNK):
-            chunk = ids[start : start + IN_CHUNK]
-            cursor.execute(
-                f"SELECT series_id, ts_us, value FROM {Reading.__tablename__} "
-                f"WHERE series_id IN ({placeholders(conn, len(chunk))}){within}",
-                [*chunk, *(bounds or ())],
-            )
-            parts.append(np.array(cursor.fetchall(), dtype=np.float64).reshape(-1, 3))
-    finally:
-        cursor.close()
-    values = np.concatenate(parts)  # ids and epoch microseconds (< 2**53) are exact here
-    position = pd.Index(series["id"].astype("int64")).get_indexer(values[:, 0].astype(np.int64))
-    frame = series.drop(columns="id").take(position).reset_index(drop=True).astype(str)
-    frame.insert(3, "timestamp", us_to_utc(values[:, 1].astype(np.int64)))
-    frame["value"] = values[:, 2]
-    return frame
-
-
-def _decide(
-    conn: Connection,
-    config: PlantConfig,
-    st: Station,
-    loaded: LoadedModel,
-    due: pd.DataFrame,
-    now: datetime,
-    assume_complete: bool,
-) -> pd.DataFrame:
-    """Decisions for the due sticks that have completed; sticks still waiting for a missing
-    sensor (before the timeout) get a later ``due_at`` and no decision."""
-    stations = [s.name for s in config.stations_up_to(st.name)]
-    readings = _read_stick_readings(conn, due, stations)
-    missing = _missing_sensors(readings, st, due)
-    first = pd.to_datetime(due["first_arrived_at"], utc=True)
-    timed_out = (pd.Timestamp(now) - first).dt.total_seconds().to_numpy() >= st.timeout_s
-    complete = due["later_seen"].to_numpy(bool) | timed_out | assume_complete
-    has_all = np.array([not m for m in missing], dtype=bool)
-    waiting = ~has_all & ~complete
-    if waiting.any():
-        postpone(conn, st, due.loc[waiting], first[waiting])
-    decided = due.loc[~waiting].reset_index(drop=True)
-    out = pd.DataFrame(
-        {
-            "charge_id": decided["charge_id"].astype(str),
-            "stick_id": decided["stick_id"].astype(str),
-            "probability": np.nan,
-            "decision": "unscorable",
-            "reason": [
-                f"no reading from sensor(s) {', '.join(m)} at {st.name}" if m else None
-                for m, w in zip(missing, waiting, strict=True)
-                if not w
-            ],
-            "arrived_at": pd.to_datetime(decided["arrived_at"], utc=True),
-        }
-    )
-    scorable = has_all[~waiting]
-    if scorable.any():
-        model = loaded.model
-        features = build_station_features(readings, config, st.name, imputation=model.imputation)
-        keys_ok = pd.MultiIndex.from_frame(out.loc[scorable, ["charge_id", "stick_id"]])
-        decisions = model.decide(features.X.reindex(keys_ok))
-        p = decisions["probability"].to_numpy(dtype=float)
-        finite = np.isfinite(p)
-        out.loc[scorable, "probability"] = p
-        out.loc[scorable, "decision"] = np.where(
-            ~finite, "unscorable", np.where(decisions["flagged"].to_numpy(bool), "lock_out", "pass")
-        )
-        out.loc[scorable, "reason"] = np.where(finite, None, "the model gave no probability")
-    return out
-
-
-def _missing_sensors(readings: pd.DataFrame, st: Station, due: pd.DataFrame) -> list[list[str]]:
-    """Per due stick (in order), the sensors of station ``st`` without any reading."""
-    index = pd.MultiIndex.from_frame(due[["charge_id", "stick_id"]].astype(str))
-    here = readings[readings["station"] == st.name]
-    names = list(st.sensor_names)
-    stick = index.get_indexer(pd.MultiIndex.from_frame(here[["charge_id", "stick_id"]]))
-    sensor = pd.Index(names).get_indexer(here["sensor"])
-    ok = (stick >= 0) & (sensor >= 0)
-    seen = np.zeros((len(index), len(names)), dtype=bool)
-    seen[stick[ok], sensor[ok]] = True
-    complete = seen.all(axis=1)
-    return [
-        [] if done else [n for n, has in zip(names, row, strict=True) if not has]
-        for done, row in zip(complete, seen, strict=True)
-    ]
-
-
-def _write_flags(
-    conn: Connection, station: str, loaded: LoadedModel, scores: pd.DataFrame, now: datetime
-) -> list[dict]:
-    """Insert the flags; returns those actually inserted (not already flagged)."""
-    if scores.empty:
-        return []
-    probability = scores["probability"].to_numpy(dtype=float)
-    rows = [
-        {
-            "station": station,
-            "charge_id": c,
-            "stick_id": s,
-            "model_id": loaded.id,
-            "probability": None if np.isnan(p) else float(p),
-            "flagged": d == "lock_out",
-            "decision": d,
-            "reason": r if isinstance(r, str) else None,
-            "threshold": float(loaded.model.threshold),
-            "arrived_at": a.to_pydatetime(),
-            "scored_at": now,
-        }
-        for c, s, p, d, r, a in zip(
-            scores["charge_id"],
-            scores["stick_id"],
-            probability,
-            scores["decision"],
-            scores["reason"],
-            scores["arrived_at"],
-            strict=True,
-        )
-    ]
-    statement = dialect_insert(conn, Flag.__table__).on_conflict_do_nothing(
-        index_elements=["station", "charge_id", "stick_id"]
-    )
-    f = Flag.__table__
-    inserted = set()
-    for start in range(0, len(rows), IN_CHUNK):
-        part = rows[start : start + IN_CHUNK]
-        result = conn.execute(statement.returning(f.c.charge_id, f.c.stick_id), part)
-        inserted |= {(r.charge_id, r.stick_id) for r in result}
-    return [row for row in rows if (row["charge_id"], row["stick_id"]) in inserted]
 
 
 # ----------------------------------------------------------------------------- batch runs

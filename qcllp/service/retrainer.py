@@ -54,6 +54,10 @@ changes and when it recovers, not at every poll; ``qcllp_retrainer_inputs_failin
 them meanwhile); ``/healthz`` and ``/metrics``
 (prometheus_client) on ``retrainer.host:retrainer.port``; ``qcllp status`` reads the job
 table, the lease and the events from the database, whether or not the daemon runs.
+
+Here are the service's jobs and the daemon's life (lease, scheduler, signals); the ingest job
+and its watches are in :mod:`.retrainer_ingest`, the scheduler's jobs and triggers in
+:mod:`.retrainer_schedule`, the metrics and the ``/healthz`` state in :mod:`.retrainer_health`.
 """
 
 from __future__ import annotations
@@ -63,21 +67,14 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
-from apscheduler.triggers.cron import CronTrigger
-from apscheduler.triggers.interval import IntervalTrigger
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from sqlalchemy.exc import SQLAlchemyError
 
 from qcllp.ingest.batches import FileMemo
-from qcllp.ingest.connectors import ingest_from_config
 from qcllp.plant.config import PlantConfig, exposed_host_warning
-from qcllp.retraining.drift import watch_station
 from qcllp.retraining.retrain import (
     Abandoned,
     decide_undecided,
@@ -85,14 +82,18 @@ from qcllp.retraining.retrain import (
     retrain_station,
     unanswered_want,
 )
-from qcllp.scoring.share_guard import suspended_models
 from qcllp.service.http import HealthServer
-from qcllp.service.jobstore import SafeJobStore
 from qcllp.service.logs import log_event, one_line
-from qcllp.station.artifacts import ArtifactError
-from qcllp.station.registry import RegistryError, active_model, load_model
-from qcllp.store import RETRAINER_JOBS, Store, stored_utc
-from qcllp.store.events import QUEUED_PREFIX, events, record_event
+from qcllp.service.retrainer_health import RetrainerMetrics, RetrainerState
+from qcllp.service.retrainer_ingest import IngestJob
+
+# the scheduler's parts under the names they had here (tests drive them as retrainer._...)
+from qcllp.service.retrainer_schedule import RetrainQueue as _RetrainQueue
+from qcllp.service.retrainer_schedule import new_scheduler as _scheduler
+from qcllp.service.retrainer_schedule import reconcile_jobs as _reconcile_jobs
+from qcllp.service.retrainer_schedule import shutdown as _shutdown
+from qcllp.store import Store
+from qcllp.store.events import record_event
 from qcllp.store.leases import (
     RETRAINER_LEASE,
     HeldLease,
@@ -122,98 +123,9 @@ def run_job(name: str, *args: Any) -> None:
     _SERVICE.run(name, *args)
 
 
-class RetrainerMetrics:
-    """Prometheus metrics of the daemon, in a registry of its own."""
-
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        self.jobs = Counter(
-            "qcllp_retrainer_jobs",
-            "Job runs by job and outcome (ok, failed, abandoned).",
-            ["job", "outcome"],
-            registry=self.registry,
-        )
-        self.job_seconds = Histogram(
-            "qcllp_retrainer_job_seconds",
-            "Duration of a job run.",
-            ["job"],
-            registry=self.registry,
-            buckets=(0.1, 0.5, 1, 5, 15, 60, 300, 900, 1800, 3600),
-        )
-        self.retrains = Counter(
-            "qcllp_retrainer_station_retrains",
-            "Station retrainings by outcome (promoted, kept, skipped, failed).",
-            ["station", "outcome"],
-            registry=self.registry,
-        )
-        self.drift_alarms = Counter(
-            "qcllp_retrainer_count_drift_alarms",
-            "Count-drift alarms raised (each queues a retraining of the station).",
-            ["station"],
-            registry=self.registry,
-        )
-        self.guard_retrains = Counter(
-            "qcllp_retrainer_guard_retrains",
-            "Retrainings queued because a scorer suspended the active model's lock-outs.",
-            ["station"],
-            registry=self.registry,
-        )
-        self.leader = Gauge(
-            "qcllp_retrainer_leader",
-            "1 while this daemon holds the plant's retrainer lease, 0 as a standby.",
-            registry=self.registry,
-        )
-        self.last_success = Gauge(
-            "qcllp_retrainer_last_success_timestamp_seconds",
-            "When a job last ran without error (Unix time).",
-            ["job"],
-            registry=self.registry,
-        )
-        self.inputs_failing = Gauge(
-            "qcllp_retrainer_inputs_failing",
-            "Inputs (files, folders, SQL sources) whose last ingestion attempt failed.",
-            registry=self.registry,
-        )
-
-
-@dataclass
-class RetrainerState:
-    """What ``/healthz`` reports; written by the job threads, read by the HTTP thread."""
-
-    holder: str
-    standby: bool = True
-    running: str | None = None
-    last_error: str | None = None
-    last_runs: dict[str, str] = field(default_factory=dict)
-    lease: HeldLease | None = None  # while leading: its renewal failures make it unhealthy
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def health(self) -> tuple[int, dict[str, Any]]:
-        """HTTP status and body: 503 while the last attempt failed or the lease cannot be
-        renewed (the database away: the daemon would lose its lease after its time to live
-        and can do no job meanwhile), until a renewal succeeds; else 200."""
-        with self.lock:
-            problems = [f"last attempt failed: {self.last_error}"] if self.last_error else []
-            failing = self.lease.failing if self.lease is not None else None
-            if failing is not None:
-                reason, since = failing
-                problems.append(
-                    f"lease renewal failed: {reason}, since {since:%Y-%m-%d %H:%M:%S} UTC"
-                )
-            body = {
-                "service": "retrainer",
-                "status": "ok" if not problems else "unhealthy",
-                "problems": problems,
-                "holder": self.holder,
-                "standby": self.standby,
-                "running": self.running,
-                "last_runs": dict(self.last_runs),
-            }
-        return (200 if not problems else 503), body
-
-
-class RetrainerService:
-    """The daemon's jobs, their retries, metrics and state (no scheduling, no signals)."""
+class RetrainerService(IngestJob):
+    """The daemon's jobs, their retries, metrics and state (no scheduling, no signals); the
+    ingest job and its watches are :class:`.retrainer_ingest.IngestJob`'s."""
 
     def __init__(self, store: Store, config: PlantConfig, *, holder: str | None = None):
         self.store, self.config = store, config
@@ -294,111 +206,6 @@ class RetrainerService:
             return result
         raise AssertionError("unreachable")
 
-    def ingest(self) -> dict[str, Any]:
-        """Ingest from the connectors (drop files: only new or changed ones, :class:`FileMemo`);
-        watch drift where new data arrived."""
-        reports = ingest_from_config(self.store, self.config, memo=self.files)
-        counted = [r for r in reports.values() if r.kind == "defect_counts"]
-        measured = [r for r in reports.values() if r.kind == "measurements"]
-        new_counts = any(r.files_ingested or r.batches for r in counted)
-        new_readings = any(r.stored for r in measured)
-        failed = {f: why for r in reports.values() for f, why in r.files_failed.items()}
-        news = self._note_failures(failed)
-        summary = {
-            "stored": sum(r.stored for r in reports.values()),
-            "quarantined": sum(r.quarantined_total for r in reports.values()),
-            "batches": sum(len(r.batches) for r in reports.values()),
-            "inputs_failed": len(news),
-        }
-        if summary["batches"] or news:
-            line = (
-                f"ingested {summary['batches']} batches: {summary['stored']} rows stored, "
-                f"{summary['quarantined']} quarantined; {len(news)} inputs failed"
-            )
-            self._event("ingest", "failed" if news else "ok", line, {**summary, "failed": news})
-        if new_counts or new_readings:
-            summary["drift_checked"] = self.watch(counts=new_counts)
-        guarded = self.watch_guards()
-        if guarded:
-            summary["guard_retrains"] = guarded
-        return summary
-
-    def watch_guards(self) -> list[str]:
-        """Queue a retraining of every station whose active model's lock-outs a scorer
-        suspended (the plant has changed since training; a new model is the way back), once
-        per suspension: the event ``guard_retrain`` remembers it across restarts, and the
-        queued job is stored (:class:`_RetrainQueue`)."""
-        queued = []
-        for s in suspended_models(self.store):
-            if s.station not in self.stations:
-                continue
-            since = stored_utc(s.suspended_at).isoformat()
-            done = events(self.store, ["guard_retrain"], station=s.station, limit=1)
-            if done and (done[0]["model_id"], done[0]["detail"].get("suspended_at")) == (
-                s.model_id,
-                since,
-            ):
-                continue
-            # queued first: should the event not be written, the retry queues it again (one
-            # job per station); should the daemon be stopping, nothing is recorded and its
-            # next start finds the suspension unanswered
-            if not self.queue_retrain(s.station):
-                continue
-            record_event(
-                self.store,
-                "guard_retrain",
-                "queued",
-                f"retraining queued: {s.reason}",
-                station=s.station,
-                model_id=s.model_id,
-                detail={"suspended_at": since},
-            )
-            self.metrics.guard_retrains.labels(station=s.station).inc()
-            _log("guard_retrain", level=logging.WARNING, station=s.station, model_id=s.model_id)
-            queued.append(s.station)
-        return queued
-
-    def _note_failures(self, failed: dict[str, str]) -> dict[str, str]:
-        """Log an input's failure when it starts or its reason changes, and its recovery; not
-        at every poll: a drop folder that is missing for a weekend is one error line and one
-        event, not one per minute (``qcllp_retrainer_inputs_failing`` says it persists).
-        Returns the failures that are new."""
-        news = {f: why for f, why in failed.items() if self.failing.get(f) != why}
-        for source, why in news.items():
-            _log("ingest_failed", level=logging.ERROR, source=source, error=why)
-        for source in self.failing.keys() - failed.keys():
-            _log("ingest_recovered", source=source)
-        self.failing = dict(failed)
-        self.metrics.inputs_failing.set(len(failed))
-        return news
-
-    def watch(self, *, counts: bool) -> int:
-        """Drift watch of every active model; queues a retraining on a new count alarm."""
-        checked = 0
-        for station in self.stations:
-            record = active_model(self.store, station)
-            if record is None:
-                continue
-            try:
-                loaded = load_model(self.store, record["id"])
-            except (ArtifactError, RegistryError) as exc:
-                _log("drift_skipped", level=logging.WARNING, station=station, error=str(exc))
-                continue
-            crossed = watch_station(
-                self.store,
-                self.config,
-                station,
-                loaded,
-                counts=counts,
-                reference_cache=self.reference_cache,
-            )
-            checked += 1
-            if crossed:
-                self.metrics.drift_alarms.labels(station=station).inc()
-                _log("count_drift", level=logging.WARNING, station=station, model_id=loaded.id)
-                self.queue_retrain(station)  # refused while stopping: the next start queues
-        return checked
-
     def requeue_unanswered(self) -> list[str]:
         """At start: queue a retraining of every station whose newest queued retraining no
         retraining has answered (:func:`qcllp.retraining.retrain.unanswered_want`). Covers what
@@ -452,126 +259,11 @@ class RetrainerService:
         return {"dropped": report.dropped, "waiting": report.waiting}
 
     def _event(self, job: str, outcome: str, reason: str, detail: dict | None = None) -> None:
+        """Record a job's event; with the database away, the log line remains."""
         try:
             record_event(self.store, "job", outcome, reason, detail={"job": job, **(detail or {})})
         except SQLAlchemyError:  # the database is away: the log line remains
             log.warning("could not record the %s event", job)
-
-
-# ------------------------------------------------------------------------------ scheduling
-def _triggers(config: PlantConfig) -> dict[str, Any]:
-    """The persistent jobs and their triggers, from the plant config."""
-    s, tz = config.schedules, config.timezone
-    ingest = (
-        IntervalTrigger(seconds=s.ingest_interval_s, timezone=tz)
-        if s.ingest_interval_s
-        else CronTrigger.from_crontab(s.ingest_cron, timezone=tz)
-    )
-    retrain = (
-        IntervalTrigger(seconds=s.retrain_interval_s, timezone=tz)
-        if s.retrain_interval_s
-        else CronTrigger.from_crontab(s.retrain_cron, timezone=tz)
-    )
-    triggers = {"ingest": ingest, "retrain": retrain}
-    if config.retention.readings_days is not None:
-        triggers["retention"] = CronTrigger.from_crontab(config.retention.cron, timezone=tz)
-    return triggers
-
-
-def _reconcile_jobs(scheduler: BackgroundScheduler, config: PlantConfig) -> None:
-    """Add the jobs; keep a stored job whose trigger is unchanged (its next run time, maybe a
-    missed one, must survive the restart), replace one the config changed."""
-    grace = max(1, int(config.retrainer.misfire_grace_s))  # APScheduler wants whole seconds
-    triggers = _triggers(config)
-    for job in scheduler.get_jobs(jobstore="default"):
-        # the config no longer has it (retention switched off); a queued one-off job stays
-        if job.id not in triggers and not job.id.startswith(QUEUED_PREFIX):
-            scheduler.remove_job(job.id, jobstore="default")
-            _log("job_removed", job=job.id)
-    for name, trigger in triggers.items():
-        existing = scheduler.get_job(name, jobstore="default")
-        same = (
-            existing is not None
-            and str(existing.trigger) == str(trigger)
-            and existing.misfire_grace_time == grace
-            and existing.args == (name,)
-        )
-        if same:
-            _log("job_kept", job=name, next_run=existing.next_run_time)
-            continue
-        scheduler.add_job(
-            run_job,
-            trigger,
-            args=(name,),
-            id=name,
-            name=name,
-            jobstore="default",
-            replace_existing=True,
-            coalesce=True,
-            max_instances=1,
-            misfire_grace_time=grace,
-        )
-        _log("job_scheduled", job=name, trigger=str(trigger))
-
-
-class _RetrainQueue:
-    """Queues one-off retrainings (``put``) in the stored job store until ``close``.
-
-    A job (the ingest poll) queues while the daemon may be stopping: APScheduler's
-    ``shutdown(wait=True)`` holds its job-store lock while it waits for running jobs, so an
-    ``add_job`` from one of them would wait for ever. ``close`` (before the shutdown) waits for
-    a ``put`` under way and refuses later ones; the caller then leaves its event unrecorded.
-    One job per station: queued twice, it runs once."""
-
-    def __init__(self, scheduler: BackgroundScheduler):
-        self.scheduler = scheduler
-        self.lock = threading.Lock()
-        self.open = True
-
-    def put(self, station: str) -> bool:
-        with self.lock:
-            if not self.open:
-                return False
-            self.scheduler.add_job(
-                run_job,
-                "date",
-                args=("retrain", [station], True),
-                id=f"{QUEUED_PREFIX}{station}",
-                name=f"retrain {station} (queued)",
-                jobstore="default",
-                replace_existing=True,
-                misfire_grace_time=None,
-            )
-            return True
-
-    def close(self) -> None:
-        with self.lock:
-            self.open = False
-
-
-def _shutdown(scheduler: BackgroundScheduler, *, wait: bool = True) -> None:
-    """Stop the scheduler with its stored jobs left exactly as they are.
-
-    APScheduler 3's loop makes one more pass after ``shutdown()``: a job due at that instant is
-    taken as started (submitted to the stopped executor, which refuses it), then a recurring
-    one is moved to its next time (a run lost, where the next start would have run it as
-    missed) and a one-off one ends the loop's thread with an error. Paused first (no new job
-    starts) and with the store detached, that pass finds nothing."""
-    scheduler.pause()
-    scheduler.remove_jobstore("default", shutdown=False)
-    scheduler.shutdown(wait=wait)
-
-
-def _scheduler(store: Store, config: PlantConfig) -> BackgroundScheduler:
-    return BackgroundScheduler(
-        jobstores={
-            # the stored jobs are pickles: read them with a restricted unpickler
-            "default": SafeJobStore(engine=store.engine, tablename=RETRAINER_JOBS.name),
-        },
-        # ingest and a long retraining may run side by side; each job has max_instances=1
-        executors={"default": ThreadPoolExecutor(max_workers=2)},
-        timezone=config.timezone,
-    )
 
 
 def run_retrainer(store: Store, config: PlantConfig, *, port: int | None = None) -> int:

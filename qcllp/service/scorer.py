@@ -81,6 +81,14 @@ class ScorerMetrics:
 
     def __init__(self, station: str):
         self.registry = CollectorRegistry()
+        self.station = station
+        # registered in this order: /metrics lists them so
+        self._decision_metrics(station)
+        self._backlog_metrics(station)
+        self._guard_metrics(station)
+
+    def _decision_metrics(self, station: str) -> None:
+        """The sticks decided, and how long a step and a stick's way to its flag take."""
         labels = {"station": station}
         self.decisions = Counter(
             "qcllp_scorer_sticks",
@@ -102,6 +110,10 @@ class ScorerMetrics:
             registry=self.registry,
             buckets=(0.1, 0.25, 0.5, 1, 1.5, 2, 3, 5, 10, 30, 60, 300),
         ).labels(**labels)
+
+    def _backlog_metrics(self, station: str) -> None:
+        """The model in use, the work waiting and the steps that failed."""
+        labels = {"station": station}
         self.model_id = Gauge(
             "qcllp_scorer_active_model_id",
             "Id of the model the scorer uses (0: none loaded).",
@@ -126,6 +138,10 @@ class ScorerMetrics:
             ["station"],
             registry=self.registry,
         ).labels(**labels)
+
+    def _guard_metrics(self, station: str) -> None:
+        """The lock-out guard's state and the alarms raised."""
+        labels = {"station": station}
         self.suspended = Gauge(
             "qcllp_scorer_lockouts_suspended",
             "1 while the lock-out guard holds the active model's lock-outs, else 0.",
@@ -146,7 +162,6 @@ class ScorerMetrics:
             ["station", "kind"],
             registry=self.registry,
         )
-        self.station = station
 
 
 @dataclass
