@@ -137,12 +137,12 @@ def table(rows: Iterable[Mapping[str, Any]], columns: Sequence[Column], indent: 
     )
 
 
-def frame_table(frame: pd.DataFrame, float_spec: str) -> str:
+def frame_table(frame: pd.DataFrame, float_spec: str, indent: str = "") -> str:
     """A data frame as a table, its index a column like the others; floats as ``float_spec``."""
     flat = frame.reset_index() if frame.index.name is not None else frame
     floats = {name for name, dtype in flat.dtypes.items() if dtype.kind == "f"}
     columns = [Column(str(n), n, float_spec if n in floats else None) for n in flat.columns]
-    return table(flat.to_dict(orient="records"), columns)
+    return table(flat.to_dict(orient="records"), columns, indent)
 
 
 def key_values(
@@ -229,7 +229,7 @@ def evaluation_text(station: str, result: Any) -> str:
             head,
             key_values(metrics.items(), indent="  ", float_spec=".4f"),
             "  charges with the largest share error:",
-            frame_table(worst, ".3f"),
+            frame_table(worst, ".3f", indent="  "),
         ]
     )
 
