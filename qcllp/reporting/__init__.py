@@ -5,5 +5,5 @@
 * :mod:`.report` -- the HTML report and its plots.
 
 May import every flow and everything below; never the services or the CLI. Text rendering for
-the terminal lives in :mod:`qcllp.cli`.
+the terminal lives in :mod:`qcllp.cli.render`.
 """

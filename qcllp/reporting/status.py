@@ -10,10 +10,11 @@ whether or not the services are running.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Row, func, select
 
 from qcllp.plant.config import PlantConfig
 from qcllp.station.registry import active_model
@@ -44,8 +45,52 @@ HEADLINE_METRICS = (
 )
 
 
+@dataclass(frozen=True)
+class _Tables:
+    """What one read of the plant database's tables gives: the newest batch, the scorers'
+    checkpoints, sticks pending and flags by station, the latest alarms, the lock-out guards
+    and the months of readings stored (and being dropped)."""
+
+    newest: Row | None
+    checkpoints: dict[str, Row]
+    pending: dict[str, int]
+    flags: dict[str, dict[str, int]]
+    alarms: list[Row]
+    guards: dict[tuple[str, int], Row]
+    months: list[str]
+    detached: list[str]
+
+
 def plant_status(store: Store, config: PlantConfig, *, alarms: int = 10) -> dict[str, Any]:
     """A JSON-ready summary of the scorers, the retrainer, the ingestion and the alarms."""
+    tables = _read_tables(store, alarms)
+    now = datetime.now(UTC)
+    stations = [_station(store, config, name, tables, now) for name in config.station_names]
+    return {
+        "database": store.display_url,
+        "retrainer": _retrainer(store),
+        "decisions": _decisions(store),
+        "readings": {
+            "partitioned": store.dialect == "postgresql",
+            "months": tables.months,
+            "retention_days": config.retention.readings_days,
+            "being_dropped": tables.detached,
+        },
+        "newest_batch": None
+        if tables.newest is None
+        else {"seq": tables.newest.commit_seq, "at": tables.newest.finished_at},
+        "stations": stations,
+        "alarms": [
+            {"at": r.created_at, "station": r.station, "kind": r.kind, "message": r.message}
+            for r in tables.alarms
+        ],
+    }
+
+
+def _read_tables(store: Store, alarms: int) -> _Tables:
+    """The plant-wide figures, read on one connection: the newest batch, every checkpoint,
+    the pending sticks and flags counted by station, the ``alarms`` latest alarms, every
+    lock-out guard and the months of readings."""
     b, c, p, f, a, g = (
         IngestionBatch.__table__,
         ScorerCheckpoint.__table__,
@@ -69,82 +114,80 @@ def plant_status(store: Store, config: PlantConfig, *, alarms: int = 10) -> dict
         guards = {(r.station, r.model_id): r for r in conn.execute(select(g)).all()}
         months = [p.month for p in list_partitions(conn)]
         detached = [p.month for p in list_partitions(conn, archiving=True)]
-    now = datetime.now(UTC)
-    stations = []
-    for name in config.station_names:
-        model = active_model(store, name)
-        cp = checkpoints.get(name)
-        guard = None if model is None else guards.get((name, model["id"]))
-        training = lease_holder(store, station_lease_name(name))
-        drift = {
-            e["kind"]: f"{e['outcome']}: {e['reason']}"
-            for kind in ("count_drift", "feature_drift")
-            for e in events(store, [kind], station=name, limit=1)
-        }
-        stations.append(
-            {
-                "station": name,
-                "active_model": None if model is None else model["id"],
-                "model_age_h": None if model is None else _age_h(model, now),
-                "model_metrics": {}
-                if model is None
-                else {k: model["metrics"].get(k) for k in HEADLINE_METRICS},
-                "training_by": None if training is None else training[0],
-                "drift": drift,
-                "scorer_model": None if cp is None else cp.model_id,
-                "batches_behind": (
-                    None if cp is None or newest is None else int(newest.commit_seq - cp.commit_seq)
-                ),
-                "checkpoint_at": None if cp is None else cp.updated_at,
-                "pending_sticks": int(pending.get(name, 0)),
-                "flags": flags.get(name, {}),
-                "lockout_suspended": None if guard is None else guard.reason,
-                "lockout_guard": None
-                if guard is None
-                else {
-                    "decided": int(guard.decided),
-                    "locked": int(guard.locked),
-                    "excess": float(guard.excess),
-                    "excess_bound": model["metrics"].get("lockout_excess_bound"),
-                    "qc_charges": int(guard.count_charges),
-                    "qc_predicted": float(guard.count_predicted),
-                    "qc_reported": int(guard.count_observed),
-                    "qc_excess": float(guard.count_excess),
-                    "qc_interval": config.scorer.count_guard_interval,
-                    "locks_out": (model["metrics"].get("threshold") or 0.0) <= 1.0,
-                    "qc_skipped": int(guard.count_skipped),
-                    "qc_skip_reason": guard.count_skip_reason,
-                },
-            }
-        )
+    return _Tables(newest, checkpoints, pending, flags, latest, guards, months, detached)
+
+
+def _station(
+    store: Store, config: PlantConfig, name: str, tables: _Tables, now: datetime
+) -> dict[str, Any]:
+    """One station: its active model, who trains it, its drift checks, its scorer's
+    checkpoint, its pending sticks and flags, and its model's lock-out guard."""
+    model = active_model(store, name)
+    cp = tables.checkpoints.get(name)
+    guard = None if model is None else tables.guards.get((name, model["id"]))
+    training = lease_holder(store, station_lease_name(name))
+    newest = tables.newest
     return {
-        "database": store.display_url,
-        "retrainer": _retrainer(store),
-        "decisions": [
-            {
-                "at": e["at"],
-                "station": e["station"],
-                "model_id": e["model_id"],
-                "outcome": e["outcome"],
-                "reason": e["reason"],
-            }
-            for e in events(store, ["promotion"], limit=5)
-        ],
-        "readings": {
-            "partitioned": store.dialect == "postgresql",
-            "months": months,
-            "retention_days": config.retention.readings_days,
-            "being_dropped": detached,
-        },
-        "newest_batch": None
-        if newest is None
-        else {"seq": newest.commit_seq, "at": newest.finished_at},
-        "stations": stations,
-        "alarms": [
-            {"at": r.created_at, "station": r.station, "kind": r.kind, "message": r.message}
-            for r in latest
-        ],
+        "station": name,
+        "active_model": None if model is None else model["id"],
+        "model_age_h": None if model is None else _age_h(model, now),
+        "model_metrics": {}
+        if model is None
+        else {k: model["metrics"].get(k) for k in HEADLINE_METRICS},
+        "training_by": None if training is None else training[0],
+        "drift": _drift(store, name),
+        "scorer_model": None if cp is None else cp.model_id,
+        "batches_behind": (
+            None if cp is None or newest is None else int(newest.commit_seq - cp.commit_seq)
+        ),
+        "checkpoint_at": None if cp is None else cp.updated_at,
+        "pending_sticks": int(tables.pending.get(name, 0)),
+        "flags": tables.flags.get(name, {}),
+        "lockout_suspended": None if guard is None else guard.reason,
+        "lockout_guard": None if guard is None else _guard(guard, model, config),
     }
+
+
+def _drift(store: Store, station: str) -> dict[str, str]:
+    """The station's last count-drift and feature-drift checks, ``outcome: reason``."""
+    return {
+        e["kind"]: f"{e['outcome']}: {e['reason']}"
+        for kind in ("count_drift", "feature_drift")
+        for e in events(store, [kind], station=station, limit=1)
+    }
+
+
+def _guard(guard: Row, model: dict[str, Any], config: PlantConfig) -> dict[str, Any]:
+    """The active model's lock-out guard: the share it locks out against its bound, and final
+    QC's counts against what it predicted."""
+    return {
+        "decided": int(guard.decided),
+        "locked": int(guard.locked),
+        "excess": float(guard.excess),
+        "excess_bound": model["metrics"].get("lockout_excess_bound"),
+        "qc_charges": int(guard.count_charges),
+        "qc_predicted": float(guard.count_predicted),
+        "qc_reported": int(guard.count_observed),
+        "qc_excess": float(guard.count_excess),
+        "qc_interval": config.scorer.count_guard_interval,
+        "locks_out": (model["metrics"].get("threshold") or 0.0) <= 1.0,
+        "qc_skipped": int(guard.count_skipped),
+        "qc_skip_reason": guard.count_skip_reason,
+    }
+
+
+def _decisions(store: Store) -> list[dict[str, Any]]:
+    """The five latest promotion decisions with their reasons."""
+    return [
+        {
+            "at": e["at"],
+            "station": e["station"],
+            "model_id": e["model_id"],
+            "outcome": e["outcome"],
+            "reason": e["reason"],
+        }
+        for e in events(store, ["promotion"], limit=5)
+    ]
 
 
 def _age_h(model: dict[str, Any], now: datetime) -> float | None:

@@ -264,7 +264,7 @@ def test_demo_runs_end_to_end_as_a_real_process(tmp_path):
     # the commands it prints to look at the results work as printed, without the venv
     looked = _run_as_printed(result["look"][0], cwd=tmp_path)
     assert looked.returncode == 0, looked.stderr
-    assert len(looked.stdout.strip().splitlines()) == 4  # one active model per station
+    assert len(looked.stdout.strip().splitlines()) == 1 + 4  # a header, a model a station
     status = _run_as_printed(f"{result['look'][1]} --json", cwd=tmp_path)
     assert len(json.loads(status.stdout)["stations"]) == 4, status.stderr
 
@@ -331,7 +331,7 @@ def test_the_demo_runs_from_any_folder_and_says_how_to_look_at_its_results(tmp_p
     assert looks[0].startswith(f"  {qcllp} --config ") and looks[0].endswith(" models list")
     listed = _run_as_printed(looks[0].strip(), cwd=tmp_path)  # another folder, no venv
     assert listed.returncode == 0, listed.stderr
-    assert len(listed.stdout.strip().splitlines()) == 4  # one active model per station
+    assert len(listed.stdout.strip().splitlines()) == 1 + 4  # a header, a model a station
     assert (cwd / "demo" / "plant.yaml").exists() and (cwd / "demo" / "report.html").exists()
 
 

@@ -1,0 +1,449 @@
+"""The text the CLI prints, in one place: every table, key/value block and summary line.
+
+The rules, for every command: a table has a header row and aligned columns (numbers to the
+right, text to the left); a time is ISO 8601 with its zone, to the second
+(``2026-11-26T14:05:00+00:00``; the store's times are UTC, SQLite hands them back without
+their zone); a number without a format of its column is an integer if it is one, else 4
+significant digits; a missing value is ``-``. Nothing is printed as a Python repr (no
+``datetime.datetime(...)``, no ``{...}``, no ``None``). ``--json`` does not come here: the
+commands print their results as they are.
+
+The tables are a few lines of padding rather than a library's: tabulate or rich would be a new
+runtime dependency, and rich wraps and boxes to the terminal's width, which breaks the
+grep-and-cut scripts that read these lines.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from numbers import Integral, Real
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+MISSING = "-"
+GAP = "  "  # between the columns of a table, and between a key and its value
+
+
+# ----------------------------------------------------------------------------- values
+def iso_time(value: datetime) -> str:
+    """A store time as ISO 8601 in UTC with its zone, to the second (a time without a zone is
+    UTC: SQLite returns the UTC times it stored without one)."""
+    from qcllp.store import stored_utc  # here: `qcllp --help` need not load the database layer
+
+    if isinstance(value, pd.Timestamp):
+        value = value.to_pydatetime()
+    return stored_utc(value).astimezone(UTC).isoformat(timespec="seconds")
+
+
+def stamped(text: str | None) -> str:
+    """A line that starts with a store time written ``%Y-%m-%d %H:%M:%S`` (how
+    :func:`qcllp.reporting.status.plant_status` words a job's last run and why a job is
+    queued), with that time in ISO 8601 and its zone."""
+    if not text:
+        return MISSING
+    try:
+        at = datetime.strptime(text[:19], "%Y-%m-%d %H:%M:%S")
+    except ValueError:
+        return text
+    return iso_time(at) + text[19:]
+
+
+def _number(value: Real) -> str:
+    """A number without a column format: an integer if it is one, else 4 significant digits
+    (fixed-point from 0.0001 to a million)."""
+    if isinstance(value, Integral):
+        return str(int(value))
+    v = float(value)
+    if not math.isfinite(v):
+        return str(v)
+    if v == int(v):
+        return str(int(v))
+    return f"{v:.0f}" if abs(v) >= 1e6 else f"{v:.4g}"
+
+
+def is_missing(value: Any) -> bool:
+    """``None``, NaN, NaT or an empty text: printed as ``-``."""
+    if value is None or value is pd.NaT or (isinstance(value, str) and not value):
+        return True
+    return isinstance(value, Real) and not isinstance(value, Integral) and math.isnan(value)
+
+
+def text(value: Any, spec: str | None = None) -> str:
+    """One value as the CLI prints it; ``spec`` (a format spec) formats a number."""
+    if is_missing(value):
+        return MISSING
+    if isinstance(value, bool | np.bool_):
+        return "yes" if value else "no"
+    if isinstance(value, datetime):
+        return iso_time(value)
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, Real):
+        return format(value, spec) if spec else _number(value)
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k} {text(v)}" for k, v in value.items()) or MISSING
+    if isinstance(value, list | tuple | set):
+        return ", ".join(text(v) for v in value) or MISSING
+    return str(value)
+
+
+def signed(value: Any, spec: str = "+.0f") -> str:
+    """A saving in sticks per 1,000: with its sign, ``-`` if missing."""
+    return text(value, spec)
+
+
+# ----------------------------------------------------------------------------- blocks
+@dataclass(frozen=True)
+class Column:
+    """A table column: its header, the row's key (or a function of the row) and the format
+    of its numbers."""
+
+    header: str
+    key: str | Callable[[Mapping[str, Any]], Any]
+    spec: str | None = None
+
+    def value(self, row: Mapping[str, Any]) -> Any:
+        return self.key(row) if callable(self.key) else row.get(self.key)
+
+
+def _numeric(values: Iterable[Any]) -> bool:
+    """A column of numbers (missing ones aside) is aligned to the right."""
+    present = [v for v in values if not is_missing(v)]
+    return bool(present) and all(
+        isinstance(v, Real) and not isinstance(v, bool | np.bool_) for v in present
+    )
+
+
+def table(rows: Iterable[Mapping[str, Any]], columns: Sequence[Column], indent: str = "") -> str:
+    """The rows under a header row, each column as wide as its widest cell."""
+    rows = list(rows)
+    raw = [[c.value(row) for c in columns] for row in rows]
+    cells = [[text(v, c.spec) for v, c in zip(values, columns, strict=True)] for values in raw]
+    lines = [[c.header for c in columns], *cells]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(columns))]
+    right = [_numeric(values[i] for values in raw) for i in range(len(columns))]
+    return "\n".join(
+        indent
+        + GAP.join(
+            cell.rjust(w) if r else cell.ljust(w)
+            for cell, w, r in zip(line, widths, right, strict=True)
+        ).rstrip()
+        for line in lines
+    )
+
+
+def frame_table(frame: pd.DataFrame, float_spec: str, indent: str = "") -> str:
+    """A data frame as a table, its index a column like the others; floats as ``float_spec``."""
+    flat = frame.reset_index() if frame.index.name is not None else frame
+    floats = {name for name, dtype in flat.dtypes.items() if dtype.kind == "f"}
+    columns = [Column(str(n), n, float_spec if n in floats else None) for n in flat.columns]
+    return table(flat.to_dict(orient="records"), columns, indent)
+
+
+def key_values(
+    pairs: Iterable[tuple[str, Any]], *, indent: str = "", float_spec: str | None = None
+) -> str:
+    """``key  value`` lines, the values aligned; ``float_spec`` formats the floats."""
+    pairs = list(pairs)
+    width = max((len(k) for k, _ in pairs), default=0)
+    return "\n".join(
+        f"{indent}{k:<{width}}{GAP}{text(v, float_spec if isinstance(v, float) else None)}"
+        for k, v in pairs
+    )
+
+
+# ----------------------------------------------------------------------------- ingest
+def ingest_text(report: Any) -> str:
+    """An ingest report: what was read, stored, skipped as a duplicate or quarantined."""
+    quarantined = ", ".join(f"{k}: {v}" for k, v in sorted(report.quarantined.items()))
+    lines = [
+        f"{report.kind}: {report.records:,} records, {report.stored:,} stored, "
+        f"{report.duplicates:,} duplicates, {report.quarantined_total:,} quarantined"
+        + (f" ({quarantined})" if quarantined else "")
+    ]
+    lines += [f"skipped (already ingested): {f}" for f in report.files_skipped]
+    return "\n".join(lines)
+
+
+def sql_ingest_text(reports: Mapping[str, Any]) -> str:
+    """One ingest report per configured SQL source, each named."""
+    return "\n".join(f"[{name}] {ingest_text(report)}" for name, report in reports.items())
+
+
+def failed_file_line(file: str, why: str) -> str:
+    """The ``error:`` line of a file ingest could not take: one line, naming the file."""
+    line = " ".join(why.split())  # one line, whatever the underlying error printed
+    return f"error: {line if line.startswith(file) else f'{file}: {line}'}"
+
+
+# ----------------------------------------------------------------------------- train
+def trained_line(r: Any) -> str:
+    """What ``qcllp train`` prints of a TrainingResult: the model, its rule and its expected
+    saving; with ``--method auto``, what each method did."""
+    m = r.metrics
+    rule = (
+        "locks out nothing (no threshold's saving is significant)"
+        if m.get("lockout_declined")
+        else f"threshold {m['threshold']:.3f}"
+    )
+    saving = (
+        "expected saving 0 (it locks out nothing)"
+        if m.get("lockout_declined")
+        else f"expected saving {m['expected_saving_per_1000']:+.0f} per 1,000 sticks "
+        f"(90 % interval {m['saving_low_per_1000']:+.0f} to {m['saving_high_per_1000']:+.0f}, "
+        "on charges it did not see)"
+    )
+    subsampled = m.get("labeled_sticks", 0) > m.get("max_sticks", float("inf"))
+    of = f" (of {m['labeled_charges']:,.0f}: training.max_sticks)" if subsampled else ""
+    line = (
+        f"model {r.model_id}: {r.station} {r.method} on {r.n_charges} charges{of} / "
+        f"{r.n_sticks} sticks, bag error {m['bag_error']:.3f}, {rule}, {saving}"
+    )
+    for trial in r.params.get("auto", []):
+        mark = "*" if trial["method"] == r.method else " "
+        line += (
+            f"\n  {mark} {trial['method']:<15} CV bag error {trial['cv_bag_error']:.4f}, "
+            f"expected saving {trial['expected_saving_per_1000']:+.0f} "
+            f"[{trial['saving_low_per_1000']:+.0f}, {trial['saving_high_per_1000']:+.0f}], "
+            f"{trial['seconds']:.0f} s"
+        )
+    return line
+
+
+def evaluation_text(station: str, result: Any) -> str:
+    """``qcllp evaluate``: the setup, the held-out metrics and the charges it got most wrong."""
+    metrics, per_charge = result.evaluation.metrics, result.evaluation.per_charge
+    head = (
+        f"{station} {result.method}, target {result.target}: {result.n_charges} charges, "
+        f"{result.n_sticks} sticks; thresholds per fold "
+        + ", ".join(f"{t:.3f}" for t in result.thresholds)
+    )
+    worst = per_charge.sort_values("abs_error", ascending=False).head(5)
+    return "\n".join(
+        [
+            head,
+            key_values(metrics.items(), indent="  ", float_spec=".4f"),
+            "  charges with the largest share error:",
+            frame_table(worst, ".3f", indent="  "),
+        ]
+    )
+
+
+# ----------------------------------------------------------------------------- models
+MODEL_COLUMNS = (
+    Column("id", "id"),
+    Column("station", "station"),
+    Column("method", "method"),
+    Column("target", "target"),
+    Column("status", "status"),
+    Column("charges", "n_charges"),
+    Column("bag error", lambda m: (m["metrics"] or {}).get("bag_error"), ".3f"),
+    Column("created at", "created_at"),
+)
+
+
+def models_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The registry, one model a row under a header, newest first."""
+    return table(rows, MODEL_COLUMNS) if rows else "no models registered yet"
+
+
+def model_text(row: Mapping[str, Any]) -> str:
+    """Everything recorded about one model: its fields with the first of its features, then
+    its parameters and its metrics, each an indented block under its name."""
+    features = row.get("features") or []
+    more = " ..." if len(features) > 8 else ""
+    fields = [(k, v) for k, v in row.items() if k not in ("params", "metrics", "features")]
+    blocks = [key_values([*fields, ("features", f"{len(features)}: {text(features[:8])}{more}")])]
+    for name in ("params", "metrics"):
+        values = row.get(name) or {}
+        blocks.append(f"{name}\n" + key_values(values.items(), indent="  ") if values else name)
+    return "\n".join(blocks)
+
+
+def resave_text(rows: Sequence[tuple[int, Mapping[str, Any] | None]]) -> str:
+    """``qcllp models resave``: each model's new artifact, or that it was already skops."""
+    return (
+        "\n".join(
+            f"model {i}: " + ("already a skops artifact" if r is None else r["artifact_path"])
+            for i, r in rows
+        )
+        or "no models registered yet"
+    )
+
+
+# ----------------------------------------------------------------------------- score
+def delivery_text(station: str, result: Any, input_path: str | None) -> str:
+    """Where a score run's flags went: the station's sink, or that it has none."""
+    if input_path:
+        return ""
+    if result.sink is None:
+        return (
+            f"; {station} has no sink: the flags are in the database only "
+            "(give --sink or scorer.sink_dir)"
+        )
+    return f", {result.sink_lines} lines appended to {result.sink}"
+
+
+def score_line(station: str, summary: Mapping[str, Any], why: str, delivered: str) -> str:
+    """The one line ``qcllp score`` prints: what it decided, or why it decided nothing."""
+    if why:
+        return f"{station}: decided 0 sticks with model {summary['model_id']}: {why}{delivered}"
+    return (
+        f"{station}: decided {summary['sticks_decided']} sticks with model {summary['model_id']}"
+        f" (threshold {summary['threshold']:.3f}): {summary['locked_out']} locked out, "
+        f"{summary['passed']} passed, {summary['unscorable']} unscorable; "
+        f"{summary['flags_written']} flags written{delivered}"
+    )
+
+
+def sink_moved_line(station: str, claim: Any) -> str:
+    """``qcllp sink move``: where the station's flags go from which flag on."""
+    return f"{station}: flags go to {claim.path} from flag id {claim.flag_id + 1} on" + (
+        f" (before: {claim.previous})" if claim.previous else ""
+    )
+
+
+# ----------------------------------------------------------------------------- demo
+def demo_text(result: Any, seconds: float, looks: Sequence[str]) -> str:
+    """What the demo did: its scored tables, how long it took, where its plant is and the
+    commands to look at it."""
+    qc = "" if result.final_qc is None else frame_table(result.final_qc, ".1f")
+    return (
+        f"\nfresh charges scored at every station (against the simulator's hidden truth):\n"
+        f"{frame_table(result.table, '.3f')}\n\nfinal QC's counts of the fresh charges against "
+        f"each model (lock-out guard):\n{qc}\n\ndemo finished in {seconds:.0f} s\n"
+        f"report: {result.report}\ndatabase: {result.database_url}\nlook at the results:\n"
+        + "\n".join(f"  {c}" for c in looks)
+    )
+
+
+# ----------------------------------------------------------------------------- status
+JOB_COLUMNS = (
+    Column("job", "job"),
+    Column("next run", "next_run"),
+    Column("last run", lambda j: stamped(j.get("last"))),
+    Column("queued because", lambda j: stamped(j.get("why"))),
+)
+
+STATION_COLUMNS = (
+    Column("station", "station"),
+    Column("model", "active_model"),
+    Column("scorer", "scorer_model"),
+    Column("batches behind", "batches_behind"),
+    Column("pending", "pending_sticks"),
+    Column("flags", lambda s: ", ".join(f"{k} {v}" for k, v in sorted(s["flags"].items()))),
+    Column("age h", "model_age_h", ".1f"),
+    Column("saving/1,000", lambda s: s["model_metrics"].get("expected_saving_per_1000"), "+.0f"),
+    Column("90 % interval", lambda s: _interval(s["model_metrics"])),
+    Column("bag error", lambda s: s["model_metrics"].get("calibration_error"), ".4f"),
+)
+
+DECISION_COLUMNS = (
+    Column("decided at", "at"),
+    Column("station", "station"),
+    Column("model", "model_id"),
+    Column("outcome", "outcome"),
+    Column("reason", "reason"),
+)
+
+ALARM_COLUMNS = (
+    Column("alarm at", "at"),
+    Column("station", "station"),
+    Column("kind", "kind"),
+    Column("message", "message"),
+)
+
+
+def _interval(metrics: Mapping[str, Any]) -> str | None:
+    """The 90 % interval of the expected saving, ``[low, high]``; ``None`` without one."""
+    low, high = metrics.get("saving_low_per_1000"), metrics.get("saving_high_per_1000")
+    if is_missing(low) and is_missing(high):
+        return None
+    return f"[{signed(low)}, {signed(high)}]"
+
+
+def status_text(result: Mapping[str, Any]) -> str:
+    """``qcllp status``: the plant block, then the tables of the retrainer's jobs, the
+    stations, what to know about each station, the promotion decisions and the alarms (a
+    table without rows is left out)."""
+    parts = [
+        _plant_block(result),
+        result["retrainer"]["jobs"] and table(result["retrainer"]["jobs"], JOB_COLUMNS),
+        result["stations"] and table(result["stations"], STATION_COLUMNS),
+        _station_notes(result["stations"]),
+        result["decisions"] and table(result["decisions"], DECISION_COLUMNS),
+        result["alarms"] and table(result["alarms"], ALARM_COLUMNS),
+    ]
+    return "\n\n".join(part for part in parts if part)
+
+
+def _plant_block(result: Mapping[str, Any]) -> str:
+    """The database, its newest batch, the readings stored and who runs the retrainer."""
+    newest = result["newest_batch"]
+    pairs: list[tuple[str, Any]] = [
+        ("database", result["database"]),
+        ("newest batch", newest and f"{newest['seq']} at {text(newest['at'])}"),
+    ]
+    stored = result["readings"]
+    if stored["months"] or stored["retention_days"]:
+        pairs.append(("readings", _readings(stored)))
+    leader = result["retrainer"]["leader"]
+    pairs.append(("retrainer", leader or "not running (no lease held)"))
+    return key_values(pairs)
+
+
+def _readings(stored: Mapping[str, Any]) -> str:
+    """The monthly partitions of readings, how long they are kept and which are going."""
+    months, keep = stored["months"], stored["retention_days"]
+    span = f"{months[0]} .. {months[-1]}" if months else "none"
+    dropping = stored["being_dropped"]
+    return (
+        f"{len(months)} monthly partitions ({span}); kept "
+        + (f"{keep} days" if keep else "for ever")
+        + (f"; being dropped: {', '.join(dropping)}" if dropping else "")
+    )
+
+
+def _station_notes(stations: Sequence[Mapping[str, Any]]) -> str:
+    """What else to know of each station (training, drift, its lock-out guard), one line a
+    note, as a table of station and note; empty if there is nothing."""
+    rows = [{"station": s["station"], "note": note} for s in stations for note in _notes(s)]
+    return table(rows, (Column("station", "station"), Column("note", "note"))) if rows else ""
+
+
+def _notes(s: Mapping[str, Any]) -> list[str]:
+    """One station's notes: who trains it, its drift checks, its lock-out guard."""
+    notes = [] if not s["training_by"] else [f"being trained by {s['training_by']}"]
+    notes += [f"{kind} {line}" for kind, line in s["drift"].items()]
+    if s["lockout_suspended"]:
+        notes.append(s["lockout_suspended"])
+    elif s["lockout_guard"]:
+        notes += _guard_notes(s["lockout_guard"])
+    return notes
+
+
+def _guard_notes(g: Mapping[str, Any]) -> list[str]:
+    """The lock-out guard: the share locked out and final QC's counts against the model."""
+    share = g["locked"] / g["decided"] if g["decided"] else 0.0
+    rule = (
+        f"(suspends above {text(g['qc_interval'], 'g')})"
+        if g["locks_out"]
+        else "(the model locks out nothing: nothing to suspend)"
+    )
+    skipped = (
+        f"; {g['qc_skipped']} not comparable, latest {text(g['qc_skip_reason'])}"
+        if g["qc_skipped"]
+        else ""
+    )
+    return [
+        f"lock-out guard: {g['locked']} of {g['decided']} sticks locked out ({share:.1%}); "
+        f"recent excess {g['excess']:.0f} sticks (suspends above {text(g['excess_bound'], '.0f')})",
+        f"final QC: {g['qc_charges']} charges compared, {g['qc_predicted']:.1f} failures "
+        f"predicted, {g['qc_reported']} reported; over-prediction {g['qc_excess']:.1f} {rule}"
+        + skipped,
+    ]
