@@ -1,4 +1,5 @@
-"""The house's rules, checked on the code: arrows point down, and no package is a drawer.
+"""The house's rules, checked on the code: arrows point down, no package is a drawer, no
+function is longer than a screen and no module longer than 500 lines.
 
 The direction of imports is declared once, in ``pyproject.toml`` (``[tool.importlinter]``),
 and checked by import-linter (a maintained tool that builds the import graph, lazy imports
@@ -7,6 +8,7 @@ included), run as the command a developer runs.
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -15,6 +17,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "qcllp"
 MAX_MODULES_PER_PACKAGE = 15
+MAX_FUNCTION_LINES = 60
+MAX_MODULE_LINES = 500
+
+
+def _modules():
+    """Every module of the package but the database migrations (each one revision, written
+    once and never edited: their length is the schema's, not a drawer's)."""
+    return [path for path in PACKAGE.rglob("*.py") if "migrations" not in path.parts]
 
 
 def test_imports_point_down_the_layers_and_learn_stays_free_of_io():
@@ -42,3 +52,19 @@ def test_no_package_holds_more_than_fifteen_modules():
         > MAX_MODULES_PER_PACKAGE
     }
     assert crowded == {}
+
+
+def test_no_function_is_over_sixty_lines_and_no_module_over_five_hundred():
+    long_functions, long_modules = {}, {}
+    for path in _modules():
+        source = path.read_text()
+        name = str(path.relative_to(ROOT))
+        if source.count("\n") > MAX_MODULE_LINES:
+            long_modules[name] = source.count("\n")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long_functions[f"{name}:{node.lineno} {node.name}"] = lines
+    assert long_modules == {}
+    assert long_functions == {}
