@@ -24,6 +24,8 @@ money (``benchmarks/bench_plant_quality.py``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from scipy.optimize import minimize
 from scipy.special import expit
@@ -31,6 +33,10 @@ from scipy.special import expit
 __all__ = ["BagCalibrator", "CountCalibrator", "poisson_binomial_logpmf"]
 
 _EPS = 1e-12
+
+Likelihood = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+"""``(p, dp) -> (log P(count) per bag, its derivatives (m, bags))``, as
+:meth:`_CountLayout.logpmf_and_grad`."""
 
 
 class BagCalibrator:
@@ -89,67 +95,149 @@ def poisson_binomial_logpmf(
     return _CountLayout(bag_codes, counts, n_bags).logpmf(p)
 
 
+_BAGS_PER_BUCKET = 64
+
+
+def _by_count(k: np.ndarray) -> list[np.ndarray]:
+    """The bags in buckets of similar counts: counts within a factor of about 1.5 of each
+    other (edges 0, 1, 2, 3, 4, 6, 9, 13, ...), a bucket of fewer than
+    :data:`_BAGS_PER_BUCKET` bags joined to the next (a bucket costs a loop of its own)."""
+    order = np.argsort(k, kind="stable")
+    edges, edge = [0], 1
+    while edge <= k.max(initial=0):
+        edges.append(edge)
+        edge = max(edge + 1, int(edge * 1.5))
+    cuts = list(np.searchsorted(k[order], edges[1:], side="left"))
+    buckets, start = [], 0
+    for cut in [*cuts, len(order)]:
+        if cut - start >= _BAGS_PER_BUCKET or (cut == len(order) and cut > start):
+            buckets.append(order[start:cut])
+            start = cut
+    return buckets
+
+
 class _CountLayout:
-    """The bags' rows laid out once for repeated :func:`poisson_binomial_logpmf` calls."""
+    """The bags' rows laid out once for repeated :func:`poisson_binomial_logpmf` calls.
+
+    The bags are sorted by the count asked for and cut into buckets of similar counts
+    (:func:`_by_count`), each with its own table (bags x its largest bag) and
+    its own largest count: the recursion for a bag whose count is small stops at that count
+    (column ``c`` of the distribution depends only on columns ``<= c``), so a few charges with
+    many failures no longer make every bag track their counts. Each bag's arithmetic is the
+    same as in one table.
+    """
 
     def __init__(self, bag_codes: np.ndarray, counts: np.ndarray, n_bags: int | None = None):
         codes = np.asarray(bag_codes, dtype=np.intp)
         h = int(n_bags if n_bags is not None else len(counts))
         sizes = np.bincount(codes, minlength=h)
-        self.width = int(sizes.max()) if len(sizes) else 0
-        order = np.argsort(codes, kind="stable")
-        self.rows = order
-        self.cells = (
-            codes[order],
-            (np.arange(len(codes)) - np.repeat(np.cumsum(sizes) - sizes, sizes)),
-        )
         k = np.asarray(np.round(counts), dtype=np.intp)
         self.inside = (k >= 0) & (k <= sizes)
-        self.top = int(np.clip(k, 0, self.width).max(initial=0))
-        self.k = np.clip(k, 0, self.top)
+        k = np.clip(k, 0, sizes)
+        order = np.argsort(codes, kind="stable")
+        position = np.arange(len(codes)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
         self.h = h
+        self.buckets = [
+            _Bucket(bags, sizes, k, codes[order], position, order) for bags in _by_count(k)
+        ]
 
     def logpmf(self, p: np.ndarray) -> np.ndarray:
-        table = np.zeros((self.h, self.width))  # padding has p = 0: never adds a positive
-        table[self.cells] = np.asarray(p, dtype=float)[self.rows]
-        dist = np.zeros((self.h, self.top + 1))
+        p = np.asarray(p, dtype=float)
+        value = np.zeros(self.h)
+        for bucket in self.buckets:
+            value[bucket.bags] = bucket.probability(p)
+        return np.log(np.maximum(np.where(self.inside, value, 0.0), 1e-300))
+
+    def logpmf_and_grad(self, p: np.ndarray, dp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`logpmf` and its derivatives along ``dp`` ((m, n): the derivatives of every
+        row's ``p`` by m parameters). Returns ((h,), (m, h)); the derivative is 0 where the
+        value is clipped.
+
+        Reverse mode: the recursion maps ``dist`` to ``dist + p diff`` with ``diff =
+        shift(dist) - dist``; after a forward pass that keeps every ``dist``, one backward pass
+        carries the adjoint ``lam`` (of ``P(count = k)`` by ``dist``) back through the rows: a
+        row's derivative is ``lam . diff`` and ``lam`` becomes ``lam (1 - p) + shift^T(lam)
+        p``. That gives every row's derivative at about twice the cost of the value, whatever
+        ``m`` (forward mode carried m tables through the recursion); the parameters'
+        derivatives follow by the chain rule.
+        """
+        p, dp = np.asarray(p, dtype=float), np.asarray(dp, dtype=float)
+        value, by_row = np.zeros(self.h), np.zeros(len(p))
+        for bucket in self.buckets:
+            value[bucket.bags], by_row[bucket.rows] = bucket.probability_and_row_grad(p)
+        bag_of_row = np.empty(len(p), dtype=np.intp)
+        for bucket in self.buckets:
+            bag_of_row[bucket.rows] = bucket.bags[bucket.cells[0]]
+        dvalue = np.stack([np.bincount(bag_of_row, d * by_row, minlength=self.h) for d in dp])
+        value = np.where(self.inside, value, 0.0)
+        kept = value > 1e-300
+        grad = np.where(kept, dvalue / np.where(kept, value, 1.0), 0.0)
+        return np.log(np.maximum(value, 1e-300)), grad
+
+
+class _Bucket:
+    """Bags of similar counts: their rows in a (bags x largest bag) table, padded with p = 0
+    (a padding row never adds a positive), and the distribution tracked up to their largest
+    count."""
+
+    def __init__(self, bags, sizes, k, sorted_codes, position, order):
+        self.bags = bags
+        local = np.full(len(sizes), -1)
+        local[bags] = np.arange(len(bags))
+        mine = local[sorted_codes] >= 0
+        self.rows = order[mine]
+        self.cells = (local[sorted_codes[mine]], position[mine])
+        self.width = int(sizes[bags].max(initial=0))
+        self.k = k[bags]
+        self.top = int(self.k.max(initial=0))
+
+    def _table(self, p: np.ndarray) -> np.ndarray:
+        table = np.zeros((len(self.bags), self.width))
+        table[self.cells] = p[self.rows]
+        return table
+
+    def probability(self, p: np.ndarray) -> np.ndarray:
+        """P(count = k) of each bag."""
+        table = self._table(p)
+        dist = np.zeros((len(self.bags), self.top + 1))
         dist[:, 0] = 1.0
         for j in range(self.width):  # over row positions, not over bags or rows
             pj = table[:, j : j + 1]
             step = dist * (1.0 - pj)
             step[:, 1:] += dist[:, :-1] * pj
             dist = step
-        value = dist[np.arange(self.h), self.k]
-        return np.log(np.maximum(np.where(self.inside, value, 0.0), 1e-300))
+        return dist[np.arange(len(self.bags)), self.k]
 
-    def logpmf_and_grad(self, p: np.ndarray, dp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`logpmf` and its derivatives along ``dp`` ((m, n): the derivatives of every
-        row's ``p`` by m parameters), by forward-mode differentiation of the recursion: with
-        ``diff = shift(dist) - dist`` a row of probability ``p`` maps ``dist`` to ``dist + p
-        diff``, so the derivatives map to ``ddist + p ddiff + dp diff``. One pass costs about
-        twice :meth:`logpmf`, where finite differences cost m + 1 passes. Returns ((h,), (m,
-        h)); the derivative is 0 where the value is clipped."""
-        m = len(dp)
-        table = np.zeros((self.h, self.width))
-        table[self.cells] = np.asarray(p, dtype=float)[self.rows]
-        dtable = np.zeros((m, self.h, self.width))
-        dtable[:, self.cells[0], self.cells[1]] = np.asarray(dp, dtype=float)[:, self.rows]
-        dist = np.zeros((self.h, self.top + 1))
-        dist[:, 0] = 1.0
-        ddist = np.zeros((m, self.h, self.top + 1))
-        for j in range(self.width):
-            pj, dpj = table[:, j : j + 1], dtable[:, :, j : j + 1]
-            diff = -dist
+    def probability_and_row_grad(self, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """P(count = k) of each bag, and its derivative by each of the bucket's rows' ``p``
+        (in the order of ``rows``). The passes write into buffers allocated once: the tables
+        of a pooled layout are large enough that a fresh temporary per operation costs more
+        than the arithmetic."""
+        table = self._table(p)
+        n, width = len(self.bags), self.width
+        dists = np.zeros((width + 1, n, self.top + 1))
+        dists[0, :, 0] = 1.0
+        diff, scaled = np.empty((n, self.top + 1)), np.empty((n, self.top + 1))
+        for j in range(width):  # dist + p (shift(dist) - dist), as in logpmf_and_grad before
+            pj, dist = table[:, j : j + 1], dists[j]
+            np.negative(dist, out=diff)
             diff[:, 1:] += dist[:, :-1]
-            ddiff = -ddist
-            ddiff[:, :, 1:] += ddist[:, :, :-1]
-            ddist = ddist + pj * ddiff + dpj * diff
-            dist = dist + pj * diff
-        bags = np.arange(self.h)
-        value = np.where(self.inside, dist[bags, self.k], 0.0)
-        kept = value > 1e-300
-        grad = np.where(kept, ddist[:, bags, self.k] / np.where(kept, value, 1.0), 0.0)
-        return np.log(np.maximum(value, 1e-300)), grad
+            np.multiply(pj, diff, out=scaled)
+            np.add(dist, scaled, out=dists[j + 1])
+        bags = np.arange(n)
+        lam, back = np.zeros((n, self.top + 1)), np.empty((n, self.top + 1))
+        lam[bags, self.k] = 1.0
+        grad = np.empty((n, width))
+        for j in range(width - 1, -1, -1):
+            pj, dist = table[:, j : j + 1], dists[j]
+            grad[:, j] = np.einsum("ij,ij->i", lam[:, 1:], dist[:, :-1]) - np.einsum(
+                "ij,ij->i", lam, dist
+            )
+            np.multiply(lam, 1.0 - pj, out=back)
+            np.multiply(lam[:, 1:], pj, out=scaled[:, :-1])
+            back[:, :-1] += scaled[:, :-1]
+            lam, back = back, lam
+        return dists[-1, bags, self.k], grad[self.cells]
 
 
 class CountCalibrator:
@@ -176,9 +264,13 @@ class CountCalibrator:
         bag_codes: np.ndarray,
         counts: np.ndarray,
         init: CountCalibrator | None = None,
+        likelihood: Likelihood | None = None,
     ):
         """Fit on decision values, the bag of each row and each bag's positives; ``init``: a
-        fitted calibrator to start from (one start instead of two: bootstrap refits)."""
+        fitted calibrator to start from (one start instead of two: bootstrap refits);
+        ``likelihood``: what computes the bags' log-likelihoods and their derivatives, by
+        default their own :class:`_CountLayout` (:mod:`qcllp.learn.count_batch` evaluates many
+        fits' bags together)."""
         f = np.asarray(decision, dtype=float)
         codes = np.asarray(bag_codes, dtype=np.intp)
         counts = np.asarray(counts, dtype=float)
@@ -187,13 +279,13 @@ class CountCalibrator:
         centre = float(f.mean())
         z = (f - centre) / scale
 
-        layout = _CountLayout(codes, counts, h)
+        evaluate = likelihood or _CountLayout(codes, counts, h).logpmf_and_grad
 
         def loss(theta: np.ndarray) -> tuple[float, np.ndarray]:
             a, b, top = theta
             s = expit(a * z + b)
             slope = top * s * (1.0 - s)
-            ll, dll = layout.logpmf_and_grad(top * s, np.stack([slope * z, slope, s]))
+            ll, dll = evaluate(top * s, np.stack([slope * z, slope, s]))
             value = -float(ll.sum()) / max(h, 1) + self.l2 * a * a
             grad = -dll.sum(axis=1) / max(h, 1) + np.array([2.0 * self.l2 * a, 0.0, 0.0])
             return value, grad

@@ -52,6 +52,8 @@ import numpy as np
 from scipy.stats import norm
 
 from qcllp.learn.calibration import CountCalibrator
+from qcllp.learn.core.threads import single_threaded
+from qcllp.learn.count_batch import fit_count_calibrators
 
 __all__ = [
     "LockoutCosts",
@@ -148,18 +150,34 @@ Calibrate = Callable[[np.ndarray, np.ndarray, np.ndarray], Callable[[np.ndarray]
 """``calibrate(decision, bag_codes, positives)`` -> a map from decision values to P(fail)."""
 
 
+class CountRefits:
+    """The :data:`Calibrate` of :func:`count_calibration`: the count calibration refitted on
+    other charges, started from the fit on all of them (a refit converges in a few steps
+    instead of two cold starts); :meth:`many` makes many such refits at once, each exactly
+    as alone (:func:`qcllp.learn.count_batch.fit_count_calibrators`)."""
+
+    def __init__(self, fitted: CountCalibrator):
+        self.fitted = fitted
+
+    def __call__(
+        self, f: np.ndarray, c: np.ndarray, k: np.ndarray
+    ) -> Callable[[np.ndarray], np.ndarray]:
+        return self.many([(f, c, k)])[0]
+
+    def many(self, tasks: list[tuple[np.ndarray, ...]]) -> list[Callable[[np.ndarray], np.ndarray]]:
+        """The calibration map of each ``(decision, bag_codes, positives[, keys])``
+        (:data:`qcllp.learn.count_batch.Task`)."""
+        return [fit.predict for fit in fit_count_calibrators(tasks, init=self.fitted)]
+
+
 def count_calibration(
     decision: np.ndarray, codes: np.ndarray, positives: np.ndarray
-) -> tuple[CountCalibrator, Calibrate]:
+) -> tuple[CountCalibrator, CountRefits]:
     """The count calibration of these out-of-fold decision values, and a :data:`Calibrate`
-    that refits it on other charges starting from it (bootstrap refits converge in a few
-    steps instead of two cold starts)."""
-    fitted = CountCalibrator().fit(decision, codes, positives)
-
-    def refit(f: np.ndarray, c: np.ndarray, k: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
-        return CountCalibrator().fit(f, c, k, init=fitted).predict
-
-    return fitted, refit
+    that refits it on other charges starting from it (:class:`CountRefits`)."""
+    with single_threaded():  # three parameters: BLAS threads would only wait
+        fitted = CountCalibrator().fit(decision, codes, positives)
+    return fitted, CountRefits(fitted)
 
 
 def _locked_per_charge(
@@ -253,6 +271,58 @@ def lockout_rule(
     return _rule(decision, codes, positives, costs, calibrate, n_boot, alpha, random_state)[0]
 
 
+@dataclass(frozen=True)
+class _Resamples:
+    """One rule's charges and the bootstrap resamples it draws: the calibrations it needs
+    are one on all its charges and one per resample (:meth:`tasks`)."""
+
+    f: np.ndarray
+    codes: np.ndarray
+    positives: np.ndarray
+    draws: list[tuple[np.ndarray, np.ndarray, np.ndarray]]  # (rows, new codes, drawn charges)
+
+    @classmethod
+    def draw(
+        cls,
+        decision: np.ndarray,
+        codes: np.ndarray,
+        positives: np.ndarray,
+        n_boot: int,
+        rng: np.random.Generator,
+    ) -> _Resamples:
+        """Check the inputs and draw ``n_boot`` resamples of the charges from ``rng``."""
+        f = np.asarray(decision, dtype=float)
+        codes = np.asarray(codes, dtype=np.intp)
+        positives = np.asarray(positives, dtype=float)
+        _check(f, codes, positives)
+        order = np.argsort(codes, kind="stable")
+        sizes = np.bincount(codes, minlength=len(positives))
+        return cls(f, codes, positives, [_resample(rng, order, sizes) for _ in range(n_boot)])
+
+    def tasks(self) -> list[tuple[np.ndarray, ...]]:
+        """``(decision, bag codes, positives, charge drawn per bag)`` of every calibration the
+        rule fits (a :data:`Calibrate` takes the first three)."""
+        everything = (self.f, self.codes, self.positives, np.arange(len(self.positives)))
+        return [everything, *((self.f[r], c, self.positives[d], d) for r, c, d in self.draws)]
+
+
+def _calibrations(
+    calibrate: Calibrate, resamples: list[_Resamples]
+) -> list[list[Callable[[np.ndarray], np.ndarray]]]:
+    """Every calibration map the rules on ``resamples`` need, per rule: fitted together when
+    ``calibrate`` can (:class:`CountRefits`), else one by one."""
+    tasks = [task for r in resamples for task in r.tasks()]
+    if isinstance(calibrate, CountRefits):
+        maps = calibrate.many(tasks)
+    else:
+        maps = [calibrate(*task[:3]) for task in tasks]
+    per_rule, start = [], 0
+    for r in resamples:
+        per_rule.append(maps[start : start + 1 + len(r.draws)])
+        start += 1 + len(r.draws)
+    return per_rule
+
+
 def _rule(
     decision: np.ndarray,
     codes: np.ndarray,
@@ -264,21 +334,27 @@ def _rule(
     random_state: int | np.random.Generator | None,
 ) -> tuple[ThresholdChoice, Callable[[np.ndarray], np.ndarray]]:
     """:func:`lockout_rule`, and the calibration map it fitted on all these charges."""
-    f = np.asarray(decision, dtype=float)
-    codes = np.asarray(codes, dtype=np.intp)
-    positives = np.asarray(positives, dtype=float)
-    _check(f, codes, positives)
-    h = len(positives)
-    calibrated = calibrate(f, codes, positives)
-    p = calibrated(f)
-    ts = _candidates(p, costs)
-    point = 1000 * charge_savings(p, codes, h, ts, costs).sum(axis=1) / len(p)
     rng = np.random.default_rng(random_state)
-    order, sizes = np.argsort(codes, kind="stable"), np.bincount(codes, minlength=h)
-    boot = np.empty((n_boot, len(ts)))
-    for b in range(n_boot):  # over replicates; each is vectorized over sticks and thresholds
-        rows, new_codes, drawn = _resample(rng, order, sizes)
-        pb = calibrate(f[rows], new_codes, positives[drawn])(f[rows])
+    resamples = _Resamples.draw(decision, codes, positives, n_boot, rng)
+    return _choose(resamples, _calibrations(calibrate, [resamples])[0], costs, alpha)
+
+
+def _choose(
+    r: _Resamples,
+    maps: list[Callable[[np.ndarray], np.ndarray]],
+    costs: LockoutCosts,
+    alpha: float,
+) -> tuple[ThresholdChoice, Callable[[np.ndarray], np.ndarray]]:
+    """The threshold with the largest bootstrap lower bound, from the calibration on all
+    charges (``maps[0]``) and on each resample (``maps[1:]``)."""
+    h = len(r.positives)
+    calibrated = maps[0]
+    p = calibrated(r.f)
+    ts = _candidates(p, costs)
+    point = 1000 * charge_savings(p, r.codes, h, ts, costs).sum(axis=1) / len(p)
+    boot = np.empty((len(r.draws), len(ts)))
+    for b, ((rows, new_codes, _), map_b) in enumerate(zip(r.draws, maps[1:], strict=True)):
+        pb = map_b(r.f[rows])  # each replicate is vectorized over sticks and thresholds
         boot[b] = 1000 * charge_savings(pb, new_codes, h, ts, costs).sum(axis=1) / len(rows)
     bound = np.quantile(boot, alpha, axis=0)
     best = len(ts) - 1 - int(np.argmax(bound[::-1]))  # ties: the higher threshold
@@ -324,20 +400,21 @@ def held_out_saving(
     h = len(positives)
     rng = np.random.default_rng(random_state)
     group = rng.permutation(h) % max(2, min(groups, h))
-    held = np.zeros(h)
-    for g in np.unique(group):
+    trains, resamples = [], []
+    for g in np.unique(group):  # every group's resamples drawn first, in the same order
         train = group[codes] != g
         kept = np.flatnonzero(group != g)
         local = np.searchsorted(kept, codes[train])  # training charges renumbered 0..len(kept)-1
-        choice, calibrated = _rule(
-            f[train], local, positives[kept], costs, calibrate, n_boot, alpha, rng
-        )
+        trains.append(train)
+        resamples.append(_Resamples.draw(f[train], local, positives[kept], n_boot, rng))
+    held = np.zeros(h)
+    for train, r, maps in zip(trains, resamples, _calibrations(calibrate, resamples), strict=True):
+        choice, calibrated = _choose(r, maps, costs, alpha)
         if choice.declined:
             continue
         out = ~train
         p = calibrated(f[out])  # the other groups' calibration, as the rule fitted it
-        per_charge = charge_savings(p, codes[out], h, np.array([choice.threshold]), costs)[0]
-        held += per_charge
+        held += charge_savings(p, codes[out], h, np.array([choice.threshold]), costs)[0]
     rows = np.bincount(codes, minlength=h).astype(float)
     estimate = 1000 * held.sum() / rows.sum()
     weights = rng.multinomial(h, np.full(h, 1.0 / h), size=max(n_boot, 200)).astype(float)
