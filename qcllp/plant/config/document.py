@@ -73,8 +73,9 @@ class Scorer(Section):
 
     host: Text = Field(
         "127.0.0.1",
-        description="/healthz and /metrics listen here (another host than loopback logs a warning: "
-        "they have no authentication).",
+        description="/healthz and /metrics listen here: 127.0.0.1, this machine only; 0.0.0.0, "
+        "every interface, so any machine that reaches this one (a scraper elsewhere). They have "
+        "no authentication: a host other than loopback logs a warning.",
     )
     base_port: Integer = Field(
         9470, ge=1, description="A station listens on base_port + its position in the line."
@@ -125,8 +126,9 @@ class Retrainer(Section):
     cross_keys: ClassVar[bool] = True
     host: Text = Field(
         "127.0.0.1",
-        description="/healthz and /metrics listen here (another host than loopback logs a warning: "
-        "they have no authentication).",
+        description="/healthz and /metrics listen here: 127.0.0.1, this machine only; 0.0.0.0, "
+        "every interface, so any machine that reaches this one (a scraper elsewhere). They have "
+        "no authentication: a host other than loopback logs a warning.",
     )
     port: Integer = Field(9469, ge=1, description="The port of /healthz and /metrics.")
     stations: list[Name] = Field(
