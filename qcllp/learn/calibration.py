@@ -137,6 +137,7 @@ class _CountLayout:
         order = np.argsort(codes, kind="stable")
         position = np.arange(len(codes)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
         self.h = h
+        self.codes = codes
         self.buckets = [
             _Bucket(bags, sizes, k, codes[order], position, order) for bags in _by_count(k)
         ]
@@ -165,10 +166,7 @@ class _CountLayout:
         value, by_row = np.zeros(self.h), np.zeros(len(p))
         for bucket in self.buckets:
             value[bucket.bags], by_row[bucket.rows] = bucket.probability_and_row_grad(p)
-        bag_of_row = np.empty(len(p), dtype=np.intp)
-        for bucket in self.buckets:
-            bag_of_row[bucket.rows] = bucket.bags[bucket.cells[0]]
-        dvalue = np.stack([np.bincount(bag_of_row, d * by_row, minlength=self.h) for d in dp])
+        dvalue = np.stack([np.bincount(self.codes, d * by_row, minlength=self.h) for d in dp])
         value = np.where(self.inside, value, 0.0)
         kept = value > 1e-300
         grad = np.where(kept, dvalue / np.where(kept, value, 1.0), 0.0)
@@ -210,9 +208,7 @@ class _Bucket:
 
     def probability_and_row_grad(self, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """P(count = k) of each bag, and its derivative by each of the bucket's rows' ``p``
-        (in the order of ``rows``). The passes write into buffers allocated once: the tables
-        of a pooled layout are large enough that a fresh temporary per operation costs more
-        than the arithmetic."""
+        (in the order of ``rows``)."""
         table = self._table(p)
         n, width = len(self.bags), self.width
         dists = np.zeros((width + 1, n, self.top + 1))

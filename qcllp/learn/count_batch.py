@@ -128,6 +128,7 @@ class _PooledLayout:
     def __init__(self, tasks: Sequence[Task], members: list[int]):
         self.members = members
         codes, counts, self.offsets, self.inverse, self.taken = [], [], {}, {}, {}
+        self.rows: dict[int, int] = {}
         offset = 0
         for i in members:
             bag_codes, bag_counts, keys = _bags(tasks[i])
@@ -138,6 +139,7 @@ class _PooledLayout:
             codes.append(local[bag_codes[taken]] + offset)
             counts.append(bag_counts[first])
             self.offsets[i], self.inverse[i], self.taken[i] = offset, inverse, taken
+            self.rows[i] = int(taken.sum())
             offset += len(first)
         self.layout = _CountLayout(np.concatenate(codes), np.concatenate(counts), offset)
 
@@ -149,7 +151,7 @@ class _PooledLayout:
         m = len(next(iter(waiting.values()))[1])
         p, dp = [], []
         for i in self.members:
-            rows = int(self.taken[i].sum())
+            rows = self.rows[i]
             p.append(waiting[i][0][self.taken[i]] if i in waiting else np.zeros(rows))
             dp.append(waiting[i][1][:, self.taken[i]] if i in waiting else np.zeros((m, rows)))
         value, grad = self.layout.logpmf_and_grad(np.concatenate(p), np.concatenate(dp, axis=1))
