@@ -191,6 +191,12 @@ def test_dropped_files_are_ingested_and_the_station_trained_promoted_and_reporte
     assert promoted["reason"].startswith("first model")
     status, body = daemon.health()
     assert status == 200 and body["standby"] is False and body["problems"] == []
+    # The decision is committed before the counter moves: wait for the counter, then pin it.
+    wait_until(
+        lambda: daemon.metric("qcllp_retrainer_station_retrains_total", outcome="promoted"),
+        what="the promotion counted",
+        procs=[daemon],
+    )
     assert daemon.metric("qcllp_retrainer_station_retrains_total", outcome="promoted") == 1
     assert daemon.metric("qcllp_retrainer_leader") == 1
     wait_until(
