@@ -77,6 +77,7 @@ __all__ = [
     "Watermark",
     "Model",
     "Flag",
+    "Inspection",
     "BatchStick",
     "ScorerCheckpoint",
     "ScorerPending",
@@ -177,7 +178,10 @@ class DefectCountConflict(Base):
 
 
 class IngestionBatch(Base):
-    """One unit of ingestion (a file, a SQL pull): stored atomically, with its accounting."""
+    """One unit of ingestion (a file, a SQL pull): stored atomically, with its accounting.
+
+    ``kind``: ``measurements``, ``defect_counts`` or ``inspections``.
+    """
 
     __tablename__ = "ingestion_batches"
     __table_args__ = (
@@ -186,7 +190,7 @@ class IngestionBatch(Base):
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    kind: Mapped[str] = mapped_column(String(32), nullable=False)  # measurements|defect_counts
+    kind: Mapped[str] = mapped_column(String(32), nullable=False)  # measurements, ...
     source: Mapped[str] = mapped_column(Text, nullable=False)
     checksum: Mapped[str | None] = mapped_column(String(64))
     status: Mapped[str] = mapped_column(String(16), nullable=False)  # running|done|failed
@@ -281,6 +285,38 @@ class Flag(Base):
     scored_at: Mapped[datetime] = mapped_column(TS, nullable=False)
 
 
+class Inspection(Base):
+    """A stick looked at by a person at a station: at the lock-out bay before it is scrapped,
+    or taken aside as an audit sample. ``result`` is ``ok`` or one of the plant's defect types.
+
+    ``flag_id`` is the station's flag of the stick when the inspection was stored (null if the
+    stick had none); ``audit`` is true when that flag did not lock the stick out (or there was
+    none): the inspection is then a sample of what the model let pass, not evidence on its
+    lock-outs. One inspection per stick and station: a second with the same result is a
+    duplicate, one with another result is quarantined. Indexed by (station, id): the scorer's
+    inspection guard reads only the inspections above its cursor.
+    """
+
+    __tablename__ = "inspections"
+    __table_args__ = (
+        UniqueConstraint("station", "charge_id", "stick_id", name="uq_inspections_stick"),
+        Index("ix_inspections_station_id", "station", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    station: Mapped[str] = mapped_column(ID, nullable=False)
+    charge_id: Mapped[str] = mapped_column(ID, nullable=False)
+    stick_id: Mapped[str] = mapped_column(ID, nullable=False)
+    result: Mapped[str] = mapped_column(ID, nullable=False)
+    inspected_at: Mapped[datetime | None] = mapped_column(TS)
+    flag_id: Mapped[int | None] = mapped_column(Integer)
+    audit: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    batch_id: Mapped[int] = mapped_column(
+        ForeignKey("ingestion_batches.id"), nullable=False, index=True
+    )
+    stored_at: Mapped[datetime] = mapped_column(TS, nullable=False)
+
+
 class BatchStick(Base):
     """A stick that got new readings at a station in an ingestion batch."""
 
@@ -330,9 +366,11 @@ class LockoutGuard(Base):
     out, its recent excess of lock-outs (CUSUM, :mod:`qcllp.station.guard_bounds`), final QC's
     word on it (``count_*``: charges compared, failures predicted among the sticks that reached
     QC and failures reported, charges that could not be compared (the latest with its reason),
-    and the CUSUM of the
-    over-prediction; :mod:`qcllp.scoring.count_guard`), and since when its lock-outs are
-    suspended (the plant is not the one it learned; :mod:`qcllp.scoring.share_guard`)."""
+    and the CUSUM of the over-prediction; :mod:`qcllp.scoring.count_guard`), the inspections
+    of its lock-outs (``inspect_*``: the highest inspection id taken in, lock-outs inspected
+    failing and good, and the CUSUM of their shortfall in precision), and since when its
+    lock-outs are suspended (the plant is not the one it learned;
+    :mod:`qcllp.scoring.share_guard`)."""
 
     __tablename__ = "lockout_guards"
 
@@ -349,6 +387,10 @@ class LockoutGuard(Base):
     count_observed: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
     count_excess: Mapped[float] = mapped_column(Float, nullable=False, server_default="0")
     count_skip_reason: Mapped[str | None] = mapped_column(Text)
+    inspect_id: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
+    inspect_fail: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
+    inspect_good: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
+    inspect_excess: Mapped[float] = mapped_column(Float, nullable=False, server_default="0")
 
 
 class Alarm(Base):
