@@ -1,14 +1,17 @@
 """Assemble the engineers' report from the plant database: registry, artifacts and flags.
 
-At the top a summary, one row per station: the active model (or, before any promotion, the
-newest candidate) with its method and target, the share of sticks it locks out (out of fold in
-training, and on the line from the scorer's flags), the expected saving per 1,000 sticks with
-its 90 % prediction interval in the plant's currency (held-out charges,
-:mod:`qcllp.station.lockout_rule`)
-and -- when the per-stick truth is given (a simulator's truth file, hand-inspected sticks) --
-the ROC AUC and the realized saving of the flags the line got. Then per station the
-out-of-fold predicted-vs-counted shares per charge, the feature importances recorded at
-training and the lock-out rate per hour of production; last the comparison of all models.
+First what needs a person: the stations whose lock-outs the scorer suspended (since when and
+why) and the latest alarms. Then the summary, one row per station, its state first (locking
+out, suspended, locking out nothing, or a candidate not on the line): the active model (or,
+before any promotion, the newest candidate) with its method and target, the share of sticks
+it locks out (out of fold in training, and on the line from the scorer's flags), the expected
+saving per 1,000 sticks with its 90 % prediction interval in the plant's currency (held-out
+charges, :mod:`qcllp.station.lockout_rule`; while suspended, the line gets none of it, and the
+row says so) and -- when the per-stick truth is given (a simulator's truth file,
+hand-inspected sticks) -- the ROC AUC and the realized saving of the flags the line got. Then
+per station the out-of-fold predicted-vs-counted shares per charge, the feature importances
+recorded at training and the lock-out rate per hour of production; last the comparison of all
+models.
 """
 
 from __future__ import annotations
@@ -18,17 +21,27 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from sklearn.metrics import roc_auc_score
+from sqlalchemy import select
 
 from qcllp.plant.config import PlantConfig
 from qcllp.reporting.report import StationSection, write_report
+from qcllp.scoring.share_guard import Suspension, suspended_models
 from qcllp.scoring.step import flags_frame
 from qcllp.station.artifacts import ArtifactError
 from qcllp.station.lockout_rule import LockoutCosts, lockout_saving_per_1000
 from qcllp.station.registry import list_models, load_model
-from qcllp.store import Store
+from qcllp.store import Alarm, Store
 from qcllp.training.train import station_costs
 
-__all__ = ["build_plant_report", "comparison_table", "fresh_figures", "summary_row"]
+__all__ = [
+    "attention_lines",
+    "build_plant_report",
+    "comparison_table",
+    "fresh_figures",
+    "latest_alarms",
+    "station_state",
+    "summary_row",
+]
 
 SHOWN_METRICS = (
     "bag_error",
@@ -89,11 +102,17 @@ def fresh_figures(decided: pd.DataFrame, failing: pd.Series, costs: LockoutCosts
 
 
 def summary_row(
-    station: str, model: dict | None, flags: pd.DataFrame, fresh: dict | None, currency: str
+    station: str,
+    model: dict | None,
+    flags: pd.DataFrame,
+    fresh: dict | None,
+    currency: str,
+    suspension: Suspension | None = None,
 ) -> dict:
-    """The summary's row of one station (display strings)."""
+    """The summary's row of one station (display strings): its state first, so a suspended
+    station never reads as one that saves what its rule expected."""
     if model is None:
-        return {"station": station, "model": "none trained yet"}
+        return {"station": station, "state": "no model", "model": "none trained yet"}
     m = model["metrics"] or {}
     declined = bool(m.get("lockout_declined"))
     expected = m.get("expected_saving_per_1000")
@@ -105,9 +124,12 @@ def summary_row(
         low, high = m.get("saving_low_per_1000"), m.get("saving_high_per_1000")
         interval = f" [{low:+,.0f}, {high:+,.0f}]" if low is not None and high is not None else ""
         saving = f"{expected:+,.0f}{interval} {currency}"
+        if suspension is not None:
+            saving = f"0 on the line while suspended (its rule expected {saving})"
     on_line = (flags["decision"] == "lock_out").mean() if len(flags) else None
     row = {
         "station": station,
+        "state": station_state(model, declined, suspension),
         "model": f"{model['id']} ({model['status']})",
         "method / target": f"{model['method']} / {model['target']}",
         "locked out in training": _pct(m.get("lockout_rate")),
@@ -124,6 +146,43 @@ def summary_row(
     return row
 
 
+def station_state(model: dict, declined: bool, suspension: Suspension | None) -> str:
+    """One phrase for what the station's model does on the line now."""
+    if model["status"] != "active":
+        return f"{model['status']}: not on the line"
+    if suspension is not None:
+        return f"SUSPENDED since {suspension.suspended_at:%Y-%m-%d %H:%M} UTC"
+    return "locks out nothing" if declined else "locking out"
+
+
+def attention_lines(suspensions: list[Suspension], alarms: list[dict]) -> list[str]:
+    """What needs a person, first in the report: each suspension with its reason, then the
+    latest alarms (newest first)."""
+    lines = [
+        f"{s.station}: lock-outs of model {s.model_id} suspended since "
+        f"{s.suspended_at:%Y-%m-%d %H:%M} UTC: {s.reason}"
+        for s in suspensions
+    ]
+    lines += [
+        f"alarm {a['created_at']:%Y-%m-%d %H:%M} UTC, {a['station'] or 'plant'} ({a['kind']}): "
+        f"{a['message']}"
+        for a in alarms
+    ]
+    return lines
+
+
+def latest_alarms(store: Store, limit: int = 10) -> list[dict]:
+    """The ``limit`` newest alarms as dicts (created_at, station, kind, message)."""
+    a = Alarm.__table__
+    query = (
+        select(a.c.created_at, a.c.station, a.c.kind, a.c.message)
+        .order_by(a.c.id.desc())
+        .limit(limit)
+    )
+    with store.engine.connect() as conn:
+        return [dict(row._mapping) for row in conn.execute(query)]
+
+
 def _pct(value: float | None) -> str:
     return "n/a" if value is None or pd.isna(value) else f"{100 * value:.1f} %"
 
@@ -138,6 +197,8 @@ def build_plant_report(
     flags = flags_frame(store)
     times = store.read_charge_times() if len(flags) else pd.Series(dtype="datetime64[ns, UTC]")
     failing = None if truth is None else truth != "ok"
+    suspensions = suspended_models(store)
+    suspended = {s.station: s for s in suspensions}
     sections, summary = [], []
     for station in config.station_names:
         chosen = _chosen_model(models, station)
@@ -145,7 +206,11 @@ def build_plant_report(
         fresh = None
         if failing is not None and len(station_flags):
             fresh = fresh_figures(station_flags, failing, station_costs(config, station))
-        summary.append(summary_row(station, chosen, station_flags, fresh, config.currency))
+        summary.append(
+            summary_row(
+                station, chosen, station_flags, fresh, config.currency, suspended.get(station)
+            )
+        )
         if chosen is None:
             sections.append(
                 StationSection(station, {"model": "none trained yet"}, notes=["No model."])
@@ -159,6 +224,7 @@ def build_plant_report(
         comparison_table(models),
         summary=pd.DataFrame(summary),
         with_truth=failing is not None,
+        attention=attention_lines(suspensions, latest_alarms(store)),
     )
 
 

@@ -120,6 +120,40 @@ STYLE = (
 )
 
 
+def _attention_html(attention: list[str] | None) -> list[str]:
+    """The "Needs attention" section: suspensions and alarms, before everything else."""
+    if not attention:
+        return []
+    return [
+        "<section id='attention'><h2>Needs attention</h2><ul>",
+        *(f"<li>{html.escape(line)}</li>" for line in attention),
+        "</ul></section>",
+    ]
+
+
+def _summary_html(summary: pd.DataFrame | None, with_truth: bool) -> list[str]:
+    """The summary section: a row per station and what its figures mean."""
+    if summary is None or not len(summary):
+        return []
+    parts = ["<section id='summary'><h2>Summary</h2>"]
+    parts.append(_table(summary, classes="table summary", index=False))
+    parts.append(
+        "<p class='note'>Expected saving: what the station's lock-out rule brings per 1,000 "
+        "sticks against locking out nothing, estimated on training charges the rule did "
+        "not see, with a 90 % prediction interval for a period as long as the training "
+        "one. A station whose rule found no threshold with a positive saving bound locks "
+        "out nothing and says so."
+        + (
+            " Fresh figures: the scorer's flags against the per-stick truth given."
+            if with_truth
+            else ""
+        )
+        + "</p>"
+    )
+    parts.append("</section>")
+    return parts
+
+
 def render_report(
     plant: str,
     sections: list[StationSection],
@@ -127,8 +161,10 @@ def render_report(
     *,
     summary: pd.DataFrame | None = None,
     with_truth: bool = False,
+    attention: list[str] | None = None,
 ) -> str:
-    """The report as one HTML string."""
+    """The report as one HTML string; ``attention``: lines that need a person (suspensions,
+    alarms), shown before everything else."""
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
         "<meta name='viewport' content='width=device-width, initial-scale=1'>",
@@ -138,23 +174,7 @@ def render_report(
         f"<h1>qcllp report: {html.escape(plant)}</h1>",
         f"<p>Generated {datetime.now(UTC):%Y-%m-%d %H:%M} UTC.</p>",
     ]
-    if summary is not None and len(summary):
-        parts.append("<section id='summary'><h2>Summary</h2>")
-        parts.append(_table(summary, classes="table summary", index=False))
-        parts.append(
-            "<p class='note'>Expected saving: what the station's lock-out rule brings per 1,000 "
-            "sticks against locking out nothing, estimated on training charges the rule did "
-            "not see, with a 90 % prediction interval for a period as long as the training "
-            "one. A station whose rule found no threshold with a positive saving bound locks "
-            "out nothing and says so."
-            + (
-                " Fresh figures: the scorer's flags against the per-stick truth given."
-                if with_truth
-                else ""
-            )
-            + "</p>"
-        )
-        parts.append("</section>")
+    parts += _attention_html(attention) + _summary_html(summary, with_truth)
     for section in sections:
         parts.append(
             f"<section class='station' id='station-{html.escape(section.station)}'>"
@@ -189,11 +209,14 @@ def write_report(
     *,
     summary: pd.DataFrame | None = None,
     with_truth: bool = False,
+    attention: list[str] | None = None,
 ) -> Path:
     """Render the report and write it to ``path`` (UTF-8); returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = render_report(plant, sections, comparison, summary=summary, with_truth=with_truth)
+    text = render_report(
+        plant, sections, comparison, summary=summary, with_truth=with_truth, attention=attention
+    )
     path.write_text(text, encoding="utf-8")
     return path
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from qcllp.ingest import ingest_defect_counts, ingest_measurements
@@ -141,3 +142,52 @@ def test_an_eager_model_is_suspended_with_reason_and_one_alarm(eager_plant):
     promote(store, eager)
     cooling = next(s for s in plant_status(store, config)["stations"] if s["station"] == "cooling")
     assert cooling["lockout_suspended"] is None
+
+
+def test_the_report_puts_a_suspension_first_and_never_shows_the_rules_saving_as_the_lines(
+    eager_plant, tmp_path
+):
+    from qcllp.reporting.plant_report import build_plant_report
+
+    store, config, _, eager = eager_plant
+    path = build_plant_report(store, config, tmp_path / "before.html")
+    assert "Needs attention" not in path.read_text()  # nothing suspended yet
+    score_station(store, config, "cooling")
+    text = build_plant_report(store, config, tmp_path / "report.html").read_text()
+    attention, summary = text.index("<h2>Needs attention</h2>"), text.index("<h2>Summary</h2>")
+    assert attention < summary
+    needs = text[attention:summary]
+    assert f"cooling: lock-outs of model {eager} suspended since" in needs
+    assert "(lockout_suspended)" in needs  # the alarm, listed too
+    cooling = next(r for r in text[summary:].split("<tr>") if "<td>cooling</td>" in r)
+    assert "<td>SUSPENDED since" in cooling
+
+
+def test_a_suspended_stations_row_says_the_line_gets_none_of_what_its_rule_expected():
+    from datetime import UTC, datetime
+
+    from qcllp.reporting.plant_report import summary_row
+    from qcllp.scoring.share_guard import Suspension
+
+    model = {
+        "id": 7,
+        "status": "active",
+        "method": "alter-psvm",
+        "target": "defective",
+        "metrics": {
+            "expected_saving_per_1000": 520.7,
+            "saving_low_per_1000": 46.0,
+            "saving_high_per_1000": 995.0,
+            "lockout_rate": 0.05,
+        },
+    }
+    flags = pd.DataFrame({"decision": ["pass"]})
+    active = summary_row("rolling", model, flags, None, "EUR")
+    assert active["state"] == "locking out"
+    assert active["expected saving per 1,000 sticks (90 % interval)"] == "+521 [+46, +995] EUR"
+    since = datetime(2026, 11, 26, 8, 0, tzinfo=UTC)
+    held = summary_row("rolling", model, flags, None, "EUR", Suspension("rolling", 7, since, "x"))
+    assert held["state"] == "SUSPENDED since 2026-11-26 08:00 UTC"
+    assert held["expected saving per 1,000 sticks (90 % interval)"] == (
+        "0 on the line while suspended (its rule expected +521 [+46, +995] EUR)"
+    )
