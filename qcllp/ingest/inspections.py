@@ -286,20 +286,25 @@ def _check_sticks(
         return
     charge, stick, station = rows["charge_id"][at], rows["stick_id"][at], rows["station"][at]
     charges = pd.unique(charge).tolist()
-    known = set()
-    for start in range(0, len(charges), IN_CHUNK):
-        stmt = select(Stick.charge_id, Stick.stick_id).where(
-            Stick.charge_id.in_(charges[start : start + IN_CHUNK])
-        )
-        known.update(tuple(r) for r in conn.execute(stmt).all())
-    seen = _lookup(
-        conn,
-        [Series.station, Series.charge_id, Series.stick_id],
-        list(config.station_names),
-        charges,
-    ).drop_duplicates()
+    sticks = pd.concat(
+        [
+            rows_frame(
+                conn.execute(
+                    select(Stick.charge_id, Stick.stick_id).where(
+                        Stick.charge_id.in_(charges[start : start + IN_CHUNK])
+                    )
+                ).all(),
+                ["charge_id", "stick_id"],
+            )
+            for start in range(0, len(charges), IN_CHUNK)
+        ]
+    )
+    stations = list(config.station_names)
+    columns = [Series.station, Series.charge_id, Series.stick_id]
+    seen = _lookup(conn, columns, stations, charges).drop_duplicates()
+    pairs = pd.MultiIndex.from_arrays([charge, stick])
+    is_known = pairs.isin(pd.MultiIndex.from_frame(sticks.astype(object)))
     wanted = pd.MultiIndex.from_arrays([station, charge, stick])
-    is_known = np.array([(c, s) in known for c, s in zip(charge, stick, strict=True)], dtype=bool)
     here = wanted.isin(_keys(seen)) if len(seen) else np.zeros(len(at), dtype=bool)
     hit = np.zeros(len(checks.reason), dtype=bool)
     hit[at[~is_known]] = True
