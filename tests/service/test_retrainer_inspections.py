@@ -11,6 +11,7 @@ from pathlib import Path
 import yaml
 
 from qcllp.store import Store
+from qcllp.store.events import events
 from tests.conftest import TINY_PLANT
 from tests.ingest.helpers import HEADER
 from tests.service.harness import ServiceProcess, wait_until
@@ -80,6 +81,9 @@ def test_the_daemon_ingests_dropped_inspections_once_and_archives_them(tmp_path,
         [(reason, detail)] = _count(url, "SELECT reason, detail FROM quarantine")
         assert reason == "stick_not_at_station" and "it has at: furnace" in detail
         assert list((folder / "drop" / "inspections").iterdir()) == []
+        with Store.open(url) as store:
+            jobs = [e["detail"] for e in events(store, ["job"], limit=100)]
+        assert {"job": "ingest", "inspections": 2, "audit_samples": 2}.items() <= jobs[0].items()
 
         shutil.copy(archived, folder / "drop" / "inspections" / "again.csv.part")
         (folder / "drop" / "inspections" / "again.csv.part").rename(
