@@ -34,7 +34,7 @@ one query per table and chunk of input (by station and charge, the tables' index
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -80,7 +80,6 @@ INSPECTION_CHECKS = (
 )
 _KEY = ["station", "charge_id", "stick_id"]
 _CHUNK_ROWS = 100_000
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def ingest_inspections(
@@ -318,7 +317,7 @@ def _check_sticks(
     )
     hit[:] = False
     hit[at[~here]] = True
-    where = seen.groupby(["charge_id", "stick_id"])["station"].agg(lambda s: ", ".join(sorted(s)))
+    where = _stations_of(seen, hit)
     checks.mark(
         hit,
         "stick_not_at_station",
@@ -328,6 +327,15 @@ def _check_sticks(
             f"{where.get((rows['charge_id'][i], rows['stick_id'][i]), 'none')}"
         ),
     )
+
+
+def _stations_of(seen: pd.DataFrame, hit: np.ndarray) -> pd.Series:
+    """``(charge_id, stick_id) -> "station, ..."`` where the sticks have readings; built only
+    when some stick is rejected (the detail of the rejected rows needs it)."""
+    if not hit.any() or not len(seen):
+        return pd.Series(dtype=object)
+    grouped = seen.sort_values("station").groupby(["charge_id", "stick_id"])["station"]
+    return grouped.agg(", ".join)
 
 
 def _check_repeats(conn: Connection, rows: dict[str, np.ndarray], checks: _Checks) -> np.ndarray:
@@ -393,25 +401,21 @@ def _store(conn: Connection, batch_id: int, rows: dict[str, np.ndarray], new: np
         matched = flags.set_index(_KEY).reindex(pd.MultiIndex.from_frame(frame[_KEY]))
         flag_id = matched["id"].to_numpy(dtype=object)
         audit = matched["decision"].to_numpy(dtype=object) != "lock_out"
-    ts_us, status = rows["ts_us"][at], rows["ts_status"][at]
-    now = datetime.now(UTC)
+    timed = rows["ts_status"][at] == 0
+    inspected = pd.to_datetime(rows["ts_us"][at], unit="us", utc=True).to_pydatetime()
+    columns = {
+        **{c: frame[c].to_numpy(dtype=object) for c in [*_KEY, "result"]},
+        "inspected_at": np.where(timed, inspected, None),
+        "flag_id": [None if pd.isna(f) else int(f) for f in flag_id],
+        "audit": audit.tolist(),
+    }
+    fixed = {"batch_id": batch_id, "stored_at": datetime.now(UTC)}
+    names = list(columns)
     conn.execute(
         insert(Inspection.__table__),
         [
-            {
-                "station": frame["station"].iat[j],
-                "charge_id": frame["charge_id"].iat[j],
-                "stick_id": frame["stick_id"].iat[j],
-                "result": frame["result"].iat[j],
-                "inspected_at": None
-                if status[j] != 0
-                else _EPOCH + timedelta(microseconds=int(ts_us[j])),
-                "flag_id": None if pd.isna(flag_id[j]) else int(flag_id[j]),
-                "audit": bool(audit[j]),
-                "batch_id": batch_id,
-                "stored_at": now,
-            }
-            for j in range(len(frame))
+            {**dict(zip(names, row, strict=True)), **fixed}
+            for row in zip(*columns.values(), strict=True)
         ],
     )
     return int(audit.sum())
