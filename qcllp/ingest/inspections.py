@@ -259,7 +259,9 @@ def _result_detail(value: str, classes: list[str]) -> str:
     return f"result '{value}' is not ok or a defect type{hint}; allowed: {', '.join(classes)}"
 
 
-def _lookup(conn: Connection, columns: list, stations: list[str], charges: list[str]):  # noqa: ANN202
+def _lookup(
+    conn: Connection, columns: list, stations: list[str], charges: list[str]
+) -> pd.DataFrame:
     """Rows of ``columns`` (of one table with station and charge_id) of these stations and
     charges, as a frame: one query per :data:`IN_CHUNK` charges."""
     table = columns[0].table
@@ -273,7 +275,20 @@ def _lookup(conn: Connection, columns: list, stations: list[str], charges: list[
 
 
 def _keys(frame: pd.DataFrame) -> pd.MultiIndex:
+    """The (station, charge_id, stick_id) of each row of ``frame``."""
     return pd.MultiIndex.from_frame(frame[_KEY].astype(object))
+
+
+def _known_sticks(conn: Connection, charges: list[str]) -> pd.MultiIndex:
+    """(charge_id, stick_id) of the stored sticks of these charges (the primary key's prefix:
+    one query per :data:`IN_CHUNK` charges)."""
+    found = []
+    for start in range(0, len(charges), IN_CHUNK):
+        stmt = select(Stick.charge_id, Stick.stick_id).where(
+            Stick.charge_id.in_(charges[start : start + IN_CHUNK])
+        )
+        found += conn.execute(stmt).all()
+    return pd.MultiIndex.from_frame(rows_frame(found, ["charge_id", "stick_id"]).astype(object))
 
 
 def _check_sticks(
@@ -285,24 +300,12 @@ def _check_sticks(
         return
     charge, stick, station = rows["charge_id"][at], rows["stick_id"][at], rows["station"][at]
     charges = pd.unique(charge).tolist()
-    sticks = pd.concat(
-        [
-            rows_frame(
-                conn.execute(
-                    select(Stick.charge_id, Stick.stick_id).where(
-                        Stick.charge_id.in_(charges[start : start + IN_CHUNK])
-                    )
-                ).all(),
-                ["charge_id", "stick_id"],
-            )
-            for start in range(0, len(charges), IN_CHUNK)
-        ]
-    )
+    known = _known_sticks(conn, charges)
     stations = list(config.station_names)
     columns = [Series.station, Series.charge_id, Series.stick_id]
     seen = _lookup(conn, columns, stations, charges).drop_duplicates()
     pairs = pd.MultiIndex.from_arrays([charge, stick])
-    is_known = pairs.isin(pd.MultiIndex.from_frame(sticks.astype(object)))
+    is_known = pairs.isin(known)
     wanted = pd.MultiIndex.from_arrays([station, charge, stick])
     here = wanted.isin(_keys(seen)) if len(seen) else np.zeros(len(at), dtype=bool)
     hit = np.zeros(len(checks.reason), dtype=bool)

@@ -154,3 +154,11 @@ def test_a_missing_required_column_fails_the_file_naming_it(store, tiny_config, 
     assert store.count(IngestionBatch) == 0 and inspections(store) == []
     with pytest.raises(IngestError, match="no such file or folder"):
         ingest_inspections(store, tiny_config, tmp_path / "absent")
+
+
+def test_a_stick_of_a_charge_never_measured_is_unknown(store, tiny_config, tmp_path):
+    measured_plant(store, tiny_config, tmp_path)
+    report = ingest_inspections(
+        store, tiny_config, write_inspections(tmp_path, "i.csv", "c7,s1,furnace,ok,\n")
+    )
+    assert dict(report.quarantined) == {"unknown_stick": 1} and inspections(store) == []
