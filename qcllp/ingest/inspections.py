@@ -56,6 +56,7 @@ from qcllp.plant.config import PlantConfig
 from qcllp.store import IN_CHUNK, Flag, Inspection, Series, Stick, Store, rows_frame
 
 __all__ = [
+    "DEFAULT_CHUNK_ROWS",
     "INSPECTION_CHECKS",
     "INSPECTION_COLUMNS",
     "check_inspection_columns",
@@ -79,7 +80,7 @@ INSPECTION_CHECKS = (
     "conflicting_inspection",
 )
 _KEY = ["station", "charge_id", "stick_id"]
-_CHUNK_ROWS = 100_000
+DEFAULT_CHUNK_ROWS = 100_000
 
 
 def ingest_inspections(
@@ -92,15 +93,18 @@ def ingest_inspections(
     encoding: str | None = None,
     memo: FileMemo | None = None,
     archive: str | Path | None = None,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    progress: Callable[[int], None] | None = None,
 ) -> IngestReport:
     """Ingest an inspection file, or the new files of a folder (one atomic batch per file,
     a file already stored is skipped by checksum); ``encoding``, ``memo`` and ``archive`` as
-    for defect counts."""
+    for defect counts; ``chunk_rows`` rows validated and stored at a time; ``progress`` gets
+    the records done so far."""
     encoding = encoding or config.encoding
 
     def make_body(file: Path, fformat: str, tick: Callable[[int], None]):  # noqa: ANN202
         check_inspection_columns(str(file), read_columns(file, fformat, encoding))
-        chunks = read_chunks(file, fformat, _CHUNK_ROWS, encoding)
+        chunks = read_chunks(file, fformat, chunk_rows, encoding)
 
         def body(conn: Connection, batch_id: int, report: IngestReport) -> None:
             ingest_inspection_frames(conn, batch_id, report, config, str(file), chunks, tick)
@@ -114,6 +118,7 @@ def ingest_inspections(
         pattern=pattern,
         fmt=fmt,
         make_body=make_body,
+        progress=progress,
         memo=memo,
         archive=archive,
     )
@@ -148,7 +153,7 @@ def ingest_inspection_frames(
             checks = _Checks(len(frame))
             _check_fields(rows, config, checks)
             _check_sticks(conn, rows, config, checks)
-            dup = _check_repeats(conn, rows, checks)
+            dup = _check_repeats(conn, batch_id, rows, checks)
             new = (checks.reason == "") & ~dup
             report.audit_samples += _store(conn, batch_id, rows, new)
             bad = np.flatnonzero(checks.reason != "")
@@ -341,30 +346,18 @@ def _stations_of(seen: pd.DataFrame, hit: np.ndarray) -> pd.Series:
     return grouped.agg(", ".join)
 
 
-def _check_repeats(conn: Connection, rows: dict[str, np.ndarray], checks: _Checks) -> np.ndarray:
+def _check_repeats(
+    conn: Connection, batch_id: int, rows: dict[str, np.ndarray], checks: _Checks
+) -> np.ndarray:
     """Duplicates (same stick, station and result as stored or as an earlier row of the
-    chunk) and ``conflicting_inspection`` for another result; the stored one or the first
+    input) and ``conflicting_inspection`` for another result; the stored one or the first
     is kept. Returns the duplicate mask."""
     dup = np.zeros(len(checks.reason), dtype=bool)
     at = np.flatnonzero(checks.open)
     if not len(at):
         return dup
     frame = pd.DataFrame({c: rows[c][at] for c in [*_KEY, "result"]})
-    stored = _lookup(
-        conn,
-        [Inspection.station, Inspection.charge_id, Inspection.stick_id, Inspection.result],
-        frame["station"].unique().tolist(),
-        frame["charge_id"].unique().tolist(),
-    )
-    first = frame.groupby(_KEY, sort=False)["result"].transform("first").to_numpy(dtype=object)
-    later = frame.duplicated(_KEY, keep="first").to_numpy()
-    reference = np.where(later, first, None)
-    from_store = np.zeros(len(frame), dtype=bool)
-    if len(stored):
-        kept = stored.set_index(_KEY)["result"]
-        found = kept.reindex(pd.MultiIndex.from_frame(frame[_KEY])).to_numpy(dtype=object)
-        from_store = pd.notna(found)
-        reference = np.where(from_store, found, reference)
+    reference, where = _earlier_results(conn, batch_id, frame)
     compared = pd.notna(reference)
     same = compared & (reference == frame["result"].to_numpy(dtype=object))
     dup[at[same]] = True
@@ -374,15 +367,39 @@ def _check_repeats(conn: Connection, rows: dict[str, np.ndarray], checks: _Check
 
     def detail(i: int) -> str:
         j = position[i]
-        when = "is stored" if from_store[j] else "was given earlier in this input"
         return (
             f"an inspection of stick '{rows['stick_id'][i]}' of charge '{rows['charge_id'][i]}' "
-            f"at {rows['station'][i]} {when} with result '{reference[j]}'; "
+            f"at {rows['station'][i]} {where[j]} with result '{reference[j]}'; "
             f"this row: '{rows['result'][i]}'"
         )
 
     checks.mark(hit, "conflicting_inspection", detail)
     return dup
+
+
+def _earlier_results(
+    conn: Connection, batch_id: int, frame: pd.DataFrame
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per row the result it is compared with (``None``: the first of its stick and station)
+    and where that one is from: stored by an earlier batch, or an earlier row of this input
+    (an earlier chunk of it is stored by this batch already)."""
+    first = frame.groupby(_KEY, sort=False)["result"].transform("first").to_numpy(dtype=object)
+    later = frame.duplicated(_KEY, keep="first").to_numpy()
+    reference = np.where(later, first, None)
+    where = np.full(len(frame), "was given earlier in this input", dtype=object)
+    columns = [Inspection.station, Inspection.charge_id, Inspection.stick_id]
+    columns += [Inspection.result, Inspection.batch_id]
+    stored = _lookup(
+        conn, columns, frame["station"].unique().tolist(), frame["charge_id"].unique().tolist()
+    )
+    if len(stored):
+        matched = stored.set_index(_KEY).reindex(pd.MultiIndex.from_frame(frame[_KEY]))
+        found = matched["result"].to_numpy(dtype=object)
+        from_store = pd.notna(found)
+        reference = np.where(from_store, found, reference)
+        earlier = from_store & (matched["batch_id"].to_numpy() != batch_id)
+        where[earlier] = [f"is stored (batch {int(b)})" for b in matched["batch_id"][earlier]]
+    return reference, where
 
 
 def _store(conn: Connection, batch_id: int, rows: dict[str, np.ndarray], new: np.ndarray) -> int:

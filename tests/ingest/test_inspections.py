@@ -74,7 +74,7 @@ def test_the_stored_inspection_is_kept_and_a_later_other_result_quarantined(
         {"conflicting_inspection": 1},
     )
     [(_, detail)] = quarantine_reasons(store)
-    assert "at furnace is stored with result 'crack'; this row: 'bend'" in detail
+    assert "at furnace is stored (batch 2) with result 'crack'; this row: 'bend'" in detail
     assert [r[2] for r in inspections(store)] == ["crack"]
 
 

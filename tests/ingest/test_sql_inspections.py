@@ -83,5 +83,7 @@ def test_inspections_are_pulled_from_a_sql_source_by_watermark(
     ]
     seen = pd.Timestamp(inspections(store)[0][5])
     assert (seen.tz_localize(None) if seen.tz else seen) == pd.Timestamp("2025-01-06T07:00:00")
-    assert "is stored with result 'crack'; this row: 'ok'" in quarantine_reasons(store)[0][1]
+    assert (
+        "is stored (batch 2) with result 'crack'; this row: 'ok'" in quarantine_reasons(store)[0][1]
+    )
     assert store.execute_sql("SELECT value FROM watermarks")[0][0].endswith("3}")
