@@ -26,7 +26,7 @@ def init(ctx: Context) -> None:
 
 @click.group(cls=QcllpGroup)
 def ingest() -> None:
-    """Bring measurements and defect counts into the database."""
+    """Bring measurements, defect counts and inspections into the database."""
 
 
 def _finish_ingest(ctx: Context, report) -> None:
@@ -62,6 +62,19 @@ def ingest_defects_cmd(ctx: Context, path: str) -> None:
 
     with ctx.store(create=True) as store:
         report = ingest_defect_counts(store, ctx.config, path)
+    _finish_ingest(ctx, report)
+
+
+@ingest.command("inspections")
+@click.argument("path", type=click.Path())
+@pass_ctx
+def ingest_inspections_cmd(ctx: Context, path: str) -> None:
+    """Ingest inspections of single sticks (lock-out bay, audit samples): a file or the new
+    files of a folder with charge_id, stick_id, station, result and optional inspected_at."""
+    from qcllp.ingest import ingest_inspections
+
+    with ctx.store(create=True) as store:
+        report = ingest_inspections(store, ctx.config, path)
     _finish_ingest(ctx, report)
 
 

@@ -166,6 +166,8 @@ def ingest_text(report: Any) -> str:
         f"{report.duplicates:,} duplicates, {report.quarantined_total:,} quarantined"
         + (f" ({quarantined})" if quarantined else "")
     ]
+    if report.kind == "inspections":
+        lines[0] += f"; {report.audit_samples:,} of the stored are audit samples (not locked out)"
     lines += [f"skipped (already ingested): {f}" for f in report.files_skipped]
     return "\n".join(lines)
 

@@ -5,9 +5,9 @@ duplicate of what is already stored, or quarantined with one reason::
 
     stored + duplicates + sum(quarantined.values()) == records
 
-A record is a row of a long-format or defect-count input, or one non-empty sensor cell of a
-wide-format row (a wide row whose sensor cells are all empty, or with a field that is not
-text, is one quarantined record).
+A record is a row of a long-format, defect-count or inspection input, or one non-empty sensor
+cell of a wide-format row (a wide row whose sensor cells are all empty, or with a field that is
+not text, is one quarantined record).
 """
 
 from __future__ import annotations
@@ -46,6 +46,13 @@ REASONS: dict[str, str] = {
     "count_too_large": "n_sticks or a defect count is larger than the store holds (2,147,483,647)",
     "counts_exceed_n_sticks": "the defect counts add up to more than n_sticks",
     "conflicting_counts": "the charge was reported before with different counts (kept as conflict)",
+    "missing_field": "an inspection's station or result is empty",
+    "unknown_result": "the inspection result is neither ok nor a defect type of the plant config",
+    "unknown_stick": "no readings of the inspected stick (charge_id, stick_id) are stored",
+    "stick_not_at_station": "the inspected stick has no readings at the inspection's station",
+    "conflicting_inspection": (
+        "the stick was inspected at the station before with another result (the first is kept)"
+    ),
 }
 
 
@@ -60,7 +67,8 @@ class IngestReport:
 
     ``quarantined`` maps reason keys (:data:`REASONS`) to counts; ``files_skipped`` lists inputs
     recognized as already ingested (same checksum); ``files_failed`` maps inputs that could not
-    be ingested at all to the error (nothing of them was stored).
+    be ingested at all to the error (nothing of them was stored). ``audit_samples``: of the
+    stored inspections, those of sticks the station did not lock out (kind ``inspections``).
     """
 
     kind: str
@@ -72,6 +80,7 @@ class IngestReport:
     files_ingested: list[str] = field(default_factory=list)
     files_skipped: list[str] = field(default_factory=list)
     files_failed: dict[str, str] = field(default_factory=dict)
+    audit_samples: int = 0
 
     @property
     def quarantined_total(self) -> int:
@@ -88,9 +97,12 @@ class IngestReport:
         self.files_ingested += other.files_ingested
         self.files_skipped += other.files_skipped
         self.files_failed.update(other.files_failed)
+        self.audit_samples += other.audit_samples
 
     def as_dict(self) -> dict:
-        """A JSON-ready dict (for ``--json`` output and logs)."""
+        """A JSON-ready dict (for ``--json`` output and logs); ``audit_samples`` only for
+        inspections."""
+        audit = {"audit_samples": self.audit_samples} if self.kind == "inspections" else {}
         return {
             "kind": self.kind,
             "records": self.records,
@@ -102,4 +114,5 @@ class IngestReport:
             "files_ingested": list(self.files_ingested),
             "files_skipped": list(self.files_skipped),
             "files_failed": dict(self.files_failed),
+            **audit,
         }

@@ -2,9 +2,10 @@
 
 A source (``connectors.sql.<name>`` in the plant config, or a mapping with the same keys) is
 ``url`` (any SQLAlchemy URL), ``table`` or ``query``, ``watermark`` (a column that grows with
-new data: a timestamp or an id), ``kind`` (``measurements`` or ``defects``), ``columns``
-(``{<long-format or count column>: <source column>}``, for the names that differ) and
-``chunk_rows``.
+new data: a timestamp or an id), ``kind`` (``measurements``, ``defects`` or ``inspections``),
+``columns`` (``{<long-format, count or inspection column>: <source column>}``, for the names
+that differ) and ``chunk_rows``. An inspection source's ``inspected_at`` is optional: a source
+without it stores its inspections without a time.
 
 Each call is one atomic batch: rows with ``watermark >= stored watermark`` are streamed in
 chunks (server-side cursor), validated and stored like file rows, and the new watermark (the
@@ -31,6 +32,7 @@ from sqlalchemy.engine import make_url
 
 from qcllp.ingest.batches import run_batch
 from qcllp.ingest.defects import check_count_columns, ingest_count_frames
+from qcllp.ingest.inspections import INSPECTION_COLUMNS, ingest_inspection_frames
 from qcllp.ingest.measurements import DEFAULT_CHUNK_ROWS, ingest_reading_frames
 from qcllp.ingest.report import IngestError, IngestReport
 from qcllp.ingest.sources import Chunk
@@ -39,7 +41,14 @@ from qcllp.plant.config import PlantConfig, SqlSource
 from qcllp.store import Store, Watermark, dialect_insert
 from qcllp.store.credentials import CredentialError, source_prefix, with_password
 
-__all__ = ["ingest_sql", "ingest_sql_sources"]
+__all__ = ["REPORT_KINDS", "ingest_sql", "ingest_sql_sources"]
+
+#: a SQL source's ``kind`` -> the kind of its batches and report
+REPORT_KINDS = {
+    "measurements": "measurements",
+    "defects": "defect_counts",
+    "inspections": "inspections",
+}
 
 
 def ingest_sql(
@@ -54,9 +63,7 @@ def ingest_sql(
     the table, else ``"query"``)."""
     spec = _source(config, source)
     name, kind = spec.name, spec.kind
-    report_kind = "measurements" if kind == "measurements" else "defect_counts"
-    wanted = LONG_COLUMNS if kind == "measurements" else ["charge_id", "n_sticks"]
-    wanted = [*wanted, *([] if kind == "measurements" else config.defect_types)]
+    wanted, optional = _wanted_columns(config, kind)
     source_label = f"sql:{name}"
     try:
         url = with_password(make_url(spec.url), prefix=source_prefix(name))
@@ -71,10 +78,14 @@ def ingest_sql(
             ).scalar()
             last = _decode(mark) if mark is not None else None
             highest: list = [last]
-            chunks = _pull(engine, spec, last, wanted, highest, _not_yet(config, spec))
+            chunks = _pull(engine, spec, last, wanted, highest, _not_yet(config, spec), optional)
             if kind == "measurements":
                 ingest_reading_frames(
                     conn, batch_id, report, config, source_label, chunks, progress=progress
+                )
+            elif kind == "inspections":
+                ingest_inspection_frames(
+                    conn, batch_id, report, config, source_label, chunks, progress
                 )
             else:
                 check_count_columns(source_label, wanted, config)
@@ -82,11 +93,20 @@ def ingest_sql(
             if highest[0] is not None and highest[0] != last:
                 _store_watermark(conn, name, spec.watermark, highest[0], batch_id)
 
-        report = run_batch(store, report_kind, source_label, None, body)
+        report = run_batch(store, REPORT_KINDS[kind], source_label, None, body)
     finally:
         engine.dispose()
     assert report is not None  # only checksummed batches are skipped
     return report
+
+
+def _wanted_columns(config: PlantConfig, kind: str) -> tuple[list[str], list[str]]:
+    """The columns a source of ``kind`` must deliver, and those it may."""
+    if kind == "measurements":
+        return list(LONG_COLUMNS), []
+    if kind == "inspections":
+        return list(INSPECTION_COLUMNS), ["inspected_at"]
+    return ["charge_id", "n_sticks", *config.defect_types], []
 
 
 def ingest_sql_sources(
@@ -141,9 +161,11 @@ def _pull(
     wanted: list[str],
     highest: list,
     not_yet: Callable[[pd.Series], np.ndarray] | None = None,
+    optional: list[str] | None = None,
 ) -> Iterator[Chunk]:
-    """Stream the source's rows from watermark ``last`` on, renamed to our columns; the largest
-    watermark seen is kept in ``highest[0]``, leaving out the values ``not_yet`` flags."""
+    """Stream the source's rows from watermark ``last`` on, renamed to our columns (the
+    ``wanted`` ones and those of ``optional`` it has); the largest watermark seen is kept in
+    ``highest[0]``, leaving out the values ``not_yet`` flags."""
     watermark, chunk_rows = spec.watermark, spec.chunk_rows or DEFAULT_CHUNK_ROWS
     quote = engine.dialect.identifier_preparer.quote
     if spec.table is not None:
@@ -175,7 +197,8 @@ def _pull(
                     f"SQL source: missing column(s) {', '.join(missing)}; map them with "
                     "'columns: {<our name>: <source column>}'"
                 )
-            yield Chunk(frame[wanted], first_row)
+            present = [c for c in optional or [] if c in frame.columns]
+            yield Chunk(frame[[*wanted, *present]], first_row)
             first_row += len(frame)
 
 

@@ -1,10 +1,13 @@
 """The retraining daemon's ingest job: the connectors polled, then the watches new data calls for.
 
-After new defect counts the drift watch of every active model with both signals, after new
-readings only the feature signal (:mod:`qcllp.retraining.drift`); a count-drift alarm queues
-a retraining of the station, and so does a scorer's suspension of the active model's
-lock-outs (:mod:`qcllp.scoring.share_guard`), once per suspension. An input that keeps failing
-is logged when it starts failing, when its reason changes and when it recovers.
+The connectors are readings, defect counts and inspections (``connectors.inspections``, SQL
+sources of ``kind: inspections``); the job's event counts the inspections stored and the audit
+samples among them. After new defect counts the drift watch of every active model with both
+signals, after new readings only the feature signal (:mod:`qcllp.retraining.drift`); a
+count-drift alarm queues a retraining of the station, and so does a scorer's suspension of the
+active model's lock-outs (:mod:`qcllp.scoring.share_guard`), once per suspension. An input
+that keeps failing is logged when it starts failing, when its reason changes and when it
+recovers.
 
 :class:`IngestJob` is the part of :class:`qcllp.service.retrainer.RetrainerService` that does
 this; it uses the service's store, config, stations, metrics, retrain queue and events.
@@ -62,6 +65,10 @@ class IngestJob:
             "batches": sum(len(r.batches) for r in reports.values()),
             "inputs_failed": len(news),
         }
+        inspected = [r for r in reports.values() if r.kind == "inspections"]
+        if any(r.stored for r in inspected):
+            summary["inspections"] = sum(r.stored for r in inspected)
+            summary["audit_samples"] = sum(r.audit_samples for r in inspected)
         if summary["batches"] or news:
             line = (
                 f"ingested {summary['batches']} batches: {summary['stored']} rows stored, "

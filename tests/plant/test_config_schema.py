@@ -153,7 +153,7 @@ def test_the_docs_have_a_table_of_every_section_and_every_key():
     assert "| `name` | string | required |" in reference_table()
     assert "| `max_sticks` | integer >= 1 | `500000` |" in reference_table("training")
     assert "| `sensors[].min` | number | required |" in reference_table("stations")
-    assert "| `sql.<name>.kind` | one of measurements, defects | `measurements` |" in (
+    assert "| `sql.<name>.kind` | one of measurements, defects, inspections | `measurements` |" in (
         reference_table("connectors")
     )
     assert "| `drift.psi_max` | number > 0 | `0.25` |" in reference_table("retrainer")

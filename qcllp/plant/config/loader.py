@@ -173,6 +173,7 @@ def _training(training: doc.Training) -> Training:
 
 def _connectors(connectors: doc.Connectors) -> Connectors:
     measurements, defects = connectors.measurements, connectors.defects
+    inspections = connectors.inspections
     sql = {
         name: SqlSource(name=name, **source.model_dump())
         for name, source in (connectors.sql or {}).items()
@@ -180,6 +181,7 @@ def _connectors(connectors: doc.Connectors) -> Connectors:
     return Connectors(
         measurements=FileConnector(**measurements.model_dump()) if measurements else None,
         defects=FileConnector(**defects.model_dump()) if defects else None,
+        inspections=FileConnector(**inspections.model_dump()) if inspections else None,
         sql=sql,
         future_tolerance_s=connectors.future_tolerance_s,
     )

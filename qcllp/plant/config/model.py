@@ -184,7 +184,7 @@ class Training:
 
 @dataclass(frozen=True)
 class FileConnector:
-    """A drop file or folder of measurement or defect-count files.
+    """A drop file or folder of measurement, defect-count or inspection files.
 
     ``format`` ``None``: from each file's suffix; ``layout`` (measurements) ``None``: from the
     columns; ``chunk_rows`` ``None``: the ingester's default. ``archive``: a folder the files
@@ -228,6 +228,7 @@ class Connectors:
 
     measurements: FileConnector | None = None
     defects: FileConnector | None = None
+    inspections: FileConnector | None = None
     sql: Mapping[str, SqlSource] = field(default_factory=dict)
     future_tolerance_s: float = default_of(doc.Connectors, "future_tolerance_s")
 

@@ -103,7 +103,7 @@ class Station(Section):
 
 
 class FileSource(Section):
-    """A drop folder (or file) of final-QC defect-count files."""
+    """A drop folder (or file) of input files: final-QC defect counts or inspections."""
 
     cross_keys: ClassVar[bool] = True
     path: LocalPath = Field(
@@ -160,12 +160,15 @@ class SqlSource(Section):
         description="A column that grows with new data (timestamp or id): where the last read "
         "stopped."
     )
-    kind: choice("measurements", "defects") = Field(
-        "measurements", description="What the source holds."
+    kind: choice("measurements", "defects", "inspections") = Field(
+        "measurements",
+        description="What the source holds: readings (long layout), defect counts per charge, "
+        "or inspections (charge_id, stick_id, station, result, optional inspected_at).",
     )
     columns: Columns = Field(
         {},
-        description="{<long-format or count column>: <source column>} for the names that differ.",
+        description="{<long-format, count or inspection column>: <source column>} for the names "
+        "that differ.",
     )
     chunk_rows: Integer = Field(
         None, ge=1, description="Rows read per chunk (bounds memory); default: the reader's."
@@ -186,6 +189,11 @@ class Connectors(Section):
         None, description="A file or drop folder of measurement files."
     )
     defects: FileSource | None = Field(None, description="Final QC's defect-count files.")
+    inspections: FileSource | None = Field(
+        None,
+        description="Inspection files: charge_id, stick_id, station, result (ok or a defect "
+        "type), optional inspected_at; one per stick looked at (lock-out bay, audit sample).",
+    )
     sql: dict[str, SqlSource] | None = Field(
         None, description="SQL sources (a historian, the MES) read incrementally, by name."
     )
