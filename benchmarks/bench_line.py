@@ -1,0 +1,381 @@
+"""The running line: weeks of production through the product's own steps, measured per week.
+
+A plant is simulated from ``plant_config/example.yaml`` (``--scenario``, ``--seed``) and run
+week by week (``--charges-per-week``, default 25; ``--weeks``, default 12) as the line runs it:
+
+1. each station in line order: the week's readings there of the sticks *not locked out
+   upstream* are ingested (a locked-out stick never reaches the next station) and the station
+   is scored by the product (:func:`qcllp.scoring.step.score_station`: the active model, its
+   threshold and the scorer's guards) -- until a station has a model, nothing is locked out;
+2. final QC reports each charge's defect counts over the sticks that reached it (locked-out
+   sticks are not counted), ingested as the plant would;
+3. every locked-out stick is inspected at the lock-out bay (its hidden truth) and the
+   inspections are ingested (``--no-inspections``: none are), each at ``--inspection-share``
+   (default 5 %) of the station's good cost;
+4. the retraining daemon's own job retrains every station
+   (:func:`qcllp.retraining.retrain.retrain_station`: train, gate, promote).
+
+Per station and week, against the hidden per-stick truth of the sticks that arrived there:
+
+* ``realized``: the product's saving per 1,000 sticks (fail_cost per failing stick locked out,
+  minus good_cost per good one, minus the inspection cost of each inspected stick);
+* ``expected`` [``low``, ``high``]: what the scoring model's training stated (per 1,000);
+* ``lr`` / ``gb``: the label-trained oracles -- a logistic regression and a gradient-boosting
+  model trained on the *hidden labels* of every stick that arrived at the station in the weeks
+  before, calibrated (5-fold sigmoid), locking out at the break-even probability;
+* ``best``: the best threshold in hindsight on the product's own probabilities (0 before it
+  has a model).
+
+Rows go to ``--out`` (JSON lines, one per station and week; a cut-off run resumes the cases it
+has not finished); ``--summary FILE...`` prints the tables and the issue's targets from them.
+
+    .venv/bin/python benchmarks/bench_line.py --scenario shared --seed 0 --out line.jsonl
+    .venv/bin/python benchmarks/bench_line.py --summary line.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from sklearn.calibration import CalibratedClassifierCV
+from sklearn.ensemble import HistGradientBoostingClassifier
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from qcllp.features import build_station_features  # noqa: E402
+from qcllp.ingest import ingest_defect_counts, ingest_measurements  # noqa: E402
+from qcllp.plant.config import load_plant_config  # noqa: E402
+from qcllp.plant.simulate import simulate_plant  # noqa: E402
+from qcllp.retraining.retrain import retrain_station  # noqa: E402
+from qcllp.scoring.step import score_station  # noqa: E402
+from qcllp.station.registry import RegistryError, get_model  # noqa: E402
+from qcllp.store import Store  # noqa: E402
+
+CONFIG = ROOT / "plant_config" / "example.yaml"
+SCENARIOS = {
+    "shared": None,
+    "sepA": {"crack": "furnace", "bend": "rolling", "scale": "cooling"},
+    "sepB": {"crack": "cooling", "bend": "furnace", "scale": "rolling"},
+}
+KEY = ("scenario", "seed", "station", "week")
+
+
+def say(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def best_in_hindsight(p: np.ndarray, bad: np.ndarray, fail: float, good: float) -> float:
+    """The largest saving over all thresholds of ``p`` (money, not per 1,000; 0: none)."""
+    if not len(p):
+        return 0.0
+    order = np.argsort(-p, kind="stable")
+    cumulative = np.cumsum(np.where(bad[order], fail, -good))
+    last_of_tie = np.r_[p[order][1:] != p[order][:-1], True]
+    return float(max(cumulative[last_of_tie].max(initial=0.0), 0.0))
+
+
+class Oracles:
+    """The label-trained references of one station: refit each week on every stick that
+    arrived there before, calibrated, locking out at break-even."""
+
+    def __init__(self, config, station: str, seed: int) -> None:
+        self.config, self.station, self.seed = config, station, seed
+        costs = config.station(station)
+        self.fail, self.good = costs.fail_cost, costs.good_cost
+        self.break_even = self.good / (self.good + self.fail)
+        self.readings: list[pd.DataFrame] = []
+
+    def saving(self, readings: pd.DataFrame, bad: pd.Series) -> dict:
+        """Money each oracle makes on this week's sticks (``readings`` of the stations up to
+        this one; ``bad``: the truth of every stick of the plant); then the week joins the
+        training data."""
+        out = {"lr": 0.0, "gb": 0.0}
+        if self.readings:
+            train = build_station_features(pd.concat(self.readings), self.config, self.station)
+            y = bad.reindex(train.X.index).to_numpy()
+            week = build_station_features(
+                readings, self.config, self.station, imputation=train.imputation
+            )
+            X = week.X.reindex(columns=train.X.columns)
+            truth = bad.reindex(week.X.index).to_numpy()
+            if 10 <= y.sum() <= len(y) - 10:
+                for name, estimator in self._estimators().items():
+                    model = CalibratedClassifierCV(estimator, method="sigmoid", cv=5)
+                    locked = model.fit(train.X, y).predict_proba(X)[:, 1] >= self.break_even
+                    out[name] = float(
+                        self.fail * (locked & truth).sum() - self.good * (locked & ~truth).sum()
+                    )
+        self.readings.append(readings)
+        return out
+
+    def _estimators(self) -> dict:
+        return {
+            "lr": make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=2000)),
+            "gb": HistGradientBoostingClassifier(random_state=self.seed),
+        }
+
+
+class Line:
+    """One simulated plant run week by week through the product (module docstring)."""
+
+    def __init__(self, config, folder: Path, scenario: str, seed: int, args) -> None:
+        self.config = replace(config, path=folder / "plant.yaml")
+        self.folder, self.scenario, self.seed, self.args = folder, scenario, seed, args
+        n = args.weeks * args.charges_per_week
+        self.plant = simulate_plant(
+            config, n, random_state=3000 + seed, defect_stations=SCENARIOS[scenario]
+        )
+        truth = self.plant.truth.set_index(["charge_id", "stick_id"])["defect"]
+        self.truth, self.bad = truth, truth != "ok"
+        self.charges = self.plant.defect_counts["charge_id"].tolist()
+        self.store = Store.open(f"sqlite:///{folder / 'plant.sqlite'}")
+        self.oracles = {s: Oracles(config, s, seed) for s in config.station_names}
+        self.retrained: dict[str, str] = {}
+
+    def week(self, w: int) -> list[dict]:
+        """Run week ``w`` (0-based): stations in line order, final QC, inspections,
+        retraining; the rows of its stations."""
+        per = self.args.charges_per_week
+        chosen = set(self.charges[w * per : (w + 1) * per])
+        readings = self.plant.readings[self.plant.readings["charge_id"].isin(chosen)]
+        sticks = pd.MultiIndex.from_frame(readings[["charge_id", "stick_id"]].astype(str))
+        removed = pd.MultiIndex.from_tuples([], names=["charge_id", "stick_id"])
+        rows, locked_at = [], {}
+        for i, station in enumerate(self.config.station_names):
+            here = readings[~sticks.isin(removed)]
+            row, locked = self.station_week(w, i, station, here)
+            rows.append(row)
+            locked_at[station] = locked
+            removed = removed.append(locked)
+        self.final_qc(w, readings, removed)
+        self.inspect(w, locked_at)
+        for station in self.config.station_names:
+            outcome = retrain_station(self.store, self.config, station)
+            self.retrained[station] = f"{outcome.outcome}: {outcome.reason}"[:160]
+        return rows
+
+    def station_week(self, w: int, i: int, station: str, here: pd.DataFrame):
+        """Ingest the readings of ``station``, score it, measure it against the truth."""
+        at = here[here["station"] == station]
+        path = self.folder / f"w{w:02d}-{station}.parquet"
+        at.to_parquet(path, index=False)
+        ingest_measurements(self.store, self.config, path)
+        costs = self.config.station(station)
+        arrived = pd.MultiIndex.from_frame(at[["charge_id", "stick_id"]].astype(str)).unique()
+        row = {"scenario": self.scenario, "seed": self.seed, "station": station, "week": w + 1}
+        row |= {"sticks": len(arrived), "retrain": self.retrained.get(station, "")}
+        upto = here[here["station"].isin(self.config.station_names[: i + 1])]
+        row |= self.oracles[station].saving(upto, self.bad)
+        locked = pd.MultiIndex.from_tuples([], names=["charge_id", "stick_id"])
+        row |= {"model": None, "locked": 0, "failing": 0, "realized": 0.0, "best": 0.0}
+        try:
+            scored = score_station(self.store, self.config, station)
+        except RegistryError as exc:  # no model yet: nothing is locked out
+            row["no_model"] = str(exc)[:120]
+            return row, locked
+        decided = scored.scores[scored.scores["decision"] != "unscorable"]
+        index = pd.MultiIndex.from_frame(decided[["charge_id", "stick_id"]].astype(str))
+        decided, index = decided[index.isin(arrived)], index[index.isin(arrived)]
+        bad = self.bad.reindex(index).to_numpy()
+        is_locked = (decided["decision"] == "lock_out").to_numpy()
+        locked = index[is_locked]
+        inspection = self.args.inspection_share * costs.good_cost if self.inspecting else 0.0
+        money = (
+            costs.fail_cost * (is_locked & bad).sum()
+            - costs.good_cost * (is_locked & ~bad).sum()
+            - inspection * is_locked.sum()
+        )
+        metrics = get_model(self.store, scored.model_id)["metrics"] or {}
+        row |= {
+            "model": scored.model_id,
+            "locked": int(is_locked.sum()),
+            "failing": int((is_locked & bad).sum()),
+            "realized": float(money),
+            "best": best_in_hindsight(
+                decided["probability"].to_numpy(float), bad, costs.fail_cost, costs.good_cost
+            ),
+            "expected": metrics.get("expected_saving_per_1000"),
+            "low": metrics.get("saving_low_per_1000"),
+            "high": metrics.get("saving_high_per_1000"),
+        }
+        return row, locked
+
+    @property
+    def inspecting(self) -> bool:
+        return not self.args.no_inspections
+
+    def final_qc(self, w: int, readings: pd.DataFrame, removed: pd.MultiIndex) -> None:
+        """Final QC's counts of the week's charges over the sticks that reached it."""
+        sticks = self.truth[self.truth.index.get_level_values(0).isin(readings["charge_id"])]
+        reached = sticks[~sticks.index.isin(removed)]
+        counts = pd.crosstab(reached.index.get_level_values(0), reached.to_numpy())
+        counts = counts.reindex(columns=list(self.config.defect_types), fill_value=0)
+        counts.insert(0, "n_sticks", reached.groupby(level=0).size())
+        path = self.folder / f"w{w:02d}-defects.csv"
+        counts.rename_axis("charge_id").reset_index().to_csv(path, index=False)
+        ingest_defect_counts(self.store, self.config, path)
+
+    def inspect(self, w: int, locked_at: dict[str, pd.MultiIndex]) -> None:
+        """Every locked-out stick inspected at the lock-out bay: its hidden truth."""
+        if not self.inspecting:
+            return
+        from qcllp.ingest import ingest_inspections
+
+        frames = [
+            pd.DataFrame(
+                {
+                    "charge_id": locked.get_level_values(0),
+                    "stick_id": locked.get_level_values(1),
+                    "station": station,
+                    "result": self.truth.reindex(locked).to_numpy(),
+                }
+            )
+            for station, locked in locked_at.items()
+            if len(locked)
+        ]
+        if frames:
+            path = self.folder / f"w{w:02d}-inspections.csv"
+            pd.concat(frames).to_csv(path, index=False)
+            ingest_inspections(self.store, self.config, path)
+
+
+def run_case(config, scenario: str, seed: int, args) -> None:
+    """Run one plant for ``args.weeks`` weeks, appending each week's rows to ``args.out``."""
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        line = Line(config, Path(tmp), scenario, seed, args)
+        try:
+            for w in range(args.weeks):
+                rows = line.week(w)
+                with open(args.out, "a") as out:
+                    for row in rows:
+                        row["case_s"] = round(time.perf_counter() - started, 1)
+                        out.write(json.dumps(row) + "\n")
+                say(
+                    f"{scenario} seed {seed} week {w + 1}: "
+                    + ", ".join(
+                        f"{r['station']} {1000 * r['realized'] / max(r['sticks'], 1):+.0f}"
+                        for r in rows
+                    )
+                )
+        finally:
+            line.store.close()
+
+
+def per_1000(frame: pd.DataFrame, column: str) -> pd.Series:
+    return 1000 * frame[column] / frame["sticks"].clip(lower=1)
+
+
+def summary(rows: pd.DataFrame, middle: str) -> None:
+    """The tables of the issue's targets (module docstring)."""
+    rows = rows.assign(better=np.maximum(rows["lr"], rows["gb"]))
+    cases = rows.groupby(["scenario", "seed", "station"], sort=False)
+    totals = cases[["realized", "lr", "gb", "best", "sticks"]].sum()
+    totals["better"] = np.maximum(totals["lr"], totals["gb"])
+    print("\n## per scenario and station (12 weeks summed, per 1,000 sticks; median over seeds)\n")
+    print("| scenario | station | seeds | product | lr | gb | best in hindsight | losing seeds |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for (scenario, station), g in totals.groupby(level=["scenario", "station"], sort=False):
+        figures = {
+            c: (1000 * g[c] / g["sticks"]).median() for c in ("realized", "lr", "gb", "best")
+        }
+        print(
+            f"| {scenario} | {station} | {len(g)} | {figures['realized']:+.0f} "
+            f"| {figures['lr']:+.0f} | {figures['gb']:+.0f} | {figures['best']:+.0f} "
+            f"| {(g['realized'] < 0).sum()} |"
+        )
+    late = rows[(rows["station"] == middle) & (rows["week"] >= 5)]
+    print(f"\n## {middle}, weeks 5-12 (per 1,000 sticks; target: product >= 50 % of the oracle)\n")
+    print("| scenario | seeds | product (median) | better oracle (median) | share |")
+    print("|---|---:|---:|---:|---:|")
+    for scenario, g in late.groupby("scenario", sort=False):
+        s = g.groupby("seed")[["realized", "better", "sticks"]].sum()
+        product, oracle = (
+            (1000 * s["realized"] / s["sticks"]).median(),
+            (1000 * s["better"] / s["sticks"]).median(),
+        )
+        share = product / oracle if oracle > 0 else float("nan")
+        print(f"| {scenario} | {len(s)} | {product:+.0f} | {oracle:+.0f} | {share:.0%} |")
+    losing = totals[totals["realized"] < 0]
+    share = totals["realized"].sum() / max(totals["better"].sum(), 1.0)
+    worst = (1000 * losing["realized"] / losing["sticks"]).min() if len(losing) else 0.0
+    print(
+        f"\n- cases: {len(totals)}; losing money: {len(losing)} (worst {worst:+.0f} per 1,000 "
+        f"sticks); product total {totals['realized'].sum():+,.0f} against the better oracle's "
+        f"{totals['better'].sum():+,.0f} ({share:.0%})"
+    )
+    acting = rows[(rows["locked"] > 0) & rows["low"].notna()]
+    inside = per_1000(acting, "realized").between(acting["low"], acting["high"])
+    print(
+        f"- station-weeks that locked out: {len(acting)}; realized inside the stated interval: "
+        f"{inside.sum()} ({inside.mean() if len(acting) else float('nan'):.0%})"
+    )
+
+
+def week_table(rows: pd.DataFrame, scenario: str, seed: int, station: str) -> None:
+    """Week by week for one case."""
+    g = rows[(rows["scenario"] == scenario) & (rows["seed"] == seed) & (rows["station"] == station)]
+    print(f"\n## {scenario}, seed {seed}, {station}: week by week (per 1,000 sticks)\n")
+    print(
+        "| week | sticks | model | locked | failing | product | expected [low, high] "
+        "| lr | gb | best |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
+    for r in g.itertuples():
+        expected = "-" if pd.isna(r.low) else f"{r.expected:+.0f} [{r.low:+.0f}, {r.high:+.0f}]"
+        k = 1000 / max(r.sticks, 1)
+        print(
+            f"| {r.week} | {r.sticks} | {r.model if pd.notna(r.model) else '-'} | {r.locked} "
+            f"| {r.failing} | {k * r.realized:+.0f} | {expected} | {k * r.lr:+.0f} "
+            f"| {k * r.gb:+.0f} | {k * r.best:+.0f} |"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--scenario", choices=SCENARIOS, default="shared")
+    parser.add_argument("--seeds", type=int, nargs="*", default=[0])
+    parser.add_argument("--weeks", type=int, default=12)
+    parser.add_argument("--charges-per-week", type=int, default=25)
+    parser.add_argument("--inspection-share", type=float, default=0.05)
+    parser.add_argument("--no-inspections", action="store_true")
+    parser.add_argument("--out", type=Path, default=Path("line.jsonl"))
+    parser.add_argument("--summary", type=Path, nargs="*")
+    parser.add_argument("--case", nargs=3, metavar=("SCENARIO", "SEED", "STATION"))
+    args = parser.parse_args(argv)
+    config = load_plant_config(CONFIG)
+    middle = config.station_names[len(config.station_names) // 2]
+    if args.summary:
+        rows = pd.concat(pd.read_json(p, lines=True) for p in args.summary)
+        rows = rows.drop_duplicates(list(KEY), keep="last")
+        summary(rows, middle)
+        if args.case:
+            week_table(rows, args.case[0], int(args.case[1]), args.case[2])
+        return 0
+    done = set()
+    if args.out.exists():
+        old = pd.read_json(args.out, lines=True)
+        full = old.groupby(["scenario", "seed"])["week"].max() >= args.weeks
+        done = set(full[full].index)
+        kept = old[old.set_index(["scenario", "seed"]).index.isin(done)]
+        kept.to_json(args.out, orient="records", lines=True)  # a cut-off case starts again
+    for seed in args.seeds:
+        if (args.scenario, seed) not in done:
+            run_case(config, args.scenario, seed, args)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
