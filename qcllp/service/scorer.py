@@ -22,7 +22,14 @@ Around each step:
   (:mod:`qcllp.scoring.share_guard`) is read after every step: whether it holds the
   model's lock-outs (gauge ``qcllp_scorer_lockouts_suspended``; ``/healthz`` says
   ``"status": "degraded"`` with the reason) and the CUSUM of the model's over-prediction of
-  final QC's counts (``qcllp_scorer_qc_over_prediction``). A suspension answers 200, not 503,
+  final QC's counts (``qcllp_scorer_qc_over_prediction``), the lock-outs inspected at the bay
+  that this process took in (``qcllp_scorer_inspected_lockouts_total{result=fail|good}``,
+  audit samples in ``qcllp_scorer_inspected_audits_total``), the shortfall of their precision
+  against break-even (``qcllp_scorer_inspection_shortfall``, :mod:`qcllp.scoring.
+  inspection_guard`) and the active model's realized (inspected) saving since its promotion
+  (``qcllp_scorer_realized_saving``: read from the database at the first step of a model and
+  after each step that took in inspections of it, never on an idle poll); while suspended,
+  ``/healthz`` names that saving next to the reason. A suspension answers 200, not 503,
   on purpose: the scorer works as designed -- it decides every stick and passes the ones the
   model would lock out -- so a supervisor that restarts or routes away from a 503 must not
   act; what ends a suspension is a new model (the daemon queues its retraining). Alerting
@@ -62,6 +69,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from qcllp.features import feature_names
 from qcllp.plant.config import PlantConfig, exposed_host_warning
 from qcllp.scoring.flag_sink import SinkError, claim_sink
+from qcllp.scoring.inspection_guard import Realized, model_realized, realized_line
 from qcllp.scoring.step import StepResult, record_alarm, score_step
 from qcllp.service.http import HealthServer
 from qcllp.service.logs import log_event, one_line
@@ -156,12 +164,45 @@ class ScorerMetrics:
             ["station"],
             registry=self.registry,
         ).labels(**labels)
+        self._inspection_metrics(station)
         self.alarms = Counter(
             "qcllp_scorer_alarms",
             "Alarms raised (model refused, sink truncated, ...).",
             ["station", "kind"],
             registry=self.registry,
         )
+
+    def _inspection_metrics(self, station: str) -> None:
+        """The inspections of the active model's sticks and its realized (inspected) saving."""
+        labels = {"station": station}
+        self.inspected = Counter(
+            "qcllp_scorer_inspected_lockouts",
+            "The active model's lock-outs inspected at the bay that this process took in, by "
+            "result (fail: any defect type, good).",
+            ["station", "result"],
+            registry=self.registry,
+        )
+        self.audits = Counter(
+            "qcllp_scorer_inspected_audits",
+            "Audit samples of sticks the active model let pass that this process took in.",
+            ["station"],
+            registry=self.registry,
+        ).labels(**labels)
+        self.shortfall = Gauge(
+            "qcllp_scorer_inspection_shortfall",
+            "The guard's CUSUM of failing sticks the active model's inspected lock-outs fall "
+            "short of break-even (suspends above scorer.inspection_guard_interval).",
+            ["station"],
+            registry=self.registry,
+        ).labels(**labels)
+        self.realized = Gauge(
+            "qcllp_scorer_realized_saving",
+            "Realized (inspected) saving of the active model since its promotion: fail_cost x "
+            "lock-outs inspected failing - good_cost x inspected good - inspection_cost x all "
+            "inspected.",
+            ["station"],
+            registry=self.registry,
+        ).labels(**labels)
 
 
 @dataclass
@@ -177,6 +218,7 @@ class ScorerState:
     last_error: str | None = None
     standby: bool = False
     lockouts_suspended: str | None = None  # the guard's reason while it holds lock-outs
+    realized: Realized | None = None  # the active model's realized (inspected) saving
     alarms: deque[str] = field(default_factory=lambda: deque(maxlen=ALARMS_SHOWN))
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -194,7 +236,8 @@ class ScorerState:
                 problems.append(f"lag {self.lag_s:.1f} s above {self.max_lag_s:g} s")
             status = "unhealthy" if problems else "ok"
             if self.lockouts_suspended:
-                problems.append(f"lock-outs suspended: {self.lockouts_suspended}")
+                realized = "" if self.realized is None else f"; {realized_line(self.realized)}"
+                problems.append(f"lock-outs suspended: {self.lockouts_suspended}{realized}")
                 status = "degraded" if status == "ok" else status
             body = {
                 "station": self.station,
@@ -205,6 +248,7 @@ class ScorerState:
                 "pending_sticks": self.pending,
                 "standby": self.standby,
                 "lockouts_suspended": self.lockouts_suspended,
+                "realized_saving": None if self.realized is None else self.realized.as_dict(),
                 "last_step_at": self.last_step_at.isoformat() if self.last_step_at else None,
                 "alarms": list(self.alarms),
             }
@@ -233,6 +277,7 @@ class ScorerService:
         self.model: LoadedModel | None = None
         self._refused: set[int] = set()
         self._alarms_seen: int | None = None  # the newest alarm id read (None: none read yet)
+        self._realized_of: int | None = None  # the model whose realized saving is shown
         self.metrics.model_id.set(0)
 
     # -- model ---------------------------------------------------------------------------
@@ -367,6 +412,8 @@ class ScorerService:
         if result.guard is not None:
             self.metrics.suspended.set(result.guard.suspended_at is not None)
             self.metrics.qc_excess.set(result.guard.qc_excess)
+            self.metrics.shortfall.set(result.guard.inspect_excess)
+        self._inspections(result)
         self.metrics.lag.set(result.lag_s)
         self.metrics.pending.set(result.pending)
         with self.state.lock:
@@ -389,6 +436,24 @@ class ScorerService:
                 seconds=round(seconds, 4),
             )
         return result
+
+    def _inspections(self, result: StepResult) -> None:
+        """Count the step's inspections of the active model; read its realized (inspected)
+        saving again when they changed it (or the model changed), not on an idle poll."""
+        seen = result.inspected
+        if seen.fail or seen.good:
+            self.metrics.inspected.labels(station=self.station, result="fail").inc(seen.fail)
+            self.metrics.inspected.labels(station=self.station, result="good").inc(seen.good)
+        if seen.audit:
+            self.metrics.audits.inc(seen.audit)
+        if result.model_id is None or (result.model_id == self._realized_of and not seen.any):
+            return
+        st = self.config.station(self.station)
+        realized = model_realized(self.store, st, result.model_id)
+        self._realized_of = result.model_id
+        self.metrics.realized.set(realized.saving)
+        with self.state.lock:
+            self.state.realized = realized
 
 
 def run_scorer(
