@@ -29,11 +29,11 @@ Around each step:
   inspection_guard`) and the active model's realized (inspected) saving since its promotion
   (``qcllp_scorer_realized_saving``: read from the database at the first step of a model and
   after each step that took in inspections of it, never on an idle poll); while suspended,
-  ``/healthz`` names that saving next to the reason. A suspension answers 200, not 503,
-  on purpose: the scorer works as designed -- it decides every stick and passes the ones the
-  model would lock out -- so a supervisor that restarts or routes away from a 503 must not
-  act; what ends a suspension is a new model (the daemon queues its retraining). Alerting
-  reads ``status`` or the gauge.
+  ``/healthz`` names that saving (once something was inspected) next to the reason. A
+  suspension answers 200, not 503, on purpose: the scorer works as designed -- it decides
+  every stick and passes the ones the model would lock out -- so a supervisor that restarts
+  or routes away from a 503 must not act; what ends a suspension is a new model (the daemon
+  queues its retraining). Alerting reads ``status`` or the gauge.
 * **alarms in ``/healthz``**: the station's latest alarms from the database (table
   ``alarms``), whoever raised them -- a previous run of this scorer, another instance, the
   daemon -- read once at start and then only the rows added since (``id >`` the last one
@@ -236,7 +236,8 @@ class ScorerState:
                 problems.append(f"lag {self.lag_s:.1f} s above {self.max_lag_s:g} s")
             status = "unhealthy" if problems else "ok"
             if self.lockouts_suspended:
-                realized = "" if self.realized is None else f"; {realized_line(self.realized)}"
+                shown = self.realized is not None and self.realized.inspected
+                realized = f"; {realized_line(self.realized)}" if shown else ""
                 problems.append(f"lock-outs suspended: {self.lockouts_suspended}{realized}")
                 status = "degraded" if status == "ok" else status
             body = {
