@@ -40,11 +40,11 @@ paid; the guard suspends the model's lock-outs once ``S`` exceeds ``h``
 Detection bound (4,000 seeded streams each, ``h`` = 6, break-even 0.69; the test
 ``tests/scoring/test_inspection_guard.py`` replays the first two): at the issue's true
 precision 0.636 it trips after a median of 68 inspected lock-outs (95th percentile 190); at a
-true precision of 0.835 (the model's claim) it trips within 2,000 inspected lock-outs in 2.0 %
-of streams; at 0.78 in 40 %, at 0.75 in 85 % (a median of 778). ``h`` 7 halves those false trips (0.3 %,
-18 %, 62 %) for a median of 85 at 0.636 (95th percentile 229); ``h`` 5 detects in 54 (152)
-and trips 9 % of models as good as their claim. One inspection moves ``S`` by less than 1,
-so no single mislabelled inspection trips it.
+true precision of 0.835 (the model's claim) it trips within 2,000 inspected lock-outs in
+2.0 % of streams; at 0.78 in 40 %, at 0.75 in 85 % (a median of 778). ``h`` 7 cuts those
+chance trips to 0.3 %, 18 % and 62 % for a median of 85 at 0.636 (95th percentile 229);
+``h`` 5 detects in 54 (152) and trips 9 % of models as good as their claim. One inspection
+moves ``S`` by less than 1, so no single mislabelled inspection trips it.
 
 What is taken in: in the scorer's step, before deciding (so a trip holds the step's own
 lock-outs), the station's inspections above the guard row's cursor (``inspect_id``; the

@@ -73,6 +73,7 @@ from qcllp.scoring.inspection_guard import Realized, model_realized, realized_li
 from qcllp.scoring.step import StepResult, record_alarm, score_step
 from qcllp.service.http import HealthServer
 from qcllp.service.logs import log_event, one_line
+from qcllp.service.scorer_inspections import InspectionMetrics
 from qcllp.station.artifacts import ArtifactError
 from qcllp.station.registry import LoadedModel, RegistryError, active_model, load_model
 from qcllp.store import Alarm, Store
@@ -164,45 +165,13 @@ class ScorerMetrics:
             ["station"],
             registry=self.registry,
         ).labels(**labels)
-        self._inspection_metrics(station)
+        self.inspections = InspectionMetrics(self.registry, station)
         self.alarms = Counter(
             "qcllp_scorer_alarms",
             "Alarms raised (model refused, sink truncated, ...).",
             ["station", "kind"],
             registry=self.registry,
         )
-
-    def _inspection_metrics(self, station: str) -> None:
-        """The inspections of the active model's sticks and its realized (inspected) saving."""
-        labels = {"station": station}
-        self.inspected = Counter(
-            "qcllp_scorer_inspected_lockouts",
-            "The active model's lock-outs inspected at the bay that this process took in, by "
-            "result (fail: any defect type, good).",
-            ["station", "result"],
-            registry=self.registry,
-        )
-        self.audits = Counter(
-            "qcllp_scorer_inspected_audits",
-            "Audit samples of sticks the active model let pass that this process took in.",
-            ["station"],
-            registry=self.registry,
-        ).labels(**labels)
-        self.shortfall = Gauge(
-            "qcllp_scorer_inspection_shortfall",
-            "The guard's CUSUM of failing sticks the active model's inspected lock-outs fall "
-            "short of break-even (suspends above scorer.inspection_guard_interval).",
-            ["station"],
-            registry=self.registry,
-        ).labels(**labels)
-        self.realized = Gauge(
-            "qcllp_scorer_realized_saving",
-            "Realized (inspected) saving of the active model since its promotion: fail_cost x "
-            "lock-outs inspected failing - good_cost x inspected good - inspection_cost x all "
-            "inspected.",
-            ["station"],
-            registry=self.registry,
-        ).labels(**labels)
 
 
 @dataclass
@@ -413,7 +382,7 @@ class ScorerService:
         if result.guard is not None:
             self.metrics.suspended.set(result.guard.suspended_at is not None)
             self.metrics.qc_excess.set(result.guard.qc_excess)
-            self.metrics.shortfall.set(result.guard.inspect_excess)
+            self.metrics.inspections.shortfall.set(result.guard.inspect_excess)
         self._inspections(result)
         self.metrics.lag.set(result.lag_s)
         self.metrics.pending.set(result.pending)
@@ -442,17 +411,13 @@ class ScorerService:
         """Count the step's inspections of the active model; read its realized (inspected)
         saving again when they changed it (or the model changed), not on an idle poll."""
         seen = result.inspected
-        if seen.fail or seen.good:
-            self.metrics.inspected.labels(station=self.station, result="fail").inc(seen.fail)
-            self.metrics.inspected.labels(station=self.station, result="good").inc(seen.good)
-        if seen.audit:
-            self.metrics.audits.inc(seen.audit)
+        self.metrics.inspections.count(seen)
         if result.model_id is None or (result.model_id == self._realized_of and not seen.any):
             return
         st = self.config.station(self.station)
         realized = model_realized(self.store, st, result.model_id)
         self._realized_of = result.model_id
-        self.metrics.realized.set(realized.saving)
+        self.metrics.inspections.realized.set(realized.saving)
         with self.state.lock:
             self.state.realized = realized
 

@@ -20,7 +20,7 @@ from sqlalchemy import select
 from qcllp.cli import main
 from qcllp.ingest import ingest_defect_counts, ingest_measurements
 from qcllp.ingest.batches import run_batch
-from qcllp.plant.config import PlantConfig
+from qcllp.plant.config import PlantConfig, load_plant_config
 from qcllp.reporting.status import plant_status
 from qcllp.scoring.inspection_guard import (
     INSPECTION_INTERVAL,
@@ -279,3 +279,25 @@ def test_promoting_the_model_again_does_not_hold_earlier_inspections_against_it(
     guard = status["lockout_guard"]
     assert guard is None or guard["inspected_failing"] + guard["inspected_good"] == 0
     assert status["realized_inspected"]["since_promotion"]["lockouts_good"] == 0
+
+
+def test_inspection_cost_defaults_to_5_percent_of_good_cost_and_a_negative_one_is_one_line(
+    tmp_path,
+):
+    doc = yaml.safe_load((ROOT / "plant_config" / "example.yaml").read_text())
+    doc["stations"][0]["inspection_cost"] = 7.5
+    doc["stations"][1]["inspection_cost"] = -1
+    path = tmp_path / "plant.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    checked = CliRunner().invoke(main, ["config", "check", str(path)])
+    assert checked.exit_code == 1
+    assert checked.stderr.strip() == (
+        f"{path}: stations[1].inspection_cost: must be >= 0, got -1"
+    ), checked.stderr
+    doc["stations"][1].pop("inspection_cost")
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    config = load_plant_config(path)
+    first, second = config.stations[0], config.stations[1]
+    assert first.inspection_cost == 7.5
+    assert second.inspection_cost == pytest.approx(0.05 * second.good_cost)
+    assert config.scorer.inspection_guard_interval == INSPECTION_INTERVAL

@@ -85,6 +85,7 @@ def test_kill_9_while_inspections_arrive_counts_each_once_and_alarms_once(
         assert scorer.proc.poll() is None, scorer.log()
         scorer.kill9()
     final = start_scorer(plant)
+    final.wait_stepped()  # the last kill may have come after everything was taken in
     wait_until(lambda: taken_in(plant, model_id), what="every inspection taken in", procs=[final])
 
     with plant.store.engine.connect() as conn:
