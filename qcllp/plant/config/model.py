@@ -52,9 +52,9 @@ class Station:
     fail_cost: float
     good_cost: float
     scoring_interval_s: float
-    inspection_cost: float = 0.0
     settle_s: float = default_of(doc.Completion, "settle_s")
     timeout_s: float = default_of(doc.Completion, "timeout_s")
+    inspection_cost: float = 0.0
 
     @property
     def sensor_names(self) -> tuple[str, ...]:
