@@ -153,27 +153,49 @@ def check_inspections(
     over = np.flatnonzero(path > interval)
     if state.suspended_at is None and len(over):
         at = int(over[0]) + 1
-        fail = state.inspect_fail + int(failed[:at].sum())
-        alarm = _reason(st, model_id, fail, state.inspect_good + at - int(failed[:at].sum()))
-        alarm += f"; shortfall {path[at - 1]:.1f} failing sticks above {interval:g}" + _ADVICE
+        ids = rows["id"].to_numpy()[mine & ~audit]
+        run = _run(conn, st, model_id, promoted_at, int(ids[at - 1]))
+        alarm = _reason(st, model_id, run, float(path[at - 1]), interval)
         values |= {"suspended_at": now, "reason": alarm}
     write_guard(conn, st.name, model_id, values)
     return intake, alarm
 
 
-_ADVICE = (
-    ": its lock-outs scrap good steel on this plant; retrain, or promote the model again once "
-    "the cause is fixed"
-)
+def _run(
+    conn: Connection, st: Station, model_id: int, promoted_at: datetime | None, upto: int
+) -> tuple[int, int, int, int]:
+    """At a trip (once per term, so one read of the model's inspected lock-outs since its
+    promotion is fine): failing and inspected lock-outs of the CUSUM's current run (since it
+    last stood at zero: those that fall short of break-even) and since promotion, up to the
+    inspection ``upto``."""
+    i, f = Inspection.__table__, Flag.__table__
+    query = (
+        select(i.c.result)
+        .select_from(i.join(f, f.c.id == i.c.flag_id))
+        .where(i.c.station == st.name, i.c.id <= upto, ~i.c.audit, f.c.model_id == model_id)
+        .order_by(i.c.id)
+    )
+    if promoted_at is not None:
+        query = query.where(f.c.scored_at >= promoted_at)
+    failed = np.array([r != OK for r in conn.execute(query).scalars()], dtype=bool)
+    zeros = np.flatnonzero(shortfall_path(failed, st.break_even) == 0.0)
+    start = int(zeros[-1]) + 1 if len(zeros) else 0
+    return int(failed[start:].sum()), len(failed) - start, int(failed.sum()), len(failed)
 
 
-def _reason(st: Station, model_id: int, fail: int, good: int) -> str:
-    """The suspension's reason: the inspected precision with its counts and break-even."""
-    n = fail + good
+def _reason(
+    st: Station, model_id: int, run: tuple[int, int, int, int], shortfall: float, h: float
+) -> str:
+    """The suspension's reason: the inspected precision lately and since promotion, with the
+    counts, against break-even."""
+    fail, n, total_fail, total = run
     return (
         f"lock-out suspended at {st.name}: the lock-outs of model {model_id} inspected at the "
-        f"bay fail at {fail / n:.1%} ({fail} failing of {n} inspected), below break-even "
-        f"{st.break_even:.1%} (good_cost / (good_cost + fail_cost))"
+        f"bay lately fail at {fail / n:.1%} ({fail} failing of the last {n} inspected; since "
+        f"promotion {total_fail} of {total}), below break-even {st.break_even:.1%} (good_cost "
+        f"/ (good_cost + fail_cost)): {shortfall:.1f} failing sticks short, above {h:g}; its "
+        "lock-outs scrap good steel on this plant: retrain, or promote the model again once "
+        "the cause is fixed"
     )
 
 

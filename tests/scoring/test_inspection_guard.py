@@ -54,6 +54,15 @@ def test_the_shortfall_is_the_recursion_in_closed_form():
     assert shortfall_path([False], BREAK_EVEN)[0] == pytest.approx(BREAK_EVEN)
 
 
+def latest_run(failed, trip: int) -> tuple[int, int]:
+    """Failing and inspected lock-outs of the CUSUM's run that tripped at ``trip`` (since it
+    last stood at zero)."""
+    path = shortfall_path(failed[: trip + 1], BREAK_EVEN)
+    zeros = np.flatnonzero(path == 0.0)
+    start = int(zeros[-1]) + 1 if len(zeros) else 0
+    return int(failed[start : trip + 1].sum()), trip + 1 - start
+
+
 def first_trips(precision: float, streams: int, length: int, rng) -> np.ndarray:
     """The inspected lock-out at which the guard trips (1-based; ``length + 1``: never) on
     ``streams`` seeded streams of lock-outs failing with ``precision``."""
@@ -169,11 +178,12 @@ def test_lockouts_inspected_below_break_even_suspend_the_model_once_with_counts(
     assert [kind for kind, _ in step.alarms] == ["lockout_suspended"]
 
     status = cooling(store, config)
-    fail, n = int(failed[: trip + 1].sum()), trip + 1
+    fail, n = latest_run(failed, trip)
     reason = status["lockout_suspended"]
     assert reason.startswith(
         f"lock-out suspended at {STATION}: the lock-outs of model {model_id} inspected at the bay "
-        f"fail at {fail / n:.1%} ({fail} failing of {n} inspected), below break-even 69.0%"
+        f"lately fail at {fail / n:.1%} ({fail} failing of the last {n} inspected; since "
+        f"promotion {failed[: trip + 1].sum()} of {trip + 1}), below break-even 69.0%"
     )
     guard = status["lockout_guard"]
     assert guard["inspected_failing"] == failed.sum()
@@ -195,6 +205,23 @@ def test_lockouts_inspected_below_break_even_suspend_the_model_once_with_counts(
     assert cooling(store, config)["lockout_guard"]["inspected_failing"] == failed.sum()
     alarms = [a for a in plant_status(store, config)["alarms"] if a["kind"] == "lockout_suspended"]
     assert len(alarms) == 1 and alarms[0]["message"] == reason
+
+
+def test_a_model_whose_lockouts_paid_is_stopped_as_soon_as_they_stop_paying(eager_plant):
+    store, config, model_id = eager_plant
+    flags = [f for f in station_flags(store) if f.decision == "lock_out"]
+    assert len(flags) >= 100
+    # 80 lock-outs that all failed (they paid), then good steel only: 9 of them are 6.2
+    # failing sticks short of break-even (9 x 0.69), the first shortfall above 6
+    failed = np.r_[np.ones(80, bool), np.zeros(len(flags) - 80, bool)]
+    store_inspections(store, flags, failed)
+    score_station(store, config, STATION)
+    reason = cooling(store, config)["lockout_suspended"]
+    assert (
+        "lately fail at 0.0% (0 failing of the last 9 inspected; since promotion 80 of 89), "
+        "below break-even 69.0%"
+    ) in reason
+    assert "6.2 failing sticks short, above 6" in reason
 
 
 def test_lockouts_inspected_above_break_even_do_not_trip_and_audits_count_in_the_saving(
@@ -249,7 +276,9 @@ def test_status_text_and_json_show_the_realized_saving_and_the_reason(
     saving = -(69 + 3.45) * n  # inspection_cost by default 5 % of good_cost
     header = next(line for line in shown.output.splitlines() if "saving/1,000" in line)
     assert "realized (inspected)" in header  # next to the expected figure
-    assert f"the lock-outs of model {model_id} inspected at the bay fail at 0.0%" in shown.output
+    assert f"the lock-outs of model {model_id} inspected at the bay lately fail at 0.0%" in (
+        shown.output
+    )
     assert (
         f"realized (inspected): since promotion {saving:+,.0f} {config.currency} "
         f"(0 failing and {n} good lock-outs inspected, 0 audit samples)" in shown.output

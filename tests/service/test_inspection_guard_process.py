@@ -20,7 +20,12 @@ from qcllp.plant.config import load_plant_config
 from qcllp.scoring.inspection_guard import INSPECTION_INTERVAL
 from qcllp.scoring.share_guard import guard_state
 from qcllp.store import Inspection
-from tests.scoring.test_inspection_guard import shortfall_loop, station_flags, store_inspections
+from tests.scoring.test_inspection_guard import (
+    latest_run,
+    shortfall_loop,
+    station_flags,
+    store_inspections,
+)
 from tests.service.test_scorer_process import (  # noqa: F401 (fixtures)
     KILL_SEED,
     STATION,
@@ -92,8 +97,8 @@ def test_kill_9_while_inspections_arrive_counts_each_once_and_alarms_once(
         state = guard_state(conn, STATION, model_id)
     assert (state.inspect_fail, state.inspect_good) == (failed.sum(), (~failed).sum())
     assert abs(state.inspect_excess - path[-1]) < 1e-9
-    fail, n = int(failed[: trip + 1].sum()), trip + 1
-    assert f"({fail} failing of {n} inspected)" in state.reason
+    fail, n = latest_run(failed, trip)
+    assert f"({fail} failing of the last {n} inspected; since promotion " in state.reason
     alarms = plant.alarms()
     assert list(alarms["kind"]) == ["lockout_suspended"] and alarms["message"][0] == state.reason
     # the restarted process reads the model's realized (inspected) saving at its first step
