@@ -369,9 +369,18 @@ def _interval(metrics: Mapping[str, Any]) -> str | None:
 
 
 def _realized(s: Mapping[str, Any], span: str) -> float | None:
-    """The station's realized (inspected) saving over ``span``; ``None`` without a model."""
+    """The station's realized (inspected) saving over ``span``; ``None`` without a model or
+    before anything of it was inspected (not a saving of 0)."""
     realized = s.get("realized_inspected")
-    return None if realized is None else realized[span]["saving"]
+    return realized[span]["saving"] if _inspected(realized) else None
+
+
+def _inspected(realized: Mapping[str, Any] | None) -> bool:
+    """Whether anything of the active model was inspected since its promotion."""
+    if not realized:
+        return False
+    counts = realized["since_promotion"]
+    return bool(counts["lockouts_failing"] + counts["lockouts_good"] + counts["audit_samples"])
 
 
 def status_text(result: Mapping[str, Any]) -> str:
@@ -431,7 +440,7 @@ def _notes(s: Mapping[str, Any]) -> list[str]:
         notes.append(s["lockout_suspended"])
     elif s["lockout_guard"]:
         notes += _guard_notes(s["lockout_guard"])
-    if s.get("realized_inspected"):
+    if _inspected(s.get("realized_inspected")):
         notes.append(_realized_note(s["realized_inspected"]))
     return notes
 

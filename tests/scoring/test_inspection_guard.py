@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from sqlalchemy import select
 
 from qcllp.cli import main
+from qcllp.cli.render import status_text
 from qcllp.ingest import ingest_defect_counts, ingest_measurements
 from qcllp.ingest.batches import run_batch
 from qcllp.plant.config import PlantConfig, load_plant_config
@@ -265,6 +266,10 @@ def test_status_text_and_json_show_the_realized_saving_and_the_reason(
     eager_plant, store_url, tmp_path
 ):
     store, config, model_id = eager_plant
+    before = status_text(plant_status(store, config))  # nothing inspected: no figure, not 0
+    assert "realized (inspected):" not in before
+    row = next(line for line in before.splitlines() if line.startswith(STATION))
+    assert row.split()[-2] == "-"  # the realized (inspected) column, before the bag error
     flags = [f for f in station_flags(store) if f.decision == "lock_out"]
     store_inspections(store, flags, [False] * len(flags))  # every lock-out was good steel
     score_station(store, config, STATION)
@@ -276,6 +281,8 @@ def test_status_text_and_json_show_the_realized_saving_and_the_reason(
     saving = -(69 + 3.45) * n  # inspection_cost by default 5 % of good_cost
     header = next(line for line in shown.output.splitlines() if "saving/1,000" in line)
     assert "realized (inspected)" in header  # next to the expected figure
+    row = next(line for line in shown.output.splitlines() if line.startswith(STATION))
+    assert row.split()[-2] == f"{saving:+,.0f}"
     assert f"the lock-outs of model {model_id} inspected at the bay lately fail at 0.0%" in (
         shown.output
     )
