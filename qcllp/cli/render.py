@@ -342,6 +342,7 @@ STATION_COLUMNS = (
     Column("age h", "model_age_h", ".1f"),
     Column("saving/1,000", lambda s: s["model_metrics"].get("expected_saving_per_1000"), "+.0f"),
     Column("90 % interval", lambda s: _interval(s["model_metrics"])),
+    Column("realized (inspected)", lambda s: _realized(s, "since_promotion"), "+,.0f"),
     Column("bag error", lambda s: s["model_metrics"].get("calibration_error"), ".4f"),
 )
 
@@ -367,6 +368,21 @@ def _interval(metrics: Mapping[str, Any]) -> str | None:
     if is_missing(low) and is_missing(high):
         return None
     return f"[{signed(low)}, {signed(high)}]"
+
+
+def _realized(s: Mapping[str, Any], span: str) -> float | None:
+    """The station's realized (inspected) saving over ``span``; ``None`` without a model or
+    before anything of it was inspected (not a saving of 0)."""
+    realized = s.get("realized_inspected")
+    return realized[span]["saving"] if _inspected(realized) else None
+
+
+def _inspected(realized: Mapping[str, Any] | None) -> bool:
+    """Whether anything of the active model was inspected since its promotion."""
+    if not realized:
+        return False
+    counts = realized["since_promotion"]
+    return bool(counts["lockouts_failing"] + counts["lockouts_good"] + counts["audit_samples"])
 
 
 def status_text(result: Mapping[str, Any]) -> str:
@@ -426,7 +442,21 @@ def _notes(s: Mapping[str, Any]) -> list[str]:
         notes.append(s["lockout_suspended"])
     elif s["lockout_guard"]:
         notes += _guard_notes(s["lockout_guard"])
+    if _inspected(s.get("realized_inspected")):
+        notes.append(_realized_note(s["realized_inspected"]))
     return notes
+
+
+def _realized_note(realized: Mapping[str, Any]) -> str:
+    """The realized (inspected) saving since promotion and lately, with the counts."""
+    spans = [(k, v) for k, v in realized.items() if isinstance(v, Mapping)]
+    parts = [
+        f"{span.replace('_', ' ')} {v['saving']:+,.0f} {realized['currency']} "
+        f"({v['lockouts_failing']} failing and {v['lockouts_good']} good lock-outs inspected, "
+        f"{v['audit_samples']} audit samples)"
+        for span, v in spans
+    ]
+    return "realized (inspected): " + "; ".join(parts)
 
 
 def _guard_notes(g: Mapping[str, Any]) -> list[str]:
@@ -448,4 +478,16 @@ def _guard_notes(g: Mapping[str, Any]) -> list[str]:
         f"final QC: {g['qc_charges']} charges compared, {g['qc_predicted']:.1f} failures "
         f"predicted, {g['qc_reported']} reported; over-prediction {g['qc_excess']:.1f} {rule}"
         + skipped,
+        _inspection_note(g),
     ]
+
+
+def _inspection_note(g: Mapping[str, Any]) -> str:
+    """The lock-outs inspected at the bay against break-even."""
+    fail, good = g["inspected_failing"], g["inspected_good"]
+    precision = f" ({fail / (fail + good):.1%})" if fail + good else ""
+    return (
+        f"inspected lock-outs: {fail} failing of {fail + good}{precision}, break-even "
+        f"{g['break_even']:.1%}; shortfall {g['inspection_shortfall']:.1f} failing sticks "
+        f"(suspends above {text(g['inspection_interval'], 'g')})"
+    )

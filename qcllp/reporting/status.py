@@ -4,19 +4,22 @@ Per station: the active model with its age and headline figures, who is training
 scorer's checkpoint (last batch taken in, when, with which model), sticks pending and flags
 written by decision, the last drift checks; the newest batch committed; the retraining
 daemon (which process leads, its jobs' next runs from APScheduler's job table, the last run
-of each); the recent promotion decisions with their reasons; the latest alarms. It works
+of each); the recent promotion decisions with their reasons; the latest alarms; and per
+active model its realized (inspected) saving, since its promotion and over the last
+:data:`REALIZED_DAYS` days (:func:`qcllp.scoring.inspection_guard.realized_saving`). It works
 whether or not the services are running.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Row, func, select
 
 from qcllp.plant.config import PlantConfig
+from qcllp.scoring.inspection_guard import model_realized
 from qcllp.station.registry import active_model
 from qcllp.store import (
     RETRAINER_JOBS,
@@ -35,6 +38,8 @@ from qcllp.store.partitions import list_partitions
 
 __all__ = ["plant_status"]
 
+
+REALIZED_DAYS = 7  # the recent window of the realized (inspected) saving
 
 HEADLINE_METRICS = (
     "expected_saving_per_1000",
@@ -145,6 +150,21 @@ def _station(
         "flags": tables.flags.get(name, {}),
         "lockout_suspended": None if guard is None else guard.reason,
         "lockout_guard": None if guard is None else _guard(guard, model, config),
+        "realized_inspected": None if model is None else _realized(store, config, name, model, now),
+    }
+
+
+def _realized(
+    store: Store, config: PlantConfig, name: str, model: dict[str, Any], now: datetime
+) -> dict[str, Any]:
+    """The active model's realized (inspected) saving, since its promotion and over the last
+    :data:`REALIZED_DAYS` days, with the counts."""
+    st = config.station(name)
+    recent = now - timedelta(days=REALIZED_DAYS)
+    return {
+        "since_promotion": model_realized(store, st, model["id"]).as_dict(),
+        f"last_{REALIZED_DAYS}_days": model_realized(store, st, model["id"], recent).as_dict(),
+        "currency": config.currency,
     }
 
 
@@ -173,6 +193,11 @@ def _guard(guard: Row, model: dict[str, Any], config: PlantConfig) -> dict[str, 
         "locks_out": (model["metrics"].get("threshold") or 0.0) <= 1.0,
         "qc_skipped": int(guard.count_skipped),
         "qc_skip_reason": guard.count_skip_reason,
+        "inspected_failing": int(guard.inspect_fail),
+        "inspected_good": int(guard.inspect_good),
+        "inspection_shortfall": float(guard.inspect_excess),
+        "inspection_interval": config.scorer.inspection_guard_interval,
+        "break_even": config.station(guard.station).break_even,
     }
 
 

@@ -49,7 +49,9 @@ __all__ = [
 class GuardState:
     """Counts of one model at one station; ``suspended_at`` set once the guard tripped;
     ``qc_*``: final QC's word (:mod:`.count_guard`): charges compared and skipped, failures
-    predicted and reported, and the CUSUM of the over-prediction."""
+    predicted and reported, and the CUSUM of the over-prediction; ``inspect_*``: the
+    inspections of its lock-outs (:mod:`.inspection_guard`): the cursor (highest inspection
+    id taken in), lock-outs inspected failing and good, the CUSUM of their shortfall."""
 
     decided: int = 0
     locked: int = 0
@@ -61,6 +63,10 @@ class GuardState:
     qc_predicted: float = 0.0
     qc_reported: int = 0
     qc_excess: float = 0.0
+    inspect_id: int = 0
+    inspect_fail: int = 0
+    inspect_good: int = 0
+    inspect_excess: float = 0.0
 
 
 _G = LockoutGuard.__table__
@@ -75,6 +81,10 @@ _STATE_COLUMNS = (
     _G.c.count_predicted,
     _G.c.count_observed,
     _G.c.count_excess,
+    _G.c.inspect_id,
+    _G.c.inspect_fail,
+    _G.c.inspect_good,
+    _G.c.inspect_excess,
 )
 
 

@@ -19,7 +19,9 @@ schedule. A step is one transaction under the station's lock:
    The lock-out guard (:mod:`qcllp.scoring.share_guard`) then turns lock-outs into passes, with the
    reason, once the model locks out far more sticks than it did in training, or once final
    QC's counts, taken in with the batches, show that it over-predicts failures on this plant
-   (:mod:`.count_guard`, checked before deciding, so a trip holds this step's lock-outs).
+   (:mod:`.count_guard`, checked before deciding, so a trip holds this step's lock-outs), or
+   once the lock-outs inspected at the bay fall short of break-even precision
+   (:mod:`.inspection_guard`, also checked before deciding).
 3. **write** the flags (``INSERT ... ON CONFLICT DO NOTHING`` on the unique (station, charge,
    stick)), delete the decided sticks from ``scorer_pending``, append every flag of the
    station above the sink's cursor to the station's sink file for the line's gateway (the
@@ -64,6 +66,7 @@ from qcllp.scoring.count_guard import check_counts
 from qcllp.scoring.decide import decide_sticks
 from qcllp.scoring.flag_sink import FlagSink, SinkError, claim_sink
 from qcllp.scoring.flag_writes import Delivery, deliver, insert_alarm, record_alarm, write_flags
+from qcllp.scoring.inspection_guard import InspectionIntake, check_inspections
 from qcllp.scoring.pending import (
     MAX_BATCHES_PER_STEP,
     Intake,
@@ -145,6 +148,7 @@ class StepResult(ScoreResult):
     more: bool = False  # more work is due right now (the step hit a bound)
     alarms: tuple[tuple[str, str], ...] = ()  # (kind, message) raised and stored by the step
     guard: GuardState | None = None  # the active model's lock-out guard after the step
+    inspected: InspectionIntake = InspectionIntake()  # the model's inspections taken in
 
 
 # ----------------------------------------------------------------------------- locking
@@ -171,6 +175,7 @@ class _Decided:
     written: int
     alarms: list[tuple[str, str]]
     due: int
+    inspected: InspectionIntake
 
 
 def score_step(
@@ -230,8 +235,9 @@ def _decide_and_write(
     assume_complete: bool,
     limit: int,
 ) -> _Decided:
-    """Check final QC's counts, decide the due sticks, guard the lock-outs, insert the flags,
-    forget the decided sticks and store the step's alarms (all in the step's transaction)."""
+    """Check final QC's counts and the inspections, decide the due sticks, guard the
+    lock-outs, insert the flags, forget the decided sticks and store the step's alarms (all in
+    the step's transaction)."""
     station = st.name
     alarms = [
         ("lockout_suspended", message)
@@ -244,6 +250,11 @@ def _decide_and_write(
             now,
         )
     ]
+    inspected = InspectionIntake()
+    if model is not None:
+        interval = config.scorer.inspection_guard_interval
+        inspected, tripped = check_inspections(conn, st, model.id, interval, now)
+        alarms += [("lockout_suspended", tripped)] if tripped else []
     due = due_sticks(conn, station, now, limit, assume_complete)
     scores = pd.DataFrame(columns=SCORE_COLUMNS)
     written = 0
@@ -265,7 +276,7 @@ def _decide_and_write(
         forget_pending(conn, station, scores)
     for kind, message in alarms:
         insert_alarm(conn, "scorer", station, kind, message)
-    return _Decided(scores, written, alarms, 0 if model is None else len(due))
+    return _Decided(scores, written, alarms, 0 if model is None else len(due), inspected)
 
 
 def _step_result(
@@ -297,9 +308,10 @@ def _step_result(
         sink_lines=delivery.lines,
         batches_taken=intake.taken,
         latencies_s=latencies,
-        more=intake.waiting or done.due >= limit or delivery.more,
+        more=intake.waiting or done.due >= limit or delivery.more or done.inspected.more,
         alarms=tuple(done.alarms),
         guard=guard,
+        inspected=done.inspected,
     )
 
 

@@ -22,11 +22,18 @@ Around each step:
   (:mod:`qcllp.scoring.share_guard`) is read after every step: whether it holds the
   model's lock-outs (gauge ``qcllp_scorer_lockouts_suspended``; ``/healthz`` says
   ``"status": "degraded"`` with the reason) and the CUSUM of the model's over-prediction of
-  final QC's counts (``qcllp_scorer_qc_over_prediction``). A suspension answers 200, not 503,
-  on purpose: the scorer works as designed -- it decides every stick and passes the ones the
-  model would lock out -- so a supervisor that restarts or routes away from a 503 must not
-  act; what ends a suspension is a new model (the daemon queues its retraining). Alerting
-  reads ``status`` or the gauge.
+  final QC's counts (``qcllp_scorer_qc_over_prediction``), the lock-outs inspected at the bay
+  that this process took in (``qcllp_scorer_inspected_lockouts_total{result=fail|good}``,
+  audit samples in ``qcllp_scorer_inspected_audits_total``), the shortfall of their precision
+  against break-even (``qcllp_scorer_inspection_shortfall``, :mod:`qcllp.scoring.
+  inspection_guard`) and the active model's realized (inspected) saving since its promotion
+  (``qcllp_scorer_realized_saving``: read from the database at the first step of a model and
+  after each step that took in inspections of it, never on an idle poll); while suspended,
+  ``/healthz`` names that saving (once something was inspected) next to the reason. A
+  suspension answers 200, not 503, on purpose: the scorer works as designed -- it decides
+  every stick and passes the ones the model would lock out -- so a supervisor that restarts
+  or routes away from a 503 must not act; what ends a suspension is a new model (the daemon
+  queues its retraining). Alerting reads ``status`` or the gauge.
 * **alarms in ``/healthz``**: the station's latest alarms from the database (table
   ``alarms``), whoever raised them -- a previous run of this scorer, another instance, the
   daemon -- read once at start and then only the rows added since (``id >`` the last one
@@ -62,9 +69,11 @@ from sqlalchemy.exc import SQLAlchemyError
 from qcllp.features import feature_names
 from qcllp.plant.config import PlantConfig, exposed_host_warning
 from qcllp.scoring.flag_sink import SinkError, claim_sink
+from qcllp.scoring.inspection_guard import Realized, model_realized, realized_line
 from qcllp.scoring.step import StepResult, record_alarm, score_step
 from qcllp.service.http import HealthServer
 from qcllp.service.logs import log_event, one_line
+from qcllp.service.scorer_inspections import InspectionMetrics
 from qcllp.station.artifacts import ArtifactError
 from qcllp.station.registry import LoadedModel, RegistryError, active_model, load_model
 from qcllp.store import Alarm, Store
@@ -156,6 +165,7 @@ class ScorerMetrics:
             ["station"],
             registry=self.registry,
         ).labels(**labels)
+        self.inspections = InspectionMetrics(self.registry, station)
         self.alarms = Counter(
             "qcllp_scorer_alarms",
             "Alarms raised (model refused, sink truncated, ...).",
@@ -177,6 +187,7 @@ class ScorerState:
     last_error: str | None = None
     standby: bool = False
     lockouts_suspended: str | None = None  # the guard's reason while it holds lock-outs
+    realized: Realized | None = None  # the active model's realized (inspected) saving
     alarms: deque[str] = field(default_factory=lambda: deque(maxlen=ALARMS_SHOWN))
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -194,7 +205,9 @@ class ScorerState:
                 problems.append(f"lag {self.lag_s:.1f} s above {self.max_lag_s:g} s")
             status = "unhealthy" if problems else "ok"
             if self.lockouts_suspended:
-                problems.append(f"lock-outs suspended: {self.lockouts_suspended}")
+                shown = self.realized is not None and self.realized.inspected
+                realized = f"; {realized_line(self.realized)}" if shown else ""
+                problems.append(f"lock-outs suspended: {self.lockouts_suspended}{realized}")
                 status = "degraded" if status == "ok" else status
             body = {
                 "station": self.station,
@@ -205,6 +218,7 @@ class ScorerState:
                 "pending_sticks": self.pending,
                 "standby": self.standby,
                 "lockouts_suspended": self.lockouts_suspended,
+                "realized_saving": None if self.realized is None else self.realized.as_dict(),
                 "last_step_at": self.last_step_at.isoformat() if self.last_step_at else None,
                 "alarms": list(self.alarms),
             }
@@ -233,6 +247,7 @@ class ScorerService:
         self.model: LoadedModel | None = None
         self._refused: set[int] = set()
         self._alarms_seen: int | None = None  # the newest alarm id read (None: none read yet)
+        self._realized_of: int | None = None  # the model whose realized saving is shown
         self.metrics.model_id.set(0)
 
     # -- model ---------------------------------------------------------------------------
@@ -367,6 +382,8 @@ class ScorerService:
         if result.guard is not None:
             self.metrics.suspended.set(result.guard.suspended_at is not None)
             self.metrics.qc_excess.set(result.guard.qc_excess)
+            self.metrics.inspections.shortfall.set(result.guard.inspect_excess)
+        self._inspections(result)
         self.metrics.lag.set(result.lag_s)
         self.metrics.pending.set(result.pending)
         with self.state.lock:
@@ -389,6 +406,20 @@ class ScorerService:
                 seconds=round(seconds, 4),
             )
         return result
+
+    def _inspections(self, result: StepResult) -> None:
+        """Count the step's inspections of the active model; read its realized (inspected)
+        saving again when they changed it (or the model changed), not on an idle poll."""
+        seen = result.inspected
+        self.metrics.inspections.count(seen)
+        if result.model_id is None or (result.model_id == self._realized_of and not seen.any):
+            return
+        st = self.config.station(self.station)
+        realized = model_realized(self.store, st, result.model_id)
+        self._realized_of = result.model_id
+        self.metrics.inspections.realized.set(realized.saving)
+        with self.state.lock:
+            self.state.realized = realized
 
 
 def run_scorer(

@@ -29,6 +29,7 @@ Schema (see ``plant_config/example.yaml`` for a full example)::
       - name: str
         fail_cost: float >= 0         # saved per failing stick locked out here
         good_cost: float >= 0         # lost per good stick locked out here
+        inspection_cost: float >= 0   # optional; one stick looked at (default 5 % of good_cost)
         scoring_interval_s: float > 0 # optional; default schedules.scoring_interval_s
         completion: {settle_s: float >= 0, timeout_s: float > 0}   # optional; Station
         sensors:
@@ -48,7 +49,7 @@ Schema (see ``plant_config/example.yaml`` for a full example)::
       retrain_interval_s: float > 0   # alternative to retrain_cron (tests, fast-moving lines)
       scoring_interval_s: float > 0   # default for stations (default 1)
     scorer:                           # optional: the station scoring services
-      {host, base_port, max_lag_s, max_batch_sticks, sink_dir, guard_min_sticks}
+      {host, base_port, max_lag_s, max_batch_sticks, sink_dir, guard_min_sticks, ...}
     retrainer:                        # optional: the retraining daemon (qcllp serve retrainer)
       {host, port, stations, training_charges, holdout_charges, min_holdout_charges,
        promotion_margin, misfire_grace_s, lease_ttl_s,

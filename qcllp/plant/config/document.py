@@ -102,6 +102,13 @@ class Scorer(Section):
         description="Count guard: suspend a model once final QC's counts show it over-predicts "
         "by this many standard deviations (qcllp.scoring.count_guard).",
     )
+    inspection_guard_interval: Number = Field(
+        6.0,
+        gt=0,
+        description="Inspection guard: suspend a model once its lock-outs inspected at the bay "
+        "fall this many failing sticks short of break-even precision, counted since they last "
+        "paid (qcllp.scoring.inspection_guard).",
+    )
 
 
 class Drift(Section):

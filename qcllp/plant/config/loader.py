@@ -26,6 +26,8 @@ from qcllp.plant.config.model import (
 )
 from qcllp.plant.config.problems import ConfigError, error_lines
 
+INSPECTION_COST_SHARE = 0.05  # a station's inspection_cost by default: 5 % of its good_cost
+
 
 class _UniqueKeyLoader(yaml.SafeLoader):
     """SafeLoader that rejects duplicate mapping keys instead of keeping the last one."""
@@ -144,6 +146,11 @@ def _station(station: doc.Station, scoring_interval_s: float) -> Station:
         fail_cost=station.fail_cost,
         good_cost=station.good_cost,
         scoring_interval_s=station.scoring_interval_s or scoring_interval_s,
+        inspection_cost=(
+            INSPECTION_COST_SHARE * station.good_cost
+            if station.inspection_cost is None
+            else station.inspection_cost
+        ),
         settle_s=station.completion.settle_s,
         timeout_s=station.completion.timeout_s,
     )

@@ -37,7 +37,9 @@ class Station:
 
     ``fail_cost``: cost saved per stick that will fail if it is locked out here (the remaining
     processing cost; smaller at later stations). ``good_cost``: cost of locking out a good stick
-    here (the lost value of a good stick).
+    here (the lost value of a good stick). ``inspection_cost``: cost of looking at one stick
+    here (at the lock-out bay or as an audit sample; the YAML's default, 5 % of ``good_cost``,
+    is resolved by the loader).
 
     When a stick has *completed* the station (its scorer may decide): it has a reading at a
     later station, or every sensor of this station has reported and no new reading of the
@@ -52,10 +54,18 @@ class Station:
     scoring_interval_s: float
     settle_s: float = default_of(doc.Completion, "settle_s")
     timeout_s: float = default_of(doc.Completion, "timeout_s")
+    inspection_cost: float = 0.0
 
     @property
     def sensor_names(self) -> tuple[str, ...]:
         return tuple(s.name for s in self.sensors)
+
+    @property
+    def break_even(self) -> float:
+        """The precision at which a lock-out here neither saves nor loses:
+        ``good_cost / (good_cost + fail_cost)`` (1 when both are 0: nothing to gain)."""
+        total = self.good_cost + self.fail_cost
+        return self.good_cost / total if total > 0 else 1.0
 
     def sensor(self, name: str) -> Sensor:
         if (found := _by_name(self.sensors, name)) is not None:
@@ -89,7 +99,9 @@ class Scorer:
     more than in training (``guard_min_sticks``, :mod:`qcllp.scoring.share_guard`), and
     the decision interval of the guard on final QC's counts (``count_guard_interval``, in
     standard deviations of the model's over-prediction summed over charges;
-    :mod:`qcllp.scoring.count_guard`)."""
+    :mod:`qcllp.scoring.count_guard`), and that of the guard on inspected lock-outs
+    (``inspection_guard_interval``, in failing sticks short of break-even;
+    :mod:`qcllp.scoring.inspection_guard`)."""
 
     host: str = default_of(doc.Scorer, "host")
     base_port: int = default_of(doc.Scorer, "base_port")
@@ -98,6 +110,7 @@ class Scorer:
     sink_dir: str | None = default_of(doc.Scorer, "sink_dir")
     guard_min_sticks: int = default_of(doc.Scorer, "guard_min_sticks")
     count_guard_interval: float = default_of(doc.Scorer, "count_guard_interval")
+    inspection_guard_interval: float = default_of(doc.Scorer, "inspection_guard_interval")
 
 
 @dataclass(frozen=True)

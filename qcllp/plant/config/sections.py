@@ -83,6 +83,12 @@ class Station(Section):
         ge=0, description="Saved per failing stick locked out here (the rest of the line)."
     )
     good_cost: Number = Field(ge=0, description="Lost per good stick locked out here.")
+    inspection_cost: Number = Field(
+        None,
+        ge=0,
+        description="Cost of looking at one stick here (a lock-out at the bay or an audit "
+        "sample), in the realized saving from inspections; default: 5 % of good_cost.",
+    )
     scoring_interval_s: Number = Field(
         None,
         gt=0,
