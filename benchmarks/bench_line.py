@@ -64,10 +64,11 @@ from qcllp.station.registry import RegistryError, get_model  # noqa: E402
 from qcllp.store import Store  # noqa: E402
 
 CONFIG = ROOT / "plant_config" / "example.yaml"
-SCENARIOS = {
-    "shared": None,
-    "sepA": {"crack": "furnace", "bend": "rolling", "scale": "cooling"},
-    "sepB": {"crack": "cooling", "bend": "furnace", "scale": "rolling"},
+SCENARIOS = {  # simulate_plant's keyword arguments; "charge": the unseen plant
+    "shared": {},
+    "sepA": {"defect_stations": {"crack": "furnace", "bend": "rolling", "scale": "cooling"}},
+    "sepB": {"defect_stations": {"crack": "cooling", "bend": "furnace", "scale": "rolling"}},
+    "charge": {"charge_effect": 3.5},
 }
 KEY = ("scenario", "seed", "station", "week")
 
@@ -134,9 +135,7 @@ class Line:
         self.config = replace(config, path=folder / "plant.yaml")
         self.folder, self.scenario, self.seed, self.args = folder, scenario, seed, args
         n = args.weeks * args.charges_per_week
-        self.plant = simulate_plant(
-            config, n, random_state=3000 + seed, defect_stations=SCENARIOS[scenario]
-        )
+        self.plant = simulate_plant(config, n, random_state=3000 + seed, **SCENARIOS[scenario])
         truth = self.plant.truth.set_index(["charge_id", "stick_id"])["defect"]
         self.truth, self.bad = truth, truth != "ok"
         self.charges = self.plant.defect_counts["charge_id"].tolist()
