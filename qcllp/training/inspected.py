@@ -20,8 +20,8 @@ How they enter the training set (:func:`with_inspections`), per labeled charge:
   the inspected failure is one of the charge's counted ones;
 * the learner gets the known labels (``y``, NaN where unknown: :mod:`qcllp.learn.core.
   problem`), each bag's share covering all its rows: a learner that takes known labels (EM,
-  LLPFC, the pSVMs, proportion boosting) fixes them and spreads the rest of the count over the
-  uninspected sticks;
+  LLPFC, the pSVMs, AMM, the k-means labeler, proportion boosting) fixes them and spreads the
+  rest of the count over the uninspected sticks; InvCal, MeanMap and LMM ignore them;
 * the count recalibration and the lock-out rule (:mod:`qcllp.training.lockout`) see the
   uninspected sticks of a charge with its count reduced by its inspected failures, and every
   inspected stick as a bag of its own whose count is its label.
