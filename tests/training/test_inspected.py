@@ -13,6 +13,7 @@ import pytest
 from sklearn.metrics import roc_auc_score
 from sqlalchemy import select
 
+from qcllp.cli.render import trained_line
 from qcllp.ingest import ingest_defect_counts
 from qcllp.learn import EMLLP, PerDefectClassifier
 from qcllp.scoring.step import flags_frame, score_station
@@ -177,14 +178,17 @@ def test_a_trained_model_records_how_many_inspected_sticks_it_learned_from(inspe
     url = f"sqlite:///{tmp_path / 'plant.sqlite'}"
     shutil.copy(inspected.url.removeprefix("sqlite:///"), tmp_path / "plant.sqlite")
     with Store.open(url) as store:
-        cooling = train_station(store, inspected.config, STATION).model_id
+        result = train_station(store, inspected.config, STATION)
+        cooling = result.model_id
         furnace = train_station(store, inspected.config, "furnace").model_id
+        line = trained_line(result)
         recorded = get_model(store, cooling)["metrics"]
         artifact = load_model(store, cooling).model.metrics
         elsewhere = get_model(store, furnace)["metrics"]
     assert recorded["inspected_sticks"] == artifact["inspected_sticks"] == 5
     assert recorded["inspected_failing"] == artifact["inspected_failing"] == 3
     assert elsewhere["inspected_sticks"] == 0  # no inspections at the furnace
+    assert " sticks (5 inspected, 3 failing), bag error" in line  # what qcllp train prints
 
 
 def test_a_result_that_is_no_configured_type_stops_training_in_one_line(inspected, tmp_path):
