@@ -202,9 +202,11 @@ def trained_line(r: Any) -> str:
     )
     subsampled = m.get("labeled_sticks", 0) > m.get("max_sticks", float("inf"))
     of = f" (of {m['labeled_charges']:,.0f}: training.max_sticks)" if subsampled else ""
+    seen = m.get("inspected_sticks", 0)
+    inspected = f" ({seen:,.0f} inspected, {m['inspected_failing']:,.0f} failing)" if seen else ""
     line = (
         f"model {r.model_id}: {r.station} {r.method} on {r.n_charges} charges{of} / "
-        f"{r.n_sticks} sticks, bag error {m['bag_error']:.3f}, {rule}, {saving}"
+        f"{r.n_sticks} sticks{inspected}, bag error {m['bag_error']:.3f}, {rule}, {saving}"
     )
     for trial in r.params.get("auto", []):
         mark = "*" if trial["method"] == r.method else " "

@@ -48,7 +48,11 @@ class PerDefectClassifier(LLPClassifierMixin, BaseEstimator):
         How the per-type probabilities become one (module docstring).
 
     ``fit(X, bags, proportions)`` takes a DataFrame indexed by bag with one column of shares
-    per named defect type (other columns, such as ``ok``, are ignored). Classes are ``[0, 1]``,
+    per named defect type (other columns, such as ``ok``, are ignored). ``y`` (optional) holds
+    known labels per row as the per-type problem has them: a defect type where the stick had
+    that defect, any other label (``ok``, a type not named here) where it had none of the
+    named ones, ``None``/NaN where unknown; each type's learner gets them as its binary
+    labels (1: that type, 0: another or none). Classes are ``[0, 1]``,
     1 = the stick has a defect of any of the types. Fitted: ``estimators_`` (name -> fitted
     learner), ``defect_types_``.
     """
@@ -78,7 +82,7 @@ class PerDefectClassifier(LLPClassifierMixin, BaseEstimator):
                 f"they have {', '.join(map(str, proportions.columns))}"
             )
         self.estimators_ = {
-            name: clone(estimator).fit(X, bags, proportions[name], y)
+            name: clone(estimator).fit(X, bags, proportions[name], _binary(y, name))
             for name, estimator in self.estimators
         }
         first = next(iter(self.estimators_.values()))
@@ -104,3 +108,20 @@ class PerDefectClassifier(LLPClassifierMixin, BaseEstimator):
         else:
             failing = 1.0 - np.prod(1.0 - p, axis=1)
         return np.column_stack([1.0 - failing, failing])
+
+
+def _binary(y, name: str) -> np.ndarray | None:  # noqa: ANN001 - array-like labels
+    """Known per-type labels as one type's binary ones: 1.0 where the label is ``name``, 0.0
+    where it is another, NaN where unknown (``None`` stays ``None``)."""
+    if y is None:
+        return None
+    labels = np.asarray(y, dtype=object)
+    given = np.asarray(pd.notna(labels), dtype=bool)
+    named = np.fromiter((isinstance(v, str) for v in labels[given]), bool, int(given.sum()))
+    if not named.all():
+        value = labels[given][int(np.argmin(named))]
+        raise ValueError(
+            f"PerDefectClassifier's y holds defect type names (or ok), got {value!r}: a 0/1 "
+            "label cannot say which type failed"
+        )
+    return np.where(given, (labels == name).astype(float), np.nan)

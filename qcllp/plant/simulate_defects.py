@@ -58,8 +58,10 @@ def draw_defects(
     strength: float,
     defect_rate: float,
     rng: np.random.Generator,
+    batch_rate: float = BATCH_RATE,
 ) -> np.ndarray:
-    """Class index per stick (0 = ok, k = defect_types[k-1]); see module docstring, step 4."""
+    """Class index per stick (0 = ok, k = defect_types[k-1]); see module docstring, step 4.
+    ``batch_rate``: how strongly ``a_c[0]`` moves the defect logit."""
     n = len(batch_of)
     rules = _rules(config, middle)
     contrib = np.zeros((n, len(rules)))
@@ -69,7 +71,7 @@ def draw_defects(
         contrib[:, k] = (np.column_stack(zs) @ w) / np.linalg.norm(w)
         if len(zs) >= 2:
             contrib[:, k] += 0.5 * np.maximum(zs[0], 0) * np.maximum(zs[1], 0)
-    risk = strength * contrib.sum(axis=1) / np.sqrt(len(rules)) + BATCH_RATE * batch_of[:, 0]
+    risk = strength * contrib.sum(axis=1) / np.sqrt(len(rules)) + batch_rate * batch_of[:, 0]
     defective = rng.random(n) < _sigmoid(_intercept(risk, defect_rate) + risk)
     # the type is the dominant contribution, blurred by Gumbel noise
     kind = np.argmax(contrib + 0.5 * rng.gumbel(size=contrib.shape), axis=1)
@@ -113,15 +115,17 @@ def draw_separate_defects(
     strength: float,
     defect_rate: float,
     rng: np.random.Generator,
+    batch_rate: float = BATCH_RATE,
 ) -> np.ndarray:
-    """Class index per stick under separate per-type mechanisms (module docstring)."""
+    """Class index per stick under separate per-type mechanisms (module docstring);
+    ``batch_rate`` as for :func:`draw_defects`."""
     n, k_types = len(batch_of), len(arise_at)
     risk = np.empty((n, k_types))
     for k, st in enumerate(arise_at):
         z = levels[st][:, [0, -1]]
         contrib = (z @ np.array([1.0, 0.8])) / np.hypot(1.0, 0.8)
         contrib += 0.5 * np.maximum(z[:, 0], 0) * np.maximum(z[:, 1], 0)
-        risk[:, k] = strength * contrib + BATCH_RATE * batch_of[:, 0]
+        risk[:, k] = strength * contrib + batch_rate * batch_of[:, 0]
         risk[:, k] += _intercept(risk[:, k], defect_rate / k_types)
     fired = rng.random((n, k_types)) < _sigmoid(risk)
     kind = np.argmax(np.where(fired, risk, -np.inf), axis=1)

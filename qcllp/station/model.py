@@ -71,8 +71,9 @@ class FailureView(BaseEstimator):
     def __init__(self, model: Any = None):
         self.model = model
 
-    def fit(self, X: Any, bags: Any, shares: Any) -> FailureView:
-        self.model.fit(X, bags, shares)
+    def fit(self, X: Any, bags: Any, shares: Any, y: Any = None) -> FailureView:
+        """Fit the wrapped model (``y``: known labels, passed on when given)."""
+        self.model.fit(X, bags, shares, *(() if y is None else (y,)))
         return self
 
     def predict_proba(self, X: Any) -> np.ndarray:

@@ -65,6 +65,7 @@ def cross_validate_charges(
     threshold: float = LABEL_THRESHOLD,
     random_state=None,
     fit_proportions: pd.Series | pd.DataFrame | None = None,
+    known: np.ndarray | None = None,
 ) -> Evaluation:
     """Out-of-fold probability of class 1 (defective) for every stick, scored per charge and
     per stick.
@@ -74,7 +75,9 @@ def cross_validate_charges(
     id of every row, ``shares`` the defective share per charge (a Series indexed by charge id);
     ``truth`` (optional) 0/1 per stick, NaN where unknown; ``threshold`` the lock-out
     threshold. The folds (``random_state``) never split a charge. ``fit_proportions``: what
-    the models are fitted on when it is not ``shares`` (per defect type, multiclass).
+    the models are fitted on when it is not ``shares`` (per defect type, multiclass);
+    ``known``: known labels per row (``y`` of the learners, e.g. inspected sticks), each fold's
+    model fitted with those of its training rows (a held-out stick's own never).
     """
     charges = np.asarray(charges)
     if len(charges) != len(features):
@@ -89,7 +92,8 @@ def cross_validate_charges(
     for train, test in folds:
         model = make_model() if callable(make_model) else make_model
         model = clone(model)
-        model.fit(rows(train), charges[train], fitted_on.loc[pd.unique(charges[train])])
+        fold_y = {} if known is None else {"y": known[train]}
+        model.fit(rows(train), charges[train], fitted_on.loc[pd.unique(charges[train])], **fold_y)
         probability[test] = positive_proba(model, model.predict_proba(rows(test)))
     return score_probabilities(probability, charges, shares, truth=truth, threshold=threshold)
 

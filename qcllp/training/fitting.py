@@ -32,6 +32,7 @@ import pandas as pd
 
 from qcllp.station.lockout_rule import LockoutCosts, SavingEstimate
 from qcllp.station.model import StationModel
+from qcllp.training.inspected import inspection_counts
 from qcllp.training.labeled import LabeledData
 from qcllp.training.lockout import LockoutDecision, decide_lockout, out_of_fold
 from qcllp.training.plan import AUTO_ANY_DEFECT_MODES, TrainingPlan
@@ -206,6 +207,7 @@ def _station_model(
         "lockout_rate_bound": decision.lockout_rate_bound,
         "lockout_excess_bound": decision.lockout_excess_bound,
         **(data.subsample.metrics() if data.subsample is not None else {}),
+        **inspection_counts(data.labels),
     }
     X = data.features.X
     return StationModel(

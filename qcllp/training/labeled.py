@@ -24,6 +24,7 @@ from qcllp.plant.config import PlantConfig
 from qcllp.station.final_qc import sticks_qc_counted
 from qcllp.store import Store
 from qcllp.store.retention import retained_since
+from qcllp.training.inspected import InspectionError, read_inspections, with_inspections
 
 __all__ = [
     "LabeledData",
@@ -112,6 +113,31 @@ class LabeledData:
     n_sticks: pd.Series
     type_shares: pd.DataFrame  # per charge, the share of each defect type (final QC)
     subsample: Subsample | None = None
+    labels: pd.Series | None = None  # per row: its inspection result, NaN if not inspected
+
+    def known(self, per_type: bool = False) -> np.ndarray | None:
+        """The inspected rows' labels for the learner (``y``: NaN where unknown), as the
+        target needs them: 1/0 for ``defective`` (not ``ok``) or one defect type (that type),
+        the result itself for ``multiclass`` and, ``per_type``, for the models per defect
+        type (:class:`qcllp.learn.PerDefectClassifier` splits them). ``None`` without
+        inspected rows: the learners are fitted exactly as on counts alone."""
+        if self.labels is None:
+            return None
+        labels = self.labels.to_numpy(dtype=object)
+        given = pd.notna(labels)
+        if not given.any():
+            return None
+        if per_type or self.target == "multiclass":
+            return np.where(given, labels, None)
+        hit = labels != "ok" if self.target == "defective" else labels == self.target
+        return np.where(given, hit.astype(float), np.nan)
+
+    @property
+    def inspected(self) -> np.ndarray:
+        """Per row: was the stick inspected (its label known)?"""
+        if self.labels is None:
+            return np.zeros(len(self.features.X), dtype=bool)
+        return self.labels.notna().to_numpy()
 
     @property
     def bags(self) -> np.ndarray:
@@ -140,6 +166,7 @@ class LabeledData:
             self.n_sticks.loc[index],
             self.type_shares.loc[index],
             self.subsample,
+            None if self.labels is None else self.labels.loc[features.X.index],
         )
 
     def for_type(self, defect_type: str) -> LabeledData:
@@ -163,7 +190,9 @@ def labeled_data(
     random_state: int | None = None,
 ) -> LabeledData:
     """Features and proportions of the charges that have final-QC counts; a charge's bag
-    holds the sticks QC counted (not those the line locked out: :mod:`qcllp.station.final_qc`).
+    holds the sticks QC counted (not those the line locked out: :mod:`qcllp.station.final_qc`)
+    and the sticks inspected at the station, their labels known (:mod:`.inspected`: a
+    locked-out stick that was inspected returns to its bag, its result added to the counts).
 
     When those charges hold more than ``training.max_sticks`` sticks (by their final-QC
     ``n_sticks``), only a seeded subset of whole charges is read (:func:`subsample_charges`,
@@ -171,23 +200,7 @@ def labeled_data(
     are never read. The result's ``subsample`` says how many there were."""
     config.station(station)  # an unknown station fails here, with the known ones listed
     check_target(config, target)
-    counts = store.read_defect_counts(list(config.defect_types))
-    kept_since = retained_since(config)  # older charges may have lost readings to retention
-    if kept_since is not None and (since is None or since < kept_since):
-        since = kept_since
-    if since is not None or until is not None:
-        times = store.read_charge_times().reindex(counts.index)
-        keep = pd.Series(True, index=counts.index)
-        if since is not None:
-            keep &= times >= pd.Timestamp(since)
-        if until is not None:
-            keep &= times < pd.Timestamp(until)
-        counts = counts.loc[keep.to_numpy()]
-    if counts.empty:
-        raise TrainingError(
-            "no labeled charges yet: ingest final-QC defect counts first (qcllp ingest defects)"
-            + (" or widen --since/--until" if since or until else "")
-        )
+    counts = _labeled_counts(store, config, since, until)
     max_sticks = config.training.max_sticks
     seed = int(config.training.random_state if random_state is None else random_state)
     kept = subsample_charges(counts["n_sticks"], max_sticks, seed)
@@ -207,10 +220,43 @@ def labeled_data(
                 f"{subsample.labeled_charges:,} labeled charges; at least 4 are needed: "
                 "raise it"
             )
-    features = station_features(store, config, station, charge_ids=list(counts.index))
-    features = sticks_qc_counted(store, config, features, counts["n_sticks"])
-    data = labeled_from_frames(config, station, features, counts, target=target)
+    charges = list(counts.index)
+    features = station_features(store, config, station, charge_ids=charges)
+    counted = sticks_qc_counted(store, config, features, counts["n_sticks"]).X.index
+    try:
+        inspections = read_inspections(store, station, charges)
+        features, counts, labels = with_inspections(
+            features, counted, counts, inspections, list(config.defect_types)
+        )
+    except InspectionError as exc:
+        raise TrainingError(f"station {station!r}: {exc}") from None
+    data = labeled_from_frames(config, station, features, counts, target=target, labels=labels)
     return replace(data, subsample=subsample)
+
+
+def _labeled_counts(
+    store: Store, config: PlantConfig, since: datetime | None, until: datetime | None
+) -> pd.DataFrame:
+    """Final QC's counts of the charges in the window (``since`` no earlier than retention
+    keeps readings); a :class:`TrainingError` when there are none."""
+    counts = store.read_defect_counts(list(config.defect_types))
+    kept_since = retained_since(config)  # older charges may have lost readings to retention
+    if kept_since is not None and (since is None or since < kept_since):
+        since = kept_since
+    if since is not None or until is not None:
+        times = store.read_charge_times().reindex(counts.index)
+        keep = pd.Series(True, index=counts.index)
+        if since is not None:
+            keep &= times >= pd.Timestamp(since)
+        if until is not None:
+            keep &= times < pd.Timestamp(until)
+        counts = counts.loc[keep.to_numpy()]
+    if counts.empty:
+        raise TrainingError(
+            "no labeled charges yet: ingest final-QC defect counts first (qcllp ingest defects)"
+            + (" or widen --since/--until" if since or until else "")
+        )
+    return counts
 
 
 def labeled_from_frames(
@@ -220,10 +266,13 @@ def labeled_from_frames(
     counts: pd.DataFrame,
     *,
     target: str = "defective",
+    labels: pd.Series | None = None,
 ) -> LabeledData:
     """The training set from a station feature table and the charges' defect counts
     (index ``charge_id``; ``n_sticks`` and one count column per defect type), as stored or as
-    a simulator gives them. Only charges with both are kept; at least 4 are needed."""
+    a simulator gives them. Only charges with both are kept; at least 4 are needed.
+    ``labels``: the inspection result of inspected rows (index as ``features.X``, NaN
+    elsewhere; :func:`qcllp.training.inspected.with_inspections`)."""
     check_target(config, target)
     if features.X.empty:
         raise TrainingError(
@@ -252,8 +301,16 @@ def labeled_from_frames(
         defective = counts[target]
     else:
         proportions = counts_to_shares(counts[types], n_sticks, remainder="ok")
+    if labels is not None:
+        labels = labels.reindex(features.X.index)
     return LabeledData(
-        features, proportions, defective.astype(float), target, n_sticks, type_shares
+        features,
+        proportions,
+        defective.astype(float),
+        target,
+        n_sticks,
+        type_shares,
+        labels=labels,
     )
 
 

@@ -8,12 +8,24 @@ logit) is fitted on the out-of-fold probabilities by the likelihood of the charg
 *counts* (Poisson-binomial, :class:`qcllp.learn.calibration.CountCalibrator`), which, unlike
 matching the charges' mean shares, penalizes over-confidence; it is stored with the model, the
 threshold is chosen on recalibrated probabilities and the scorer applies it.
+
+**Inspected sticks** (:mod:`qcllp.training.inspected`). A charge's count then says how many of
+its *uninspected* sticks failed once its inspected failures are taken off, and an inspected
+stick's label is known. So the recalibration and the lock-out rule stand on these units: each
+charge's uninspected sticks with its count reduced by its inspected failures (clipped to
+0..uninspected sticks, should an inspection and final QC disagree), and each inspected stick
+as a unit of its own whose count is its label (the Poisson-binomial likelihood of one stick
+is its Bernoulli likelihood). The inspected lock-outs are the top of the ranking, where the
+counts cannot tell a ranking of charges from one of sticks: their labels pull the
+recalibration down there when the model claimed too much. The bootstrap and the held-out
+saving resample and split these units; the scorer's guard bounds stay per charge. Without
+inspected sticks the units are the charges and nothing changes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -64,11 +76,17 @@ class OutOfFold:
     raw: np.ndarray  # out of fold, before the recalibration
     decision: np.ndarray  # logit(raw): what the recalibration maps
     probability: np.ndarray  # recalibrated
-    codes: np.ndarray  # charge of each stick, 0..h-1
-    positives: np.ndarray  # failing sticks per charge among its rows
+    codes: np.ndarray  # unit of each stick: its charge, or its own when inspected
+    positives: np.ndarray  # failing sticks per unit (module docstring)
     recalibration: CountCalibrator
     calibrate: Callable  # refits the recalibration (bootstrap replicates)
-    count_loglik: float  # per charge: log P(its failing count | recalibrated probabilities)
+    count_loglik: float  # per unit: log P(its failing count | recalibrated probabilities)
+    charge_codes: np.ndarray | None = None  # charge of each stick, 0..h-1 (guard bounds)
+
+    @property
+    def charges(self) -> np.ndarray:
+        """The charge of each stick, 0..h-1 (the units' codes when none was inspected)."""
+        return self.codes if self.charge_codes is None else self.charge_codes
 
 
 def out_of_fold(
@@ -76,7 +94,8 @@ def out_of_fold(
 ) -> OutOfFold:
     """Charge-grouped out-of-fold probabilities of ``estimator`` and their recalibration,
     fitted by the likelihood of the charges' failing counts among their rows
-    (:class:`qcllp.learn.calibration.CountCalibrator`, module docstring)."""
+    (:class:`qcllp.learn.calibration.CountCalibrator`, module docstring); inspected sticks
+    are known labels of the fits and units of their own in the recalibration."""
     X, bags, shares = data.features.X, data.bags, data.failing_shares
     raw = cross_validate_charges(
         lambda: FailureView(clone(estimator)),
@@ -86,14 +105,56 @@ def out_of_fold(
         n_splits=folds,
         random_state=plan.seed,
         fit_proportions=fit_proportions(plan, data),
+        known=data.known(per_type=plan.per_type),
     ).probability
-    codes, uniques = pd.factorize(bags)
-    positives = shares.reindex(uniques).to_numpy() * np.bincount(codes)  # among the rows
+    charges, uniques = pd.factorize(bags)
+    positives = shares.reindex(uniques).to_numpy() * np.bincount(charges)  # among the rows
+    codes, positives = calibration_units(charges, positives, _known_failing(data))
     decision = logit(raw)
     recalibration, calibrate = count_calibration(decision, codes, positives)
     p = recalibration.predict(decision)
     loglik = float(np.mean(poisson_binomial_logpmf(p, codes, positives)))
-    return OutOfFold(raw, decision, p, codes, positives, recalibration, calibrate, loglik)
+    inspected = codes is not charges
+    return OutOfFold(
+        raw,
+        decision,
+        p,
+        codes,
+        positives,
+        recalibration,
+        calibrate,
+        loglik,
+        charges if inspected else None,
+    )
+
+
+def _known_failing(data: LabeledData) -> np.ndarray | None:
+    """Per row 1/0 where the stick was inspected and failed / did not (the target's failure:
+    any defect for ``multiclass``), NaN elsewhere; ``None`` without inspected rows."""
+    if data.target == "multiclass":
+        return replace(data, target="defective").known()
+    return data.known()
+
+
+def calibration_units(
+    charges: np.ndarray, positives: np.ndarray, failing: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The units the recalibration and the lock-out rule stand on (module docstring): per row
+    its unit's code and per unit its failing count. ``charges``: charge of each row 0..h-1;
+    ``positives``: failing rows per charge (final QC's count among the rows); ``failing``:
+    1/0 per inspected row, NaN elsewhere (``None``: none inspected, the charges are the
+    units, returned as given). Units 0..h-1 are the charges' uninspected rows, h.. the
+    inspected rows in row order."""
+    if failing is None:
+        return charges, positives
+    inspected = ~np.isnan(failing)
+    h = len(positives)
+    known_bad = np.bincount(charges[inspected], failing[inspected], minlength=h)
+    left = np.bincount(charges[~inspected], minlength=h)
+    reduced = np.clip(positives - known_bad, 0.0, left)
+    codes = charges.copy()
+    codes[inspected] = h + np.arange(int(inspected.sum()))
+    return codes, np.concatenate([reduced, failing[inspected]])
 
 
 @dataclass(frozen=True)
@@ -131,8 +192,9 @@ def decide_lockout(
         choice, decision, codes, positives, costs, oof.calibrate, groups=folds, **rule
     )
     evaluation = score_probabilities(p, data.bags, data.failing_shares, threshold=choice.threshold)
-    bound = lockout_rate_bound(p, codes, choice.threshold, random_state=plan.seed)
-    excess = lockout_excess_bound(p, codes, choice.threshold, bound, random_state=plan.seed)
+    charges = oof.charges
+    bound = lockout_rate_bound(p, charges, choice.threshold, random_state=plan.seed)
+    excess = lockout_excess_bound(p, charges, choice.threshold, bound, random_state=plan.seed)
     return LockoutDecision(
         oof.recalibration,
         choice,

@@ -42,11 +42,14 @@ def search_parameters(
 ) -> SearchResult:
     """Bag-aware grid search (Yu et al. eq. 23 on held-out charges), refitted on all charges.
 
-    ``progress`` hears how far a search of slow fits is (:func:`search_progress`)."""
+    ``progress`` hears how far a search of slow fits is (:func:`search_progress`). Inspected
+    sticks' labels are passed as known labels (``y``) when there are any."""
     X, bags, props = data.features.X, data.bags, data.proportions
+    known = data.known()
+    fit_params = {} if known is None else {"y": known}
     estimator = plan.method.estimator(plan.seed)
     if not plan.grid:
-        return SearchResult(clone(estimator).fit(X, bags, props), {}, float("nan"))
+        return SearchResult(clone(estimator).fit(X, bags, props, **fit_params), {}, float("nan"))
     cv = BagKFold(folds, shuffle=True, random_state=plan.seed)
     search = BagGridSearchCV(
         estimator,
@@ -55,7 +58,7 @@ def search_parameters(
         random_state=plan.seed,
         progress=search_progress(progress, f"{plan.station}: {data.target}"),
     )
-    search.fit(X, bags, props)
+    search.fit(X, bags, props, **fit_params)
     return SearchResult(
         search.best_estimator_, dict(search.best_params_), float(search.best_bag_error_)
     )
@@ -93,7 +96,7 @@ def search_per_type(
     combine = plan.any_defect.removeprefix("per-type-")
     estimator = PerDefectClassifier(
         [(t, clone(r.estimator)) for t, r in found.items()], combine=combine
-    ).fit(data.features.X, data.bags, data.type_shares)
+    ).fit(data.features.X, data.bags, data.type_shares, data.known(per_type=True))
     params = {f"{t}.{k}": v for t, r in found.items() for k, v in r.params.items()}
     errors = [r.cv_bag_error for r in found.values()]
     return SearchResult(estimator, params, float(np.mean(errors)))

@@ -293,3 +293,46 @@ def test_defect_stations_must_name_every_type_and_known_stations(config):
             random_state=0,
             defect_stations={"crack": "furnace", "bend": "rolling", "scale": "x", "rust": "y"},
         )
+
+
+def _digest(sim) -> str:
+    """A digest of everything a simulated plant holds (values, ids, times, counts, truth)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for frame in (sim.readings, sim.defect_counts, sim.truth):
+        plain = frame.astype({c: str for c in frame.columns if frame[c].dtype == "category"})
+        digest.update(pd.util.hash_pandas_object(plain, index=False).to_numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+def test_without_the_charge_effect_every_simulated_figure_is_as_before(config):
+    """Digests taken before the option existed: a default run is bit for bit the same."""
+    sepa = {"crack": "furnace", "bend": "rolling", "scale": "cooling"}
+    assert _digest(simulate_plant(config, 12, random_state=7)) == "785395bee1750c60"
+    separate = simulate_plant(config, 12, random_state=7, defect_stations=sepa, missing_rate=0.1)
+    assert _digest(separate) == "5ab3ffcc2ec312bf"
+    shifted = simulate_plant(config, 12, random_state=7, sensor_shift={"furnace.temperature": 1})
+    assert _digest(shifted) == "5363a54c3fff1f5a"
+
+
+def test_the_charge_effect_moves_a_furnace_sensor_with_the_charge_risk_not_the_sticks(config):
+    """The furnace gas flow's charge means track the charges' failing shares; within a charge
+    it does not tell the failing sticks from the others. Without the effect neither holds."""
+
+    def gas_flow(sim) -> tuple[float, float]:
+        f = build_station_features(sim.readings, config, "furnace")
+        gas = f.X["furnace.gas_flow.mean"]
+        bad = sim.failing().reindex(f.X.index).to_numpy()
+        means = gas.groupby(f.bags.to_numpy()).mean()
+        shares = sim.defective_shares().reindex(means.index)
+        between = float(np.corrcoef(means, shares)[0, 1])
+        within = gas - means.reindex(f.bags.to_numpy()).to_numpy()
+        return between, float(roc_auc_score(bad, within))
+
+    between, within = gas_flow(simulate_plant(config, 150, random_state=5, charge_effect=3.5))
+    assert between > 0.5 and abs(within - 0.5) < 0.05  # measured: 0.667 and 0.489
+    between, _ = gas_flow(simulate_plant(config, 150, random_state=5))
+    assert abs(between) < 0.3  # measured: -0.106
+    with pytest.raises(ValueError, match="charge_effect must be >= 0"):
+        simulate_plant(config, 2, random_state=5, charge_effect=-1.0)
