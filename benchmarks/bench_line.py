@@ -3,16 +3,17 @@
 A plant is simulated from ``plant_config/example.yaml`` (``--scenario``, ``--seed``) and run
 week by week (``--charges-per-week``, default 25; ``--weeks``, default 12) as the line runs it:
 
-1. each station in line order: the week's readings there of the sticks *not locked out
-   upstream* are ingested (a locked-out stick never reaches the next station) and the station
-   is scored by the product (:func:`qcllp.scoring.step.score_station`: the active model, its
-   threshold and the scorer's guards) -- until a station has a model, nothing is locked out;
-2. final QC reports each charge's defect counts over the sticks that reached it (locked-out
-   sticks are not counted), ingested as the plant would;
-3. every locked-out stick is inspected at the lock-out bay (its hidden truth) and the
-   inspections are ingested (``--no-inspections``: none are), each at ``--inspection-share``
-   (default 5 %) of the station's good cost;
-4. the retraining daemon's own job retrains every station
+1. in steps of ``--step-charges`` charges (default 5), each station in line order: the
+   step's readings there of the sticks *not locked out upstream* are ingested (a locked-out
+   stick never reaches the next station) and the station is scored by the product
+   (:func:`qcllp.scoring.step.score_station`: the active model, its threshold and the
+   scorer's guards) -- until a station has a model, nothing is locked out; every stick just
+   locked out is inspected at the lock-out bay (its hidden truth) and the inspection ingested
+   at once (``--no-inspections``: none are), each at ``--inspection-share`` (default 5 %) of
+   the station's good cost, so the scorer's guard sees them at its next step;
+2. at the week's end final QC reports each charge's defect counts over the sticks that
+   reached it (locked-out sticks are not counted), ingested as the plant would;
+3. the retraining daemon's own job retrains every station
    (:func:`qcllp.retraining.retrain.retrain_station`: train, gate, promote).
 
 Per station and week, against the hidden per-stick truth of the sticks that arrived there:
@@ -144,64 +145,86 @@ class Line:
         self.retrained: dict[str, str] = {}
 
     def week(self, w: int) -> list[dict]:
-        """Run week ``w`` (0-based): stations in line order, final QC, inspections,
+        """Run week ``w`` (0-based) in steps of ``--step-charges`` charges (per step: the
+        stations in line order, each locked-out stick inspected at once), then final QC and the
         retraining; the rows of its stations."""
-        per = self.args.charges_per_week
-        chosen = set(self.charges[w * per : (w + 1) * per])
+        per, step = self.args.charges_per_week, self.args.step_charges
+        chosen = self.charges[w * per : (w + 1) * per]
         readings = self.plant.readings[self.plant.readings["charge_id"].isin(chosen)]
-        sticks = pd.MultiIndex.from_frame(readings[["charge_id", "stick_id"]].astype(str))
         removed = pd.MultiIndex.from_tuples([], names=["charge_id", "stick_id"])
-        rows, locked_at = [], {}
-        for i, station in enumerate(self.config.station_names):
-            here = readings[~sticks.isin(removed)]
-            row, locked = self.station_week(w, i, station, here)
-            rows.append(row)
-            locked_at[station] = locked
-            removed = removed.append(locked)
+        names = self.config.station_names
+        decided = {s: [] for s in names}
+        for start in range(0, len(chosen), step):
+            part = readings[readings["charge_id"].isin(chosen[start : start + step])]
+            sticks = pd.MultiIndex.from_frame(part[["charge_id", "stick_id"]].astype(str))
+            for station in names:
+                at = part[(part["station"] == station) & ~sticks.isin(removed)]
+                frame = self.score(f"w{w:02d}-{start:03d}", station, at)
+                decided[station].append(frame)
+                locked = frame.index[frame["decision"] == "lock_out"]
+                removed = removed.append(locked)
+                self.inspect(f"w{w:02d}-{start:03d}", station, locked)
         self.final_qc(w, readings, removed)
-        self.inspect(w, locked_at)
-        for station in self.config.station_names:
+        rows = [
+            self.measure(w, i, station, readings, pd.concat(decided[station]))
+            for i, station in enumerate(names)
+        ]
+        for station in names:
             outcome = retrain_station(self.store, self.config, station)
             self.retrained[station] = f"{outcome.outcome}: {outcome.reason}"[:160]
         return rows
 
-    def station_week(self, w: int, i: int, station: str, here: pd.DataFrame):
-        """Ingest the readings of ``station``, score it, measure it against the truth."""
-        at = here[here["station"] == station]
-        path = self.folder / f"w{w:02d}-{station}.parquet"
+    def score(self, tag: str, station: str, at: pd.DataFrame) -> pd.DataFrame:
+        """Ingest ``at`` (readings at ``station``) and score the station; one row per stick
+        that arrived (index charge_id, stick_id): probability, decision (``none`` before the
+        station has a model), model."""
+        path = self.folder / f"{tag}-{station}.parquet"
         at.to_parquet(path, index=False)
         ingest_measurements(self.store, self.config, path)
-        costs = self.config.station(station)
         arrived = pd.MultiIndex.from_frame(at[["charge_id", "stick_id"]].astype(str)).unique()
-        row = {"scenario": self.scenario, "seed": self.seed, "station": station, "week": w + 1}
-        row |= {"sticks": len(arrived), "retrain": self.retrained.get(station, "")}
-        upto = here[here["station"].isin(self.config.station_names[: i + 1])]
-        row |= self.oracles[station].saving(upto, self.bad)
-        locked = pd.MultiIndex.from_tuples([], names=["charge_id", "stick_id"])
-        row |= {"model": None, "locked": 0, "failing": 0, "realized": 0.0, "best": 0.0}
+        frame = pd.DataFrame(
+            {"probability": np.nan, "decision": "none", "model": np.nan}, index=arrived
+        )
         try:
             scored = score_station(self.store, self.config, station)
-        except RegistryError as exc:  # no model yet: nothing is locked out
-            row["no_model"] = str(exc)[:120]
-            return row, locked
-        decided = scored.scores[scored.scores["decision"] != "unscorable"]
-        index = pd.MultiIndex.from_frame(decided[["charge_id", "stick_id"]].astype(str))
-        decided, index = decided[index.isin(arrived)], index[index.isin(arrived)]
-        bad = self.bad.reindex(index).to_numpy()
-        is_locked = (decided["decision"] == "lock_out").to_numpy()
-        locked = index[is_locked]
+        except RegistryError:  # no model yet: nothing is locked out
+            return frame
+        scores = scored.scores
+        index = pd.MultiIndex.from_frame(scores[["charge_id", "stick_id"]].astype(str))
+        mine = index.isin(arrived)
+        frame.loc[index[mine], "probability"] = scores["probability"].to_numpy(float)[mine]
+        frame.loc[index[mine], "decision"] = scores["decision"].to_numpy()[mine]
+        frame.loc[index[mine], "model"] = scored.model_id
+        return frame
+
+    def measure(
+        self, w: int, i: int, station: str, readings: pd.DataFrame, frame: pd.DataFrame
+    ) -> dict:
+        """The station's week against the truth (module docstring), next to the oracles."""
+        costs = self.config.station(station)
+        row = {"scenario": self.scenario, "seed": self.seed, "station": station, "week": w + 1}
+        row |= {"sticks": len(frame), "retrain": self.retrained.get(station, "")}
+        sticks = pd.MultiIndex.from_frame(readings[["charge_id", "stick_id"]].astype(str))
+        upto = readings[
+            sticks.isin(frame.index) & readings["station"].isin(self.config.station_names[: i + 1])
+        ]
+        row |= self.oracles[station].saving(upto, self.bad)
+        decided = frame[frame["decision"].isin(["lock_out", "pass"])]
+        bad = self.bad.reindex(decided.index).to_numpy()
+        locked = (decided["decision"] == "lock_out").to_numpy()
         inspection = self.args.inspection_share * costs.good_cost if self.inspecting else 0.0
-        money = (
-            costs.fail_cost * (is_locked & bad).sum()
-            - costs.good_cost * (is_locked & ~bad).sum()
-            - inspection * is_locked.sum()
-        )
-        metrics = get_model(self.store, scored.model_id)["metrics"] or {}
-        row |= {
-            "model": scored.model_id,
-            "locked": int(is_locked.sum()),
-            "failing": int((is_locked & bad).sum()),
-            "realized": float(money),
+        models = decided["model"].dropna()
+        model = int(models.iloc[-1]) if len(models) else None
+        metrics = (get_model(self.store, model)["metrics"] or {}) if model else {}
+        return row | {
+            "model": model,
+            "locked": int(locked.sum()),
+            "failing": int((locked & bad).sum()),
+            "realized": float(
+                costs.fail_cost * (locked & bad).sum()
+                - costs.good_cost * (locked & ~bad).sum()
+                - inspection * locked.sum()
+            ),
             "best": best_in_hindsight(
                 decided["probability"].to_numpy(float), bad, costs.fail_cost, costs.good_cost
             ),
@@ -209,7 +232,6 @@ class Line:
             "low": metrics.get("saving_low_per_1000"),
             "high": metrics.get("saving_high_per_1000"),
         }
-        return row, locked
 
     @property
     def inspecting(self) -> bool:
@@ -226,28 +248,23 @@ class Line:
         counts.rename_axis("charge_id").reset_index().to_csv(path, index=False)
         ingest_defect_counts(self.store, self.config, path)
 
-    def inspect(self, w: int, locked_at: dict[str, pd.MultiIndex]) -> None:
-        """Every locked-out stick inspected at the lock-out bay: its hidden truth."""
-        if not self.inspecting:
+    def inspect(self, tag: str, station: str, locked: pd.MultiIndex) -> None:
+        """The sticks just locked out at ``station``, inspected at the lock-out bay (their
+        hidden truth) and ingested at once, as an inspector would type them in."""
+        if not self.inspecting or not len(locked):
             return
         from qcllp.ingest import ingest_inspections
 
-        frames = [
-            pd.DataFrame(
-                {
-                    "charge_id": locked.get_level_values(0),
-                    "stick_id": locked.get_level_values(1),
-                    "station": station,
-                    "result": self.truth.reindex(locked).to_numpy(),
-                }
-            )
-            for station, locked in locked_at.items()
-            if len(locked)
-        ]
-        if frames:
-            path = self.folder / f"w{w:02d}-inspections.csv"
-            pd.concat(frames).to_csv(path, index=False)
-            ingest_inspections(self.store, self.config, path)
+        path = self.folder / f"{tag}-{station}-inspections.csv"
+        pd.DataFrame(
+            {
+                "charge_id": locked.get_level_values(0),
+                "stick_id": locked.get_level_values(1),
+                "station": station,
+                "result": self.truth.reindex(locked).to_numpy(),
+            }
+        ).to_csv(path, index=False)
+        ingest_inspections(self.store, self.config, path)
 
 
 def run_case(config, scenario: str, seed: int, args) -> None:
@@ -348,6 +365,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="*", default=[0])
     parser.add_argument("--weeks", type=int, default=12)
     parser.add_argument("--charges-per-week", type=int, default=25)
+    parser.add_argument("--step-charges", type=int, default=5)
     parser.add_argument("--inspection-share", type=float, default=0.05)
     parser.add_argument("--no-inspections", action="store_true")
     parser.add_argument("--out", type=Path, default=Path("line.jsonl"))
