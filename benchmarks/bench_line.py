@@ -300,7 +300,7 @@ def summary(rows: pd.DataFrame, middle: str) -> None:
     cases = rows.groupby(["scenario", "seed", "station"], sort=False)
     totals = cases[["realized", "lr", "gb", "best", "sticks"]].sum()
     totals["better"] = np.maximum(totals["lr"], totals["gb"])
-    print("\n## per scenario and station (12 weeks summed, per 1,000 sticks; median over seeds)\n")
+    print("\n## per scenario and station (all weeks summed, per 1,000 sticks; median over seeds)\n")
     print("| scenario | station | seeds | product | lr | gb | best in hindsight | losing seeds |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for (scenario, station), g in totals.groupby(level=["scenario", "station"], sort=False):
@@ -328,8 +328,9 @@ def summary(rows: pd.DataFrame, middle: str) -> None:
     share = totals["realized"].sum() / max(totals["better"].sum(), 1.0)
     worst = (1000 * losing["realized"] / losing["sticks"]).min() if len(losing) else 0.0
     print(
-        f"\n- cases: {len(totals)}; losing money: {len(losing)} (worst {worst:+.0f} per 1,000 "
-        f"sticks); product total {totals['realized'].sum():+,.0f} against the better oracle's "
+        f"\n- cases (all weeks summed): {len(totals)}; losing money: {len(losing)} "
+        f"(worst {worst:+.0f} per 1,000 sticks); product total "
+        f"{totals['realized'].sum():+,.0f} against the better oracle's "
         f"{totals['better'].sum():+,.0f} ({share:.0%})"
     )
     acting = rows[(rows["locked"] > 0) & rows["low"].notna()]
