@@ -21,16 +21,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from sklearn.metrics import roc_auc_score
-from sqlalchemy import select
 
 from qcllp.plant.config import PlantConfig
 from qcllp.reporting.report import StationSection, write_report
+from qcllp.reporting.status import latest_alarms
 from qcllp.scoring.share_guard import Suspension, suspended_models
 from qcllp.scoring.step import flags_frame
 from qcllp.station.artifacts import ArtifactError
 from qcllp.station.lockout_rule import LockoutCosts, lockout_saving_per_1000
 from qcllp.station.registry import list_models, load_model
-from qcllp.store import Alarm, Store
+from qcllp.store import Store
 from qcllp.training.train import station_costs
 
 __all__ = [
@@ -38,7 +38,6 @@ __all__ = [
     "build_plant_report",
     "comparison_table",
     "fresh_figures",
-    "latest_alarms",
     "station_state",
     "summary_row",
 ]
@@ -157,30 +156,18 @@ def station_state(model: dict, declined: bool, suspension: Suspension | None) ->
 
 def attention_lines(suspensions: list[Suspension], alarms: list[dict]) -> list[str]:
     """What needs a person, first in the report: each suspension with its reason, then the
-    latest alarms (newest first)."""
+    latest alarms (newest first; :func:`qcllp.reporting.status.latest_alarms`)."""
     lines = [
         f"{s.station}: lock-outs of model {s.model_id} suspended since "
         f"{s.suspended_at:%Y-%m-%d %H:%M} UTC: {s.reason}"
         for s in suspensions
     ]
     lines += [
-        f"alarm {a['created_at']:%Y-%m-%d %H:%M} UTC, {a['station'] or 'plant'} ({a['kind']}): "
+        f"alarm {a['at']:%Y-%m-%d %H:%M} UTC, {a['station'] or 'plant'} ({a['kind']}): "
         f"{a['message']}"
         for a in alarms
     ]
     return lines
-
-
-def latest_alarms(store: Store, limit: int = 10) -> list[dict]:
-    """The ``limit`` newest alarms as dicts (created_at, station, kind, message)."""
-    a = Alarm.__table__
-    query = (
-        select(a.c.created_at, a.c.station, a.c.kind, a.c.message)
-        .order_by(a.c.id.desc())
-        .limit(limit)
-    )
-    with store.engine.connect() as conn:
-        return [dict(row._mapping) for row in conn.execute(query)]
 
 
 def _pct(value: float | None) -> str:
@@ -198,6 +185,8 @@ def build_plant_report(
     times = store.read_charge_times() if len(flags) else pd.Series(dtype="datetime64[ns, UTC]")
     failing = None if truth is None else truth != "ok"
     suspensions = suspended_models(store)
+    with store.engine.connect() as conn:
+        alarms = latest_alarms(conn, 10)
     suspended = {s.station: s for s in suspensions}
     sections, summary = [], []
     for station in config.station_names:
@@ -224,7 +213,7 @@ def build_plant_report(
         comparison_table(models),
         summary=pd.DataFrame(summary),
         with_truth=failing is not None,
-        attention=attention_lines(suspensions, latest_alarms(store)),
+        attention=attention_lines(suspensions, alarms),
     )
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Row, func, select
+from sqlalchemy import Connection, Row, func, select
 
 from qcllp.plant.config import PlantConfig
 from qcllp.scoring.inspection_guard import model_realized
@@ -36,7 +36,7 @@ from qcllp.store.events import QUEUED_PREFIX, WANTED_KINDS, events
 from qcllp.store.leases import RETRAINER_LEASE, lease_holder, station_lease_name
 from qcllp.store.partitions import list_partitions
 
-__all__ = ["plant_status"]
+__all__ = ["latest_alarms", "plant_status"]
 
 
 REALIZED_DAYS = 7  # the recent window of the realized (inspected) saving
@@ -60,7 +60,7 @@ class _Tables:
     checkpoints: dict[str, Row]
     pending: dict[str, int]
     flags: dict[str, dict[str, int]]
-    alarms: list[Row]
+    alarms: list[dict[str, Any]]
     guards: dict[tuple[str, int], Row]
     months: list[str]
     detached: list[str]
@@ -85,23 +85,33 @@ def plant_status(store: Store, config: PlantConfig, *, alarms: int = 10) -> dict
         if tables.newest is None
         else {"seq": tables.newest.commit_seq, "at": tables.newest.finished_at},
         "stations": stations,
-        "alarms": [
-            {"at": r.created_at, "station": r.station, "kind": r.kind, "message": r.message}
-            for r in tables.alarms
-        ],
+        "alarms": tables.alarms,
     }
+
+
+def latest_alarms(conn: Connection, limit: int) -> list[dict[str, Any]]:
+    """The ``limit`` newest alarms, newest first: ``at, station, kind, message``."""
+    a = Alarm.__table__
+    rows = conn.execute(
+        select(a.c.created_at, a.c.station, a.c.kind, a.c.message)
+        .order_by(a.c.id.desc())
+        .limit(limit)
+    ).all()
+    return [
+        {"at": r.created_at, "station": r.station, "kind": r.kind, "message": r.message}
+        for r in rows
+    ]
 
 
 def _read_tables(store: Store, alarms: int) -> _Tables:
     """The plant-wide figures, read on one connection: the newest batch, every checkpoint,
     the pending sticks and flags counted by station, the ``alarms`` latest alarms, every
     lock-out guard and the months of readings."""
-    b, c, p, f, a, g = (
+    b, c, p, f, g = (
         IngestionBatch.__table__,
         ScorerCheckpoint.__table__,
         ScorerPending.__table__,
         Flag.__table__,
-        Alarm.__table__,
         LockoutGuard.__table__,
     )
     with store.engine.connect() as conn:
@@ -115,7 +125,7 @@ def _read_tables(store: Store, alarms: int) -> _Tables:
             select(f.c.station, f.c.decision, func.count()).group_by(f.c.station, f.c.decision)
         ):
             flags.setdefault(station, {})[decision] = int(n)
-        latest = conn.execute(select(a).order_by(a.c.id.desc()).limit(alarms)).all()
+        latest = latest_alarms(conn, alarms)
         guards = {(r.station, r.model_id): r for r in conn.execute(select(g)).all()}
         months = [p.month for p in list_partitions(conn)]
         detached = [p.month for p in list_partitions(conn, archiving=True)]
