@@ -40,14 +40,20 @@ def models_show(ctx: Context, model_id: int) -> None:
 
 @models.command("promote")
 @click.argument("model_id", type=int)
+@click.option(
+    "--shadow",
+    is_flag=True,
+    help="Put it on a shadow trial: scored and recorded, the line acts on nothing.",
+)
 @pass_ctx
-def models_promote(ctx: Context, model_id: int) -> None:
+def models_promote(ctx: Context, model_id: int, shadow: bool) -> None:
     """Make a model its station's active one (its artifact must verify)."""
     from qcllp.station.registry import promote
 
     with ctx.store() as store:
-        row = promote(store, model_id)
-    ctx.emit(row, f"model {row['id']} is now active at {row['station']}")
+        row = promote(store, model_id, shadow=shadow)
+    state = "on a shadow trial" if shadow else "now active"
+    ctx.emit(row, f"model {row['id']} is {state} at {row['station']}")
 
 
 @models.command("rollback")

@@ -2,7 +2,11 @@
 
 A trained model enters as a ``candidate`` with its artifact's SHA-256. ``promote`` makes one
 model per station ``active`` (the previous active one is ``retired``); ``rollback`` retires
-the active model and reactivates the one promoted before it.
+the active model and reactivates the one promoted before it. ``promote(..., shadow=True)``
+puts a model on a **shadow trial** instead: one ``shadow`` model per station is scored beside
+the active one (or alone), its would-be decisions are recorded
+(:class:`~qcllp.store.schema.ShadowFlag`) and the line acts on none of them, until it is
+promoted to active (by hand, or by the retraining daemon's confirmation rule).
 
 A row names its artifact relative to the database's models folder (:attr:`Store.models_dir
 <qcllp.store.Store.models_dir>`; rows of earlier versions hold an absolute path). Loading
@@ -47,7 +51,10 @@ __all__ = [
     "list_models",
     "load_model",
     "promote",
+    "promote_shadow",
     "register_model",
+    "load_shadow",
+    "shadow_model",
     "resave_model",
     "rollback",
     "active_model",
@@ -55,7 +62,7 @@ __all__ = [
     "save_station_model",
 ]
 
-STATUSES = ("candidate", "active", "retired")
+STATUSES = ("candidate", "shadow", "active", "retired")
 
 
 class RegistryError(ValueError):
@@ -140,17 +147,38 @@ def get_model(store: Store, model_id: int) -> dict[str, Any]:
 
 def active_model(store: Store, station: str) -> dict[str, Any] | None:
     """The station's active model, or ``None``."""
+    return _model_with_status(store, station, "active")
+
+
+def shadow_model(store: Store, station: str) -> dict[str, Any] | None:
+    """The station's model on a shadow trial, or ``None``."""
+    return _model_with_status(store, station, "shadow")
+
+
+def _model_with_status(store: Store, station: str, status: str) -> dict[str, Any] | None:
     with store.session() as session:
         row = session.scalars(
-            select(Model).where(Model.station == station, Model.status == "active")
+            select(Model).where(Model.station == station, Model.status == status)
         ).first()
         return None if row is None else _as_dict(row)
 
 
+def load_shadow(store: Store, station: str) -> LoadedModel | None:
+    """The station's shadow model, verified as :func:`load_model` verifies, or ``None``."""
+    record = shadow_model(store, station)
+    return None if record is None else load_model(store, int(record["id"]))
+
+
 def promote(
-    store: Store, model_id: int, *, also: Callable[[Connection], None] | None = None
+    store: Store,
+    model_id: int,
+    *,
+    shadow: bool = False,
+    also: Callable[[Connection], None] | None = None,
 ) -> dict[str, Any]:
     """Make ``model_id`` its station's active model; the previous active one is retired.
+
+    ``shadow``: put it on a shadow trial instead (:func:`promote_shadow`).
 
     The model's artifact is loaded and verified first (:func:`load_model`): a corrupt file or
     one built for another station is never made active. Promoting starts the model's lock-out
@@ -159,6 +187,8 @@ def promote(
     lifts a suspension once its cause is fixed. ``also(connection)`` writes more in the same
     transaction (the daemon's promotion event).
     """
+    if shadow:
+        return promote_shadow(store, model_id, also=also)
     load_model(store, model_id)
     with store.write_session() as session:
         if also is not None:
@@ -174,6 +204,38 @@ def promote(
             ):
                 other.status = "retired"
             row.status = "active"
+        session.flush()
+        return _as_dict(row)
+
+
+def promote_shadow(
+    store: Store, model_id: int, *, also: Callable[[Connection], None] | None = None
+) -> dict[str, Any]:
+    """Put ``model_id`` on its station's shadow trial; the previous shadow model is retired.
+
+    The artifact is verified first, as for :func:`promote`. The active model is not touched,
+    and an active model cannot go to shadow (roll it back instead): the line would be left
+    without the model it is acting on. ``promoted_at`` marks the start of the trial.
+    """
+    load_model(store, model_id)
+    with store.write_session() as session:
+        if also is not None:
+            also(session.connection())
+        row = session.get(Model, model_id)
+        if row is None:
+            raise RegistryError(f"no model with id {model_id}")
+        if row.status == "active":
+            raise RegistryError(
+                f"model {model_id} is active at {row.station}; roll it back "
+                "(qcllp models rollback) before trying it in shadow"
+            )
+        if row.status != "shadow":
+            for other in session.scalars(
+                select(Model).where(Model.station == row.station, Model.status == "shadow")
+            ):
+                other.status = "retired"
+            row.status = "shadow"
+            row.promoted_at = datetime.now(UTC)
         session.flush()
         return _as_dict(row)
 

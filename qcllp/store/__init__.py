@@ -35,6 +35,7 @@ from qcllp.store.schema import (
     ScorerCheckpoint,
     ScorerPending,
     Series,
+    ShadowFlag,
     Stick,
     Watermark,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "ScorerCheckpoint",
     "ScorerPending",
     "Series",
+    "ShadowFlag",
     "Stick",
     "Store",
     "StoreError",

@@ -246,7 +246,8 @@ class Model(Base):
     features: Mapped[list] = mapped_column(JSON, nullable=False)
     artifact_path: Mapped[str] = mapped_column(Text, nullable=False)
     sha256: Mapped[str] = mapped_column(String(64), nullable=False)
-    status: Mapped[str] = mapped_column(String(16), nullable=False)  # candidate|active|retired
+    # candidate | shadow | active | retired
+    status: Mapped[str] = mapped_column(String(16), nullable=False)
     trained_from: Mapped[datetime | None] = mapped_column(TS)
     trained_until: Mapped[datetime | None] = mapped_column(TS)
     n_charges: Mapped[int] = mapped_column(Integer, nullable=False)
@@ -259,9 +260,10 @@ class Model(Base):
 class Flag(Base):
     """A scored stick at a station: the decision of the active model, once per stick.
 
-    ``decision``: ``lock_out``, ``pass`` or ``unscorable`` (then ``probability`` is null and
-    ``reason`` says why, e.g. which sensor is missing); ``flagged`` is ``decision ==
-    "lock_out"``. ``arrived_at``: when the reading that completed the stick was stored.
+    ``decision``: ``lock_out``, ``pass``, ``inspect`` (an audit sample: taken aside, looked at,
+    returned to the line if good) or ``unscorable`` (then ``probability`` is null and ``reason``
+    says why, e.g. which sensor is missing); ``flagged`` is ``decision == "lock_out"``.
+    ``arrived_at``: when the reading that completed the stick was stored.
     Indexed by (station, id): a scorer step reads the station's flags above its sink's cursor.
     """
 
@@ -282,6 +284,33 @@ class Flag(Base):
     reason: Mapped[str | None] = mapped_column(Text)
     threshold: Mapped[float] = mapped_column(Double(), nullable=False)
     arrived_at: Mapped[datetime | None] = mapped_column(TS)
+    scored_at: Mapped[datetime] = mapped_column(TS, nullable=False)
+
+
+class ShadowFlag(Base):
+    """What a model on a shadow trial would have decided for a stick; the line acts on none.
+
+    A station's ``shadow`` model (:mod:`qcllp.station.registry`) is scored on the same sticks
+    as its active model (or alone, when the station has none). ``decision`` is ``lock_out``,
+    ``pass`` or ``unscorable`` as in :class:`Flag`; final QC's counts of the stick's charge (and
+    any inspection of the stick) later judge it. One row per model and stick; indexed by
+    (station, charge): the trial's evaluation reads a station's rows charge by charge.
+    """
+
+    __tablename__ = "shadow_flags"
+    __table_args__ = (
+        UniqueConstraint("model_id", "charge_id", "stick_id", name="uq_shadow_flags_stick"),
+        Index("ix_shadow_flags_station_charge", "station", "charge_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    station: Mapped[str] = mapped_column(ID, nullable=False)
+    charge_id: Mapped[str] = mapped_column(ID, nullable=False)
+    stick_id: Mapped[str] = mapped_column(ID, nullable=False)
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id"), nullable=False)
+    probability: Mapped[float | None] = mapped_column(Double())
+    decision: Mapped[str] = mapped_column(String(16), nullable=False)
+    threshold: Mapped[float] = mapped_column(Double(), nullable=False)
     scored_at: Mapped[datetime] = mapped_column(TS, nullable=False)
 
 
