@@ -10,7 +10,9 @@ week by week (``--charges-per-week``, default 25; ``--weeks``, default 12) as th
    scorer's guards) -- until a station has a model, nothing is locked out; every stick just
    locked out is inspected at the lock-out bay (its hidden truth) and the inspection ingested
    at once (``--no-inspections``: none are), each at ``--inspection-share`` (default 5 %) of
-   the station's good cost, so the scorer's guard sees them at its next step;
+   the station's good cost, so the scorer's guard sees them at its next step; so is every
+   audit sample (decision ``inspect``, the station's ``audit_share``, ``--audit-share``
+   overrides it): a failing one is scrapped there, a good one goes on down the line;
 2. at the week's end final QC reports each charge's defect counts over the sticks that
    reached it (locked-out sticks are not counted), ingested as the plant would;
 3. the retraining daemon's own job retrains every station
@@ -18,8 +20,11 @@ week by week (``--charges-per-week``, default 25; ``--weeks``, default 12) as th
 
 Per station and week, against the hidden per-stick truth of the sticks that arrived there:
 
-* ``realized``: the product's saving per 1,000 sticks (fail_cost per failing stick locked out,
-  minus good_cost per good one, minus the inspection cost of each inspected stick);
+* ``realized``: the product's saving per 1,000 sticks (fail_cost per failing stick locked out
+  or scrapped after an audit, minus good_cost per good one locked out, minus the inspection
+  cost of each inspected stick);
+* ``shadow``, ``would_lock``, ``would_realize``: the station's model on a shadow trial, its
+  would-be lock-outs among the week's sticks and what they would have realized (hindsight);
 * ``expected`` [``low``, ``high``]: what the scoring model's training stated (per 1,000);
 * ``lr`` / ``gb``: the label-trained oracles -- a logistic regression and a gradient-boosting
   model trained on the *hidden labels* of every stick that arrived at the station in the weeks
@@ -51,6 +56,7 @@ from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
+from sqlalchemy import select
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -61,8 +67,8 @@ from qcllp.plant.config import load_plant_config  # noqa: E402
 from qcllp.plant.simulate import simulate_plant  # noqa: E402
 from qcllp.retraining.retrain import retrain_station  # noqa: E402
 from qcllp.scoring.step import score_station  # noqa: E402
-from qcllp.station.registry import RegistryError, get_model  # noqa: E402
-from qcllp.store import Store  # noqa: E402
+from qcllp.station.registry import RegistryError, get_model, shadow_model  # noqa: E402
+from qcllp.store import ShadowFlag, Store  # noqa: E402
 
 CONFIG = ROOT / "plant_config" / "example.yaml"
 SCENARIOS = {  # simulate_plant's keyword arguments; "charge": the issue's unseen plant
@@ -133,6 +139,9 @@ class Line:
     """One simulated plant run week by week through the product (module docstring)."""
 
     def __init__(self, config, folder: Path, scenario: str, seed: int, args) -> None:
+        if args.audit_share is not None:
+            audited = (replace(st, audit_share=args.audit_share) for st in config.stations)
+            config = replace(config, stations=tuple(audited))
         self.config = replace(config, path=folder / "plant.yaml")
         self.folder, self.scenario, self.seed, self.args = folder, scenario, seed, args
         n = args.weeks * args.charges_per_week
@@ -162,8 +171,10 @@ class Line:
                 frame = self.score(f"w{w:02d}-{start:03d}", station, at)
                 decided[station].append(frame)
                 locked = frame.index[frame["decision"] == "lock_out"]
-                removed = removed.append(locked)
-                self.inspect(f"w{w:02d}-{start:03d}", station, locked)
+                audited = frame.index[frame["decision"] == "inspect"]
+                scrapped = audited[self.bad.reindex(audited).to_numpy(bool)]
+                removed = removed.append(locked).append(scrapped)
+                self.inspect(f"w{w:02d}-{start:03d}", station, locked.append(audited))
         self.final_qc(w, readings, removed)
         rows = [
             self.measure(w, i, station, readings, pd.concat(decided[station]))
@@ -209,28 +220,59 @@ class Line:
             sticks.isin(frame.index) & readings["station"].isin(self.config.station_names[: i + 1])
         ]
         row |= self.oracles[station].saving(upto, self.bad)
-        decided = frame[frame["decision"].isin(["lock_out", "pass"])]
+        decided = frame[frame["decision"].isin(["lock_out", "pass", "inspect"])]
         bad = self.bad.reindex(decided.index).to_numpy()
         locked = (decided["decision"] == "lock_out").to_numpy()
+        audited = (decided["decision"] == "inspect").to_numpy()
         inspection = self.args.inspection_share * costs.good_cost if self.inspecting else 0.0
         models = decided["model"].dropna()
         model = int(models.iloc[-1]) if len(models) else None
         metrics = (get_model(self.store, model)["metrics"] or {}) if model else {}
-        return row | {
-            "model": model,
-            "locked": int(locked.sum()),
-            "failing": int((locked & bad).sum()),
-            "realized": float(
-                costs.fail_cost * (locked & bad).sum()
-                - costs.good_cost * (locked & ~bad).sum()
-                - inspection * locked.sum()
-            ),
-            "best": best_in_hindsight(
-                decided["probability"].to_numpy(float), bad, costs.fail_cost, costs.good_cost
-            ),
-            "expected": metrics.get("expected_saving_per_1000"),
-            "low": metrics.get("saving_low_per_1000"),
-            "high": metrics.get("saving_high_per_1000"),
+        return (
+            row
+            | self.shadow_week(station, frame.index)
+            | {
+                "model": model,
+                "locked": int(locked.sum()),
+                "failing": int((locked & bad).sum()),
+                "audits": int(audited.sum()),
+                "audits_failing": int((audited & bad).sum()),
+                "realized": float(
+                    costs.fail_cost * ((locked | audited) & bad).sum()
+                    - costs.good_cost * (locked & ~bad).sum()
+                    - inspection * (locked | audited).sum()
+                ),
+                "best": best_in_hindsight(
+                    decided["probability"].to_numpy(float), bad, costs.fail_cost, costs.good_cost
+                ),
+                "expected": metrics.get("expected_saving_per_1000"),
+                "low": metrics.get("saving_low_per_1000"),
+                "high": metrics.get("saving_high_per_1000"),
+            }
+        )
+
+    def shadow_week(self, station: str, sticks: pd.MultiIndex) -> dict:
+        """The station's shadow model (if any) on this week's sticks: its would-be lock-outs
+        and what they would have realized against the truth (the benchmark's hindsight; the
+        product judges a trial by counts and inspections, :mod:`qcllp.retraining`)."""
+        record = shadow_model(self.store, station)
+        if record is None:
+            return {"shadow": None, "would_lock": 0, "would_realize": 0.0}
+        t = ShadowFlag.__table__
+        with self.store.engine.connect() as conn:
+            rows = conn.execute(
+                select(t.c.charge_id, t.c.stick_id).where(
+                    t.c.model_id == record["id"], t.c.decision == "lock_out"
+                )
+            ).all()
+        would = pd.MultiIndex.from_tuples([tuple(r) for r in rows]) if rows else sticks[:0]
+        would = would[would.isin(sticks)]
+        bad = self.bad.reindex(would).to_numpy(bool)
+        costs = self.config.station(station)
+        return {
+            "shadow": int(record["id"]),
+            "would_lock": len(would),
+            "would_realize": float(costs.fail_cost * bad.sum() - costs.good_cost * (~bad).sum()),
         }
 
     @property
@@ -342,22 +384,32 @@ def summary(rows: pd.DataFrame, middle: str) -> None:
 
 
 def week_table(rows: pd.DataFrame, scenario: str, seed: int, station: str) -> None:
-    """Week by week for one case."""
+    """Week by week for one case (audits and the shadow trial where the run recorded them)."""
     g = rows[(rows["scenario"] == scenario) & (rows["seed"] == seed) & (rows["station"] == station)]
+    g = g.reindex(columns=[*g.columns, *(c for c in _SHADOW if c not in g.columns)])
     print(f"\n## {scenario}, seed {seed}, {station}: week by week (per 1,000 sticks)\n")
     print(
-        "| week | sticks | model | locked | failing | product | expected [low, high] "
-        "| lr | gb | best |"
+        "| week | sticks | model | locked | failing | audits (failing) | product "
+        "| expected [low, high] | shadow: model, would lock, would realize | lr | gb | best |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|")
     for r in g.itertuples():
         expected = "-" if pd.isna(r.low) else f"{r.expected:+.0f} [{r.low:+.0f}, {r.high:+.0f}]"
         k = 1000 / max(r.sticks, 1)
+        audits = "-" if pd.isna(r.audits) else f"{r.audits:.0f} ({r.audits_failing:.0f})"
+        shadow = (
+            "-"
+            if pd.isna(r.shadow)
+            else f"{r.shadow:.0f}, {r.would_lock:.0f}, {k * r.would_realize:+.0f}"
+        )
         print(
             f"| {r.week} | {r.sticks} | {r.model if pd.notna(r.model) else '-'} | {r.locked} "
-            f"| {r.failing} | {k * r.realized:+.0f} | {expected} | {k * r.lr:+.0f} "
-            f"| {k * r.gb:+.0f} | {k * r.best:+.0f} |"
+            f"| {r.failing} | {audits} | {k * r.realized:+.0f} | {expected} | {shadow} "
+            f"| {k * r.lr:+.0f} | {k * r.gb:+.0f} | {k * r.best:+.0f} |"
         )
+
+
+_SHADOW = ("audits", "audits_failing", "shadow", "would_lock", "would_realize")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -369,6 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--step-charges", type=int, default=5)
     parser.add_argument("--inspection-share", type=float, default=0.05)
     parser.add_argument("--no-inspections", action="store_true")
+    parser.add_argument("--audit-share", type=float, help="every station's audit_share")
     parser.add_argument("--out", type=Path, default=Path("line.jsonl"))
     parser.add_argument("--summary", type=Path, nargs="*")
     parser.add_argument("--case", nargs=3, metavar=("SCENARIO", "SEED", "STATION"))
