@@ -15,7 +15,7 @@ import pandas as pd
 from qcllp.features import station_features
 from qcllp.plant.config import PlantConfig
 from qcllp.station.registry import load_model
-from qcllp.store import Store
+from qcllp.store import Store, stored_utc
 from qcllp.training.train import labeled_data, record_model, train_station
 
 
@@ -47,3 +47,13 @@ def probabilities(
             "probability": p,
         }
     )
+
+
+def with_threshold(store: Store, config: PlantConfig, model_id: int, threshold: float) -> int:
+    """Register a copy of model ``model_id`` with another threshold; its id (a candidate)."""
+    loaded = load_model(store, model_id)
+    metrics = {**loaded.model.metrics, "threshold": threshold, "lockout_declined": False}
+    model = replace(loaded.model, threshold=threshold, metrics=metrics)
+    until = stored_utc(loaded.record["trained_until"])
+    data = labeled_data(store, config, loaded.record["station"], until=until)
+    return record_model(store, config, model, data).model_id
