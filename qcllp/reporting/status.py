@@ -234,7 +234,8 @@ def _guard(guard: Row, model: dict[str, Any], config: PlantConfig) -> dict[str, 
 
 
 def _decisions(store: Store) -> list[dict[str, Any]]:
-    """The five latest promotion decisions with their reasons."""
+    """The five latest promotion decisions with their reasons (a shadow trial's confirmation
+    or rejection is one)."""
     return [
         {
             "at": e["at"],
@@ -243,7 +244,7 @@ def _decisions(store: Store) -> list[dict[str, Any]]:
             "outcome": e["outcome"],
             "reason": e["reason"],
         }
-        for e in events(store, ["promotion"], limit=5)
+        for e in events(store, ["promotion", "confirmed", "rejected"], limit=5)
     ]
 
 

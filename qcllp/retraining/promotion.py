@@ -234,6 +234,8 @@ def decide_promotion(
 def _evaluate(
     store: Store, config: PlantConfig, station: str, candidate_id: int
 ) -> PromotionDecision:
+    """The gate's decision, nothing written: the holdout, both models' figures, the rule, and
+    whether a candidate that passes goes on a shadow trial."""
     settings = config.retrainer
     record = get_model(store, candidate_id)
     if record["station"] != station:

@@ -155,6 +155,7 @@ class TrialVerdict:
 
 
 def _signed(value: float | None) -> str:
+    """A saving with its sign and thousands separator, ``-`` when there is none."""
     return "-" if value is None else f"{value:+,.0f}"
 
 
@@ -304,6 +305,7 @@ def _trial_rows(
 
 
 def _index(frame: pd.DataFrame) -> pd.MultiIndex:
+    """The (charge_id, stick_id) of each row."""
     return pd.MultiIndex.from_frame(frame[["charge_id", "stick_id"]].astype(str))
 
 

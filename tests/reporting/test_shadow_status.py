@@ -9,7 +9,8 @@ import json
 from qcllp.cli.render import status_text
 from qcllp.reporting.plant_report import build_plant_report
 from qcllp.reporting.status import plant_status
-from tests.retraining.test_shadow_trial import build_trial
+from qcllp.retraining.shadow_check import check_trial
+from tests.retraining.test_shadow_trial import build_trial, judged, more_inspections
 
 PER = 1000 / 19  # the trial's 19 sticks
 
@@ -41,3 +42,15 @@ def test_the_report_summary_names_the_trial(store, tiny_config, tmp_path):
     assert f"shadow trial (model {shadow})" in page
     assert f"bounded by the counts [{PER * -1200:+,.0f}, {PER * 400:+,.0f}] EUR" in page
     assert "rule: wait: 3 of 25 charges counted" in page
+
+
+def test_a_rejected_trial_is_among_the_decisions_and_no_longer_shown(store, tiny_config, tmp_path):
+    shadow = build_trial(store, tiny_config, tmp_path)
+    config = judged(tiny_config)
+    more_inspections(store, config, tmp_path, "ok")
+    assert check_trial(store, config, "furnace").outcome == "rejected"
+    result = plant_status(store, config)
+    latest = result["decisions"][0]
+    assert (latest["model_id"], latest["outcome"]) == (shadow, "retired")
+    assert latest["reason"].startswith("its lock-outs lose money: inspected precision 2/7")
+    assert all(s["shadow_trial"] is None for s in result["stations"])

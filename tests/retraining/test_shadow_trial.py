@@ -195,7 +195,7 @@ def test_the_measured_evidence_decides_not_the_models_claim():
 
 
 # ----------------------------------------------------------------------------- the job
-def _more_inspections(store, config, folder, result: str) -> None:
+def more_inspections(store, config, folder, result: str) -> None:
     """The trial's other uninspected would-be lock-outs in c1 and c2 inspected: ``result``."""
     body = "".join(f"c1,{s},furnace,{result}\n" for s in ("s3", "s4"))
     body += "".join(f"c2,{s},furnace,{result}\n" for s in ("t1", "t2"))
@@ -203,19 +203,19 @@ def _more_inspections(store, config, folder, result: str) -> None:
     assert ingest_inspections(store, config, path).stored == 4
 
 
-def _judged(config, **settings):
+def judged(config, **settings):
     rule = replace(config.retrainer, shadow_min_charges=3, shadow_min_audits=3, **settings)
     return replace(config, retrainer=rule)
 
 
 def test_a_losing_trial_is_rejected_and_retired_with_its_figures(store, tiny_config, tmp_path):
     shadow = build_trial(store, tiny_config, tmp_path)
-    config = _judged(tiny_config)
+    config = judged(tiny_config)
     first = check_trial(store, config, "furnace")
     assert first.outcome == "waiting" and "not yet decided" in first.reason  # 2 of 3 failing
     assert check_trial(store, config, "furnace").outcome == "waiting"
     assert len(events(store, ["shadow"], station="furnace")) == 1  # said once, not per check
-    _more_inspections(store, config, tmp_path, "ok")  # 2 of 7 failing: upper bound 0.60
+    more_inspections(store, config, tmp_path, "ok")  # 2 of 7 failing: upper bound 0.60
     check = check_trial(store, config, "furnace")
     assert check.outcome == "rejected" and "lose money" in check.reason, check
     assert get_model(store, shadow)["status"] == "retired"
@@ -228,8 +228,8 @@ def test_a_losing_trial_is_rejected_and_retired_with_its_figures(store, tiny_con
 
 def test_manual_confirmation_only_says_what_is_due(store, tiny_config, tmp_path):
     shadow = build_trial(store, tiny_config, tmp_path)
-    config = _judged(tiny_config, shadow_confirm="manual")
-    _more_inspections(store, config, tmp_path, "ok")
+    config = judged(tiny_config, shadow_confirm="manual")
+    more_inspections(store, config, tmp_path, "ok")
     check = check_trial(store, config, "furnace")
     assert check.outcome == "reject_due" and "shadow_confirm is manual" in check.reason
     assert get_model(store, shadow)["status"] == "shadow"
@@ -240,8 +240,8 @@ def test_a_confirmed_model_whose_artifact_fails_stays_in_shadow_and_says_why(
     store, tiny_config, tmp_path
 ):
     shadow = build_trial(store, tiny_config, tmp_path)
-    config = _judged(tiny_config, shadow_confirm_level=0.51)
-    _more_inspections(store, config, tmp_path, "crack")  # 6 of 7 failing: lower bound 0.77
+    config = judged(tiny_config, shadow_confirm_level=0.51)
+    more_inspections(store, config, tmp_path, "crack")  # 6 of 7 failing: lower bound 0.77
     check = check_trial(store, config, "furnace")
     assert check.outcome == "failed" and "cannot be promoted" in check.reason, check
     assert get_model(store, shadow)["status"] == "shadow"

@@ -72,6 +72,31 @@ def _score_in_shadow(store, config, model_id: int, charges: list[str]):
     return scored[scored["decision"] == "lock_out"]
 
 
+def _later_charges_in_shadow(plant, config, daemon, model_id: int, known: set):
+    """The later charges' readings dropped and ingested, scored in shadow by the model, its
+    would-be lock-outs inspected (all failing) and the counts dropped; the lock-outs."""
+    later = plant.source.later("same")
+    for path in sorted((later / "measurements").iterdir()):
+        _drop(plant, "measurements", path.name, path)
+
+    def ingested():
+        with plant.store() as store:
+            fresh = [c for c in store.read_charge_times().index if c not in known]
+        return len(fresh) == 14 and fresh
+
+    charges = wait_until(ingested, what="the later readings ingested", procs=[daemon])
+    with plant.store() as store:
+        lockouts = _score_in_shadow(store, config, model_id, charges)
+    assert len(lockouts) >= 10, len(lockouts)
+    inspected = "charge_id,stick_id,station,result\n" + "".join(
+        f"{r.charge_id},{r.stick_id},{STATION},crack\n" for r in lockouts.itertuples()
+    )
+    _drop(plant, "inspections", "inspected.csv", text=inspected)
+    for path in sorted((later / "defects").iterdir()):
+        _drop(plant, "defects", path.name, path)
+    return lockouts
+
+
 def test_first_model_on_shadow_then_confirmed_by_its_inspected_lockouts(
     tmp_path,
     retrain_plant,
@@ -102,25 +127,7 @@ def test_first_model_on_shadow_then_confirmed_by_its_inspected_lockouts(
         assert get_model(store, first)["status"] == "shadow"
         promote_shadow(store, second)  # the operator tries a lower threshold instead
         known = set(store.read_charge_times().index)
-    later = plant.source.later("same")
-    for path in sorted((later / "measurements").iterdir()):
-        _drop(plant, "measurements", path.name, path)
-
-    def ingested():
-        with plant.store() as store:
-            fresh = [c for c in store.read_charge_times().index if c not in known]
-        return len(fresh) == 14 and fresh
-
-    charges = wait_until(ingested, what="the later readings ingested", procs=[daemon])
-    with plant.store() as store:
-        lockouts = _score_in_shadow(store, config, second, charges)
-    assert len(lockouts) >= 10, len(lockouts)
-    inspected = "charge_id,stick_id,station,result\n" + "".join(
-        f"{r.charge_id},{r.stick_id},{STATION},crack\n" for r in lockouts.itertuples()
-    )
-    _drop(plant, "inspections", "inspected.csv", text=inspected)
-    for path in sorted((later / "defects").iterdir()):
-        _drop(plant, "defects", path.name, path)
+    lockouts = _later_charges_in_shadow(plant, config, daemon, second, known)
     daemon.kill9()  # whatever it had done, the next daemon finishes it, once
     successor = start_daemon(plant)
     successor.leading()
