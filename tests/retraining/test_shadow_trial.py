@@ -246,3 +246,15 @@ def test_a_confirmed_model_whose_artifact_fails_stays_in_shadow_and_says_why(
     assert check.outcome == "failed" and "cannot be promoted" in check.reason, check
     assert get_model(store, shadow)["status"] == "shadow"
     assert events(store, ["confirmed"], station="furnace") == []
+
+
+def test_before_any_inspection_only_the_counts_and_the_model_speak(store, tiny_config, tmp_path):
+    shadow = build_trial(store, tiny_config, tmp_path)
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("DELETE FROM inspections")
+    fig = trial_figures(store, tiny_config, "furnace", get_model(store, shadow))
+    assert (fig.lockouts, fig.inspected, fig.measured_per_1000) == (8, 0, None)
+    # c1 now has 9 sticks left after s6 against QC's 8: its 4 would-be lock-outs join c3's 2
+    # as unplaced ([0, 6]); c2 holds [1, 2]
+    assert (fig.failing_low, fig.failing_high) == (1, 8)
+    assert judge_trial(fig, 0.75, RULE).outcome == "wait"
