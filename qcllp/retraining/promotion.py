@@ -77,6 +77,7 @@ __all__ = [
     "holdout_figures",
     "judge",
     "labeled_counts",
+    "shadow_reason",
     "window_data",
 ]
 
@@ -281,7 +282,7 @@ def _evaluate(
         cand, champ, margin=settings.promotion_margin, baseline_bag_error=baseline
     )
     trial = promoted and settings.shadow_trials
-    why_shadow = _shadow_reason(candidate.model, None if champion is None else champion.model)
+    why_shadow = shadow_reason(candidate.model, None if champion is None else champion.model)
     shadow = bool(trial and why_shadow)
     reason += champion_note + (f"; {why_shadow}: on a shadow trial" if shadow else "")
     return PromotionDecision(
@@ -289,7 +290,7 @@ def _evaluate(
     )
 
 
-def _shadow_reason(candidate: StationModel, champion: StationModel | None) -> str | None:
+def shadow_reason(candidate: StationModel, champion: StationModel | None) -> str | None:
     """Why a candidate that passed the gate goes on a shadow trial rather than active, or
     ``None`` (module docstring)."""
     if not candidate.threshold <= 1.0:

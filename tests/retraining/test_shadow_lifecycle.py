@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from qcllp.retraining.promotion import decide_promotion
+from qcllp.retraining.promotion import decide_promotion, shadow_reason
 from qcllp.retraining.retrain import retrain_station
-from qcllp.station.registry import active_model, get_model, shadow_model
+from qcllp.station.registry import active_model, get_model, load_model, shadow_model
 from qcllp.store.events import events
 from tests.retraining.shadow_helpers import locking_candidate
 
@@ -50,4 +50,15 @@ def test_a_model_that_locks_out_nothing_goes_straight_to_active(retrain_plant, t
     assert outcome.outcome == "promoted", outcome.reason
     assert get_model(store, outcome.model_id)["metrics"]["threshold"] > 1.0
     assert "shadow" not in outcome.reason and shadow_model(store, STATION) is None
+    store.close()
+
+
+def test_a_challenger_goes_on_trial_only_when_its_threshold_moved(retrain_plant, tmp_path):
+    store = retrain_plant.copy_to(tmp_path)
+    model = load_model(store, locking_candidate(store, retrain_plant.config, STATION)).model
+    moved = replace(model, threshold=model.threshold - 0.05)
+    assert shadow_reason(model, None) == "the station's first model that locks out"
+    assert shadow_reason(model, model) is None  # the rule already on the line
+    assert shadow_reason(moved, model).startswith(f"its threshold {moved.threshold:.3f} differs")
+    assert shadow_reason(replace(model, threshold=1.5), None) is None  # locks out nothing
     store.close()
