@@ -38,7 +38,7 @@ class RetrainerMetrics:
         )
         self.retrains = Counter(
             "qcllp_retrainer_station_retrains",
-            "Station retrainings by outcome (promoted, kept, skipped, failed).",
+            "Station retrainings by outcome (promoted, shadow, kept, skipped, failed).",
             ["station", "outcome"],
             registry=self.registry,
         )
