@@ -437,7 +437,8 @@ def _station_notes(stations: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _notes(s: Mapping[str, Any]) -> list[str]:
-    """One station's notes: who trains it, its drift checks, its lock-out guard."""
+    """One station's notes: who trains it, its drift checks, its lock-out guard, its realized
+    saving and its shadow trial."""
     notes = [] if not s["training_by"] else [f"being trained by {s['training_by']}"]
     notes += [f"{kind} {line}" for kind, line in s["drift"].items()]
     if s["lockout_suspended"]:
@@ -446,6 +447,9 @@ def _notes(s: Mapping[str, Any]) -> list[str]:
         notes += _guard_notes(s["lockout_guard"])
     if _inspected(s.get("realized_inspected")):
         notes.append(_realized_note(s["realized_inspected"]))
+    trial = s.get("shadow_trial")
+    if trial:
+        notes.append(f"{trial['line']}; rule ({trial['confirm']}): {trial['state']}")
     return notes
 
 

@@ -2,7 +2,9 @@
 
 First what needs a person: the stations whose lock-outs the scorer suspended (since when and
 why) and the latest alarms. Then the summary, one row per station, its state first (locking
-out, suspended, locking out nothing, or a candidate not on the line): the active model (or,
+out, suspended, locking out nothing, a candidate not on the line, or a shadow trial, whose
+figures get a column of their own: :func:`qcllp.reporting.status.shadow_trial_state`): the
+active model (or,
 before any promotion, the newest candidate) with its method and target, the share of sticks
 it locks out (out of fold in training, and on the line from the scorer's flags), the expected
 saving per 1,000 sticks with its 90 % prediction interval in the plant's currency (held-out
@@ -24,7 +26,7 @@ from sklearn.metrics import roc_auc_score
 
 from qcllp.plant.config import PlantConfig
 from qcllp.reporting.report import StationSection, write_report
-from qcllp.reporting.status import latest_alarms
+from qcllp.reporting.status import latest_alarms, shadow_trial_state
 from qcllp.scoring.share_guard import Suspension, suspended_models
 from qcllp.scoring.step import flags_frame
 from qcllp.station.artifacts import ArtifactError
@@ -107,9 +109,30 @@ def summary_row(
     fresh: dict | None,
     currency: str,
     suspension: Suspension | None = None,
+    trial: dict | None = None,
 ) -> dict:
     """The summary's row of one station (display strings): its state first, so a suspended
-    station never reads as one that saves what its rule expected."""
+    station never reads as one that saves what its rule expected; ``trial``: its shadow trial
+    (:func:`qcllp.reporting.status.shadow_trial_state`), named in the state, its figures in a
+    column of their own."""
+    row = _summary_row(station, model, flags, fresh, currency, suspension)
+    if trial is not None:
+        on_trial = f"shadow trial (model {trial['model']})"
+        active = model is not None and model["status"] == "active"
+        row["state"] = f"{row['state']}; {on_trial}" if active else on_trial
+        row["shadow trial"] = f"{trial['line']}; rule: {trial['state']}"
+    return row
+
+
+def _summary_row(
+    station: str,
+    model: dict | None,
+    flags: pd.DataFrame,
+    fresh: dict | None,
+    currency: str,
+    suspension: Suspension | None,
+) -> dict:
+    """:func:`summary_row` without the shadow trial."""
     if model is None:
         return {"station": station, "state": "no model", "model": "none trained yet"}
     m = model["metrics"] or {}
@@ -195,9 +218,16 @@ def build_plant_report(
         fresh = None
         if failing is not None and len(station_flags):
             fresh = fresh_figures(station_flags, failing, station_costs(config, station))
+        trial = shadow_trial_state(store, config, station)
         summary.append(
             summary_row(
-                station, chosen, station_flags, fresh, config.currency, suspended.get(station)
+                station,
+                chosen,
+                station_flags,
+                fresh,
+                config.currency,
+                suspended.get(station),
+                trial,
             )
         )
         if chosen is None:

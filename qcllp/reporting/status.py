@@ -4,10 +4,11 @@ Per station: the active model with its age and headline figures, who is training
 scorer's checkpoint (last batch taken in, when, with which model), sticks pending and flags
 written by decision, the last drift checks; the newest batch committed; the retraining
 daemon (which process leads, its jobs' next runs from APScheduler's job table, the last run
-of each); the recent promotion decisions with their reasons; the latest alarms; and per
+of each); the recent promotion decisions with their reasons; the latest alarms; per
 active model its realized (inspected) saving, since its promotion and over the last
-:data:`REALIZED_DAYS` days (:func:`qcllp.scoring.inspection_guard.realized_saving`). It works
-whether or not the services are running.
+:data:`REALIZED_DAYS` days (:func:`qcllp.scoring.inspection_guard.realized_saving`); and a
+station's shadow trial with its figures and what the confirmation rule says of it now
+(:func:`shadow_trial_state`). It works whether or not the services are running.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from typing import Any
 from sqlalchemy import Connection, Row, func, select
 
 from qcllp.plant.config import PlantConfig
+from qcllp.retraining.shadow_trial import judge_trial, trial_figures
 from qcllp.scoring.inspection_guard import model_realized
-from qcllp.station.registry import active_model
+from qcllp.station.registry import active_model, shadow_model
 from qcllp.store import (
     RETRAINER_JOBS,
     Alarm,
@@ -36,7 +38,7 @@ from qcllp.store.events import QUEUED_PREFIX, WANTED_KINDS, events
 from qcllp.store.leases import RETRAINER_LEASE, lease_holder, station_lease_name
 from qcllp.store.partitions import list_partitions
 
-__all__ = ["latest_alarms", "plant_status"]
+__all__ = ["latest_alarms", "plant_status", "shadow_trial_state"]
 
 
 REALIZED_DAYS = 7  # the recent window of the realized (inspected) saving
@@ -161,6 +163,26 @@ def _station(
         "lockout_suspended": None if guard is None else guard.reason,
         "lockout_guard": None if guard is None else _guard(guard, model, config),
         "realized_inspected": None if model is None else _realized(store, config, name, model, now),
+        "shadow_trial": shadow_trial_state(store, config, name),
+    }
+
+
+def shadow_trial_state(store: Store, config: PlantConfig, station: str) -> dict[str, Any] | None:
+    """The station's shadow trial, or ``None``: its model, since when, the figures
+    (:func:`qcllp.retraining.shadow_trial.trial_figures`), their line for people and what the
+    confirmation rule says now (``state``: ``wait``, ``confirm`` or ``reject`` with why)."""
+    model = shadow_model(store, station)
+    if model is None:
+        return None
+    figures = trial_figures(store, config, station, model)
+    verdict = judge_trial(figures, config.station(station).break_even, config.retrainer)
+    return {
+        "model": int(model["id"]),
+        "since": figures.since,
+        "state": f"{verdict.outcome}: {verdict.reason}",
+        "confirm": config.retrainer.shadow_confirm,
+        "figures": figures.as_dict(),
+        "line": figures.line(config.currency),
     }
 
 
@@ -212,7 +234,8 @@ def _guard(guard: Row, model: dict[str, Any], config: PlantConfig) -> dict[str, 
 
 
 def _decisions(store: Store) -> list[dict[str, Any]]:
-    """The five latest promotion decisions with their reasons."""
+    """The five latest promotion decisions with their reasons (a shadow trial's confirmation
+    or rejection is one)."""
     return [
         {
             "at": e["at"],
@@ -221,7 +244,7 @@ def _decisions(store: Store) -> list[dict[str, Any]]:
             "outcome": e["outcome"],
             "reason": e["reason"],
         }
-        for e in events(store, ["promotion"], limit=5)
+        for e in events(store, ["promotion", "confirmed", "rejected"], limit=5)
     ]
 
 

@@ -30,6 +30,14 @@ lower by the configured relative margin *and* its saving is not lower. The first
 station must beat "lock out nothing" and "know nothing": its saving must not be negative
 (locking out nothing saves 0) and its bag-level error must be below that of predicting every
 charge at the training charges' mean share.
+
+**Shadow trials** (``retrainer.shadow_trials``, default on): a candidate that passes goes on a
+shadow trial instead of active (:mod:`qcllp.retraining.shadow_trial` judges it there on
+inspected lock-outs) when the station has no active model, or when its threshold differs
+from the active model's: its lock-outs would scrap steel on a rule no inspection has checked.
+A candidate that locks out nothing (threshold above 1) goes straight to active: there is
+nothing to try, and one with the active model's threshold locks out on a rule already on the
+line. The event (``promotion``, outcome ``shadow``) says which.
 """
 
 from __future__ import annotations
@@ -49,7 +57,14 @@ from qcllp.station.artifacts import ArtifactError
 from qcllp.station.final_qc import sticks_qc_counted
 from qcllp.station.lockout_rule import LockoutCosts
 from qcllp.station.model import StationModel, logit
-from qcllp.station.registry import RegistryError, active_model, get_model, load_model, promote
+from qcllp.station.registry import (
+    RegistryError,
+    active_model,
+    get_model,
+    load_model,
+    promote,
+    promote_shadow,
+)
 from qcllp.store import Store, stored_utc
 from qcllp.store.events import insert_event
 from qcllp.training.evaluate import score_probabilities
@@ -62,6 +77,7 @@ __all__ = [
     "holdout_figures",
     "judge",
     "labeled_counts",
+    "shadow_reason",
     "window_data",
 ]
 
@@ -81,7 +97,8 @@ class HoldoutFigures:
 
 @dataclass(frozen=True)
 class PromotionDecision:
-    """What the gate decided and why; ``promoted``: the candidate is now active."""
+    """What the gate decided and why; ``promoted``: the candidate passed and is now active,
+    or on a shadow trial when ``shadow`` (module docstring)."""
 
     station: str
     candidate_id: int
@@ -91,6 +108,7 @@ class PromotionDecision:
     champion: HoldoutFigures | None = None
     baseline_bag_error: float | None = None
     holdout: list[str] = field(default_factory=list)
+    shadow: bool = False
 
     def detail(self) -> dict[str, Any]:
         return {
@@ -179,16 +197,18 @@ def judge(
 def decide_promotion(
     store: Store, config: PlantConfig, station: str, candidate_id: int
 ) -> PromotionDecision:
-    """Compare candidate and active model on the holdout, promote the candidate if it passes,
-    and record the decision (event ``promotion``): a promotion and its event are one
-    transaction, so a crash never leaves one without the other."""
+    """Compare candidate and active model on the holdout, promote the candidate if it passes
+    (active, or on a shadow trial: module docstring), and record the decision (event
+    ``promotion``): a promotion and its event are one transaction, so a crash never leaves one
+    without the other."""
     decision = _evaluate(store, config, station, candidate_id)
 
     def record(conn: Connection, made: PromotionDecision) -> None:
+        outcome = "kept" if not made.promoted else "shadow" if made.shadow else "promoted"
         insert_event(
             conn,
             "promotion",
-            "promoted" if made.promoted else "kept",
+            outcome,
             made.reason,
             station=station,
             model_id=candidate_id,
@@ -196,12 +216,16 @@ def decide_promotion(
         )
 
     if decision.promoted:
+        how = promote_shadow if decision.shadow else promote
         try:
-            promote(store, candidate_id, also=lambda conn: record(conn, decision))
+            how(store, candidate_id, also=lambda conn: record(conn, decision))
             return decision
         except (ArtifactError, RegistryError) as exc:
             decision = replace(
-                decision, promoted=False, reason=f"candidate cannot be promoted: {exc}"
+                decision,
+                promoted=False,
+                shadow=False,
+                reason=f"candidate cannot be promoted: {exc}",
             )
     with store.engine.begin() as conn:
         record(conn, decision)
@@ -211,6 +235,8 @@ def decide_promotion(
 def _evaluate(
     store: Store, config: PlantConfig, station: str, candidate_id: int
 ) -> PromotionDecision:
+    """The gate's decision, nothing written: the holdout, both models' figures, the rule, and
+    whether a candidate that passes goes on a shadow trial."""
     settings = config.retrainer
     record = get_model(store, candidate_id)
     if record["station"] != station:
@@ -255,9 +281,28 @@ def _evaluate(
     promoted, reason = judge(
         cand, champ, margin=settings.promotion_margin, baseline_bag_error=baseline
     )
+    trial = promoted and settings.shadow_trials
+    why_shadow = shadow_reason(candidate.model, None if champion is None else champion.model)
+    shadow = bool(trial and why_shadow)
+    reason += champion_note + (f"; {why_shadow}: on a shadow trial" if shadow else "")
     return PromotionDecision(
-        station, candidate_id, promoted, reason + champion_note, cand, champ, baseline, holdout
+        station, candidate_id, promoted, reason, cand, champ, baseline, holdout, shadow
     )
+
+
+def shadow_reason(candidate: StationModel, champion: StationModel | None) -> str | None:
+    """Why a candidate that passed the gate goes on a shadow trial rather than active, or
+    ``None`` (module docstring)."""
+    if not candidate.threshold <= 1.0:
+        return None  # it locks out nothing: nothing to try
+    if champion is None:
+        return "the station's first model that locks out"
+    if champion.threshold != candidate.threshold:
+        return (
+            f"its threshold {candidate.threshold:.3f} differs from the active model's "
+            f"{champion.threshold:.3f}"
+        )
+    return None
 
 
 def labeled_counts(store: Store, config: PlantConfig, charges: pd.Index) -> pd.DataFrame:

@@ -53,8 +53,9 @@ class Abandoned(RuntimeError):
 
 @dataclass(frozen=True)
 class RetrainOutcome:
-    """What one retraining did: ``outcome`` is ``promoted``, ``kept`` (candidate refused),
-    ``skipped`` (nothing to do, or the station is being trained elsewhere) or ``failed``."""
+    """What one retraining did: ``outcome`` is ``promoted``, ``shadow`` (put on a shadow
+    trial), ``kept`` (candidate refused), ``skipped`` (nothing to do, or the station is being
+    trained elsewhere) or ``failed``."""
 
     station: str
     outcome: str
@@ -115,7 +116,7 @@ def retrain_station(
             return RetrainOutcome(station, "failed", str(exc))
         lease.check()
         decision = decide_promotion(store, config, station, result.model_id)
-    outcome = "promoted" if decision.promoted else "kept"
+    outcome = "kept" if not decision.promoted else "shadow" if decision.shadow else "promoted"
     return RetrainOutcome(station, outcome, decision.reason, result.model_id, decision)
 
 

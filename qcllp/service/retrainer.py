@@ -14,7 +14,11 @@ It keeps the station models current without an engineer at the keyboard:
 * **retrain** (``schedules.retrain_cron``, or ``retrain_interval_s``): every station (or
   ``retrainer.stations``) in line order: a candidate trained up to the holdout window, the
   champion / challenger gate, promotion only of a better model (:mod:`qcllp.retraining.retrain`,
-  :mod:`qcllp.retraining.promotion`); every decision is an event row.
+  :mod:`qcllp.retraining.promotion`), on a shadow trial first when ``retrainer.shadow_trials``
+  asks for one; every decision is an event row.
+* **shadow** (``retrainer.shadow_check_interval_s``): every station's shadow trial judged on
+  its inspected would-be lock-outs, confirmed (promoted active) or rejected (retired)
+  (:mod:`.retrainer_shadow`, :mod:`qcllp.retraining.shadow_trial`).
 
 **Scheduling** is APScheduler 3.x with its ``SQLAlchemyJobStore`` in the plant database (table
 ``retrainer_jobs``, created by the migrations; its pickled rows are read with a restricted
@@ -92,6 +96,7 @@ from qcllp.service.retrainer_schedule import RetrainQueue as _RetrainQueue
 from qcllp.service.retrainer_schedule import new_scheduler as _scheduler
 from qcllp.service.retrainer_schedule import reconcile_jobs as _reconcile_jobs
 from qcllp.service.retrainer_schedule import shutdown as _shutdown
+from qcllp.service.retrainer_shadow import ShadowJob
 from qcllp.store import Store
 from qcllp.store.events import record_event
 from qcllp.store.leases import (
@@ -123,9 +128,10 @@ def run_job(name: str, *args: Any) -> None:
     _SERVICE.run(name, *args)
 
 
-class RetrainerService(IngestJob):
+class RetrainerService(IngestJob, ShadowJob):
     """The daemon's jobs, their retries, metrics and state (no scheduling, no signals); the
-    ingest job and its watches are :class:`.retrainer_ingest.IngestJob`'s."""
+    ingest job and its watches are :class:`.retrainer_ingest.IngestJob`'s, the shadow-trial
+    job :class:`.retrainer_shadow.ShadowJob`'s."""
 
     def __init__(self, store: Store, config: PlantConfig, *, holder: str | None = None):
         self.store, self.config = store, config
@@ -142,14 +148,20 @@ class RetrainerService(IngestJob):
     # -- jobs ----------------------------------------------------------------------------
     def run(self, name: str, *args: Any) -> None:
         """Run job ``name`` with retries on database errors; never raises."""
-        jobs = {"ingest": self.ingest, "retrain": self.retrain, "retention": self.retention}
+        jobs = {
+            "ingest": self.ingest,
+            "retrain": self.retrain,
+            "retention": self.retention,
+            "shadow": self.shadow,
+        }
         started = time.perf_counter()
         with self.state.lock:
             self.state.running = name
         outcome = "ok"
         try:
             summary = self._with_retries(name, lambda: jobs[name](*args))
-            if summary.get("batches", 1) or summary.get("inputs_failed"):  # idle polls: quiet
+            busy = summary.get("batches", 1) or summary.get("inputs_failed")
+            if busy and not summary.get("quiet"):  # idle polls: quiet
                 seconds = round(time.perf_counter() - started, 2)
                 _log("job_done", job=name, seconds=seconds, **summary)
             self.metrics.last_success.labels(job=name).set(time.time())

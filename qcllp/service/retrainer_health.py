@@ -38,7 +38,7 @@ class RetrainerMetrics:
         )
         self.retrains = Counter(
             "qcllp_retrainer_station_retrains",
-            "Station retrainings by outcome (promoted, kept, skipped, failed).",
+            "Station retrainings by outcome (promoted, shadow, kept, skipped, failed).",
             ["station", "outcome"],
             registry=self.registry,
         )
@@ -82,6 +82,7 @@ class RetrainerState:
     last_error: str | None = None
     last_runs: dict[str, str] = field(default_factory=dict)
     lease: HeldLease | None = None  # while leading: its renewal failures make it unhealthy
+    shadow_trials: dict[str, str] = field(default_factory=dict)  # station -> its trial's state
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def health(self) -> tuple[int, dict[str, Any]]:
@@ -104,5 +105,6 @@ class RetrainerState:
                 "standby": self.standby,
                 "running": self.running,
                 "last_runs": dict(self.last_runs),
+                "shadow_trials": dict(self.shadow_trials),
             }
         return (200 if not problems else 503), body

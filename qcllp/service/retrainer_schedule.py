@@ -42,7 +42,8 @@ def job_triggers(config: PlantConfig) -> dict[str, Any]:
         if s.retrain_interval_s
         else CronTrigger.from_crontab(s.retrain_cron, timezone=tz)
     )
-    triggers = {"ingest": ingest, "retrain": retrain}
+    shadow = IntervalTrigger(seconds=config.retrainer.shadow_check_interval_s, timezone=tz)
+    triggers = {"ingest": ingest, "retrain": retrain, "shadow": shadow}
     if config.retention.readings_days is not None:
         triggers["retention"] = CronTrigger.from_crontab(config.retention.cron, timezone=tz)
     return triggers

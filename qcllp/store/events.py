@@ -33,6 +33,9 @@ EVENT_KINDS = (
     "recovery",
     "guard_retrain",
     "drift_retrain",
+    "shadow",
+    "confirmed",
+    "rejected",
 )
 QUEUED_PREFIX = "queued-retrain-"  # job id of a retraining a drift alarm or a suspension queued
 WANTED_KINDS = ("drift_retrain", "guard_retrain")  # the events of such a retraining

@@ -98,7 +98,7 @@ def test_a_queued_retraining_survives_a_daemon_stopped_before_it_ran(retrain_pla
     try:
         retrainer._reconcile_jobs(again, config)  # at start: the config's jobs; kept the queued
         ids = sorted(job.id for job in again.get_jobs())
-        assert ids == ["ingest", "queued-retrain-rolling", "retrain"]
+        assert ids == ["ingest", "queued-retrain-rolling", "retrain", "shadow"]
         job = again.get_job("queued-retrain-rolling")
         assert job.args == ("retrain", ["rolling"], True)
         assert job.next_run_time <= datetime.now(UTC)  # due: it runs as the scheduler resumes

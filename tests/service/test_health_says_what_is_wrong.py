@@ -66,7 +66,7 @@ def test_the_daemon_is_unhealthy_while_it_cannot_renew_its_lease(tmp_path, own_s
             procs=[daemon],
         )
         wait_until(  # its start-up done: the jobs are in the store
-            lambda: len([e for e in daemon.events() if e["event"] == "job_scheduled"]) == 2,
+            lambda: len([e for e in daemon.events() if e["event"] == "job_scheduled"]) == 3,
             what="the jobs scheduled",
             procs=[daemon],
         )

@@ -104,6 +104,7 @@ class DaemonPlant:
             "min_holdout_charges": r.min_holdout_charges,
             "lease_ttl_s": LEASE_TTL_S,
             "drift": {"window_charges": r.drift_window_charges},
+            "shadow_trials": False,  # the shadow path: tests/service/test_retrainer_shadow.py
         }
         self.config_path = folder / "plant.yaml"
         self.config_path.write_text(yaml.safe_dump(raw))
@@ -210,7 +211,7 @@ def test_dropped_files_are_ingested_and_the_station_trained_promoted_and_reporte
 
         state = plant_status(store, retrain_plant.config)
     assert state["retrainer"]["leader"] == body["holder"]
-    assert {j["job"] for j in state["retrainer"]["jobs"]} == {"ingest", "retrain"}
+    assert {j["job"] for j in state["retrainer"]["jobs"]} == {"ingest", "retrain", "shadow"}
     assert state["decisions"][0]["model_id"] == promoted["model_id"]
     (rolling,) = [s for s in state["stations"] if s["station"] == STATION]
     assert rolling["active_model"] == promoted["model_id"] and rolling["model_age_h"] == 0.0

@@ -26,7 +26,11 @@ SEED = 1
 SHIFT = {"rolling.force": 4.0}
 WORSE_RATE = 0.45  # the history's defect rate is the simulator's default, 0.15
 RETRAINER = Retrainer(
-    holdout_charges=12, min_holdout_charges=6, drift_window_charges=12, lease_ttl_s=30
+    holdout_charges=12,
+    min_holdout_charges=6,
+    drift_window_charges=12,
+    lease_ttl_s=30,
+    shadow_trials=False,  # promoted straight to active; the shadow path has its own tests
 )
 
 

@@ -28,6 +28,7 @@ from qcllp.plant.config.fields import (
     LocalPath,
     Name,
     Number,
+    Switch,
     Text,
     Timezone,
     choice,
@@ -167,6 +168,34 @@ class Retrainer(Section):
     )
     lease_ttl_s: Number = Field(
         120.0, gt=0, description="A dead daemon's lease frees after this long."
+    )
+    shadow_trials: Switch = Field(
+        True,
+        description="A station's first model, and a candidate whose threshold moved from the "
+        "active model's, go on a shadow trial (scored, acted on by nobody) instead of active; "
+        "a model that locks out nothing goes straight to active.",
+    )
+    shadow_confirm: choice("auto", "manual") = Field(
+        "auto",
+        description="auto: the daemon promotes a shadow model whose inspected would-be "
+        "lock-outs pay and retires one whose do not; manual: it only says so (qcllp status), "
+        "an operator promotes.",
+    )
+    shadow_min_charges: Integer = Field(
+        25, ge=1, description="A shadow trial is judged once this many of its charges are counted."
+    )
+    shadow_min_audits: Integer = Field(
+        20, ge=1, description="... and this many of its would-be lock-outs were inspected."
+    )
+    shadow_confirm_level: Number = Field(
+        0.90,
+        gt=0.5,
+        lt=1,
+        description="Confidence of the one-sided bounds of the inspected precision: confirmed "
+        "when the lower bound reaches break-even, rejected when the upper one is below it.",
+    )
+    shadow_check_interval_s: Number = Field(
+        3600.0, gt=0, description="How often the daemon judges the stations' shadow trials."
     )
     drift: Drift = Field(Drift(), description="The drift alarms.")
 

@@ -73,6 +73,12 @@ def _integer(value: Any) -> Any:
     return value
 
 
+def _switch(value: Any) -> Any:
+    if not isinstance(value, bool):
+        raise problem(f"must be true or false, got {describe(value)}")
+    return value
+
+
 def _text(value: Any) -> Any:
     if not isinstance(value, str) or not value.strip():
         raise problem(f"must be a non-empty string, got {describe(value)}")
@@ -186,6 +192,7 @@ NUMBER_CHECKS = (_number, _integer)  # an optional number left empty (`key:`) ta
 Number = Annotated[float, BeforeValidator(_number)]
 Integer = Annotated[int, BeforeValidator(_integer)]
 Text = Annotated[str, BeforeValidator(_text)]
+Switch = Annotated[bool, BeforeValidator(_switch)]
 Name = Annotated[
     str,
     AfterValidator(_name),

@@ -130,7 +130,8 @@ class Retrainer:
     model's bag-level error over the last ``window_charges`` labeled charges exceeds
     ``bag_error_ratio`` times its out-of-fold error in training (and retrains the station); the
     feature drift alarm when a feature's population stability index (recent sticks against
-    the training window) exceeds ``psi_max``.
+    the training window) exceeds ``psi_max``. ``shadow_*``: the shadow trials of new models
+    and the rule that confirms or rejects them (:mod:`qcllp.retraining.shadow_trial`).
     """
 
     host: str = default_of(doc.Retrainer, "host")
@@ -142,6 +143,12 @@ class Retrainer:
     promotion_margin: float = default_of(doc.Retrainer, "promotion_margin")
     misfire_grace_s: float = default_of(doc.Retrainer, "misfire_grace_s")
     lease_ttl_s: float = default_of(doc.Retrainer, "lease_ttl_s")
+    shadow_trials: bool = default_of(doc.Retrainer, "shadow_trials")
+    shadow_confirm: str = default_of(doc.Retrainer, "shadow_confirm")
+    shadow_min_charges: int = default_of(doc.Retrainer, "shadow_min_charges")
+    shadow_min_audits: int = default_of(doc.Retrainer, "shadow_min_audits")
+    shadow_confirm_level: float = default_of(doc.Retrainer, "shadow_confirm_level")
+    shadow_check_interval_s: float = default_of(doc.Retrainer, "shadow_check_interval_s")
     drift_window_charges: int = default_of(doc.Drift, "window_charges")
     drift_bag_error_ratio: float = default_of(doc.Drift, "bag_error_ratio")
     drift_psi_max: float = default_of(doc.Drift, "psi_max")
