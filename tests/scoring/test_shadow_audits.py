@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from qcllp.cli.render import score_line
 from qcllp.features import station_features
 from qcllp.ingest import ingest_defect_counts, ingest_inspections, ingest_measurements
 from qcllp.plant.config import PlantConfig
@@ -106,8 +107,12 @@ def test_every_eligible_pass_is_audited_at_share_1_with_the_model_it_samples(pla
     config = with_station(config, audit_share=1.0, good_cost=be, fail_cost=1.0 - be)
     st = config.station(STATION)
     assert st.break_even == pytest.approx(be)
-    score_station(store, config, STATION)
+    result = score_station(store, config, STATION)
     flags = flags_frame(store, STATION)
+    n_audits = int((flags["decision"] == "inspect").sum())
+    summary = result.as_dict()
+    assert summary["audited"] == n_audits and summary["passed"] == 0
+    assert f"{n_audits} audit samples (inspect)" in score_line(STATION, summary, "", "")
     passes = flags["probability"] < active.threshold
     band = passes & (flags["probability"] >= st.break_even)
     assert (flags.loc[passes, "decision"] == "inspect").all()  # no pass is left
