@@ -94,6 +94,40 @@ def test_a_corrupt_shadow_is_one_alarm_and_no_shadow_and_the_active_model_scores
     store.close()
 
 
+def test_a_shadow_alone_in_the_service_is_degraded_and_counts_its_decisions_and_audits(
+    history_plant,  # noqa: F811
+    tmp_path,
+):
+    config = history_plant.config
+    store = Store.open(history_plant.copy_to(tmp_path))
+    trained = train_station(store, config, STATION).model_id
+    eager = register_copy(store, config, trained, 0.0)
+    promote(store, eager, shadow=True)
+    service = ScorerService(store, config, STATION)
+    service.tick()
+    decided, flags = shadow_keys(store), flags_frame(store, STATION)
+    assert len(decided) > len(flags) > 0 and (flags["decision"] == "inspect").all()
+    status, body = service.state.health()
+    assert status == 200 and body["status"] == "degraded", body
+    assert body["model_id"] is None and body["shadow_model_id"] == eager
+    assert body["problems"] == [
+        f"no active model: shadow model {eager} decides alone, the line gets its audit samples only"
+    ]
+    value = service.metrics.registry.get_sample_value
+    station = {"station": STATION}
+    assert value("qcllp_scorer_shadow_model_id", station) == eager
+    shadow_total = sum(
+        value("qcllp_scorer_shadow_sticks_total", {**station, "decision": d}) or 0
+        for d in ("lock_out", "pass", "unscorable")
+    )
+    assert shadow_total == len(decided)
+    audits = value("qcllp_scorer_audit_samples_total", {**station, "model": "shadow"})
+    assert audits == len(flags)
+    assert value("qcllp_scorer_audit_samples_total", {**station, "model": "active"}) is None
+    assert value("qcllp_scorer_sticks_total", {**station, "decision": "inspect"}) == len(flags)
+    store.close()
+
+
 # ----------------------------------------------------------------------------- a process
 @pytest.fixture
 def shadow_plant(tmp_path, history) -> Plant:  # noqa: F811
