@@ -300,7 +300,9 @@ def score_line(station: str, summary: Mapping[str, Any], why: str, delivered: st
     return (
         f"{station}: decided {summary['sticks_decided']} sticks with model {summary['model_id']}"
         f" (threshold {summary['threshold']:.3f}): {summary['locked_out']} locked out, "
-        f"{summary['passed']} passed, {summary['unscorable']} unscorable; "
+        f"{summary['passed']} passed, "
+        + (f"{summary['audited']} audit samples (inspect), " if summary.get("audited") else "")
+        + f"{summary['unscorable']} unscorable; "
         f"{summary['flags_written']} flags written{delivered}"
     )
 

@@ -5,11 +5,13 @@ due sticks' readings of the stations up to this one (:func:`read_stick_readings`
 proportion to the charges asked for), the sensors of this station each stick still lacks
 (:func:`decide_sticks` postpones a stick that may still get them, and decides one that cannot
 as ``unscorable`` with the sensors named), and the model's ``lock_out`` or ``pass`` on the
-features built exactly as at training time. Runs inside the step's transaction.
+features built exactly as at training time -- for the active model and a shadow model alike,
+from one read of the readings (:func:`decide_due`). Runs inside the step's transaction.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
@@ -22,7 +24,7 @@ from qcllp.scoring.pending import postpone
 from qcllp.station.registry import LoadedModel
 from qcllp.store import IN_CHUNK, Reading, Series, charge_time_bounds, placeholders, us_to_utc
 
-__all__ = ["decide_sticks", "read_stick_readings"]
+__all__ = ["DueSticks", "decide_due", "decide_sticks", "read_due", "read_stick_readings"]
 
 
 def read_stick_readings(
@@ -82,17 +84,29 @@ def read_stick_readings(
     return frame
 
 
-def decide_sticks(
+@dataclass(frozen=True)
+class DueSticks:
+    """The due sticks that completed the station, ready for a model: ``base`` (one row per
+    stick: ``charge_id, stick_id, probability, decision, reason, arrived_at``; ``unscorable``
+    with the missing sensors named until a model decides the ``scorable`` ones) and the
+    sticks' ``readings`` of the stations up to this one. Read once, decided by the active and
+    the shadow model alike."""
+
+    base: pd.DataFrame
+    scorable: np.ndarray
+    readings: pd.DataFrame
+
+
+def read_due(
     conn: Connection,
     config: PlantConfig,
     st: Station,
-    loaded: LoadedModel,
     due: pd.DataFrame,
     now: datetime,
     assume_complete: bool,
-) -> pd.DataFrame:
-    """Decisions for the due sticks that have completed; sticks still waiting for a missing
-    sensor (before the timeout) get a later ``due_at`` and no decision."""
+) -> DueSticks:
+    """The due sticks that have completed, with their readings; sticks still waiting for a
+    missing sensor (before the timeout) get a later ``due_at`` and are left out."""
     stations = [s.name for s in config.stations_up_to(st.name)]
     readings = read_stick_readings(conn, due, stations)
     missing = _missing_sensors(readings, st, due)
@@ -104,7 +118,7 @@ def decide_sticks(
     if waiting.any():
         postpone(conn, st, due.loc[waiting], first[waiting])
     decided = due.loc[~waiting].reset_index(drop=True)
-    out = pd.DataFrame(
+    base = pd.DataFrame(
         {
             "charge_id": decided["charge_id"].astype(str),
             "stick_id": decided["stick_id"].astype(str),
@@ -118,20 +132,68 @@ def decide_sticks(
             "arrived_at": pd.to_datetime(decided["arrived_at"], utc=True),
         }
     )
-    scorable = has_all[~waiting]
-    if scorable.any():
+    return DueSticks(base, has_all[~waiting], readings)
+
+
+def decide_due(
+    config: PlantConfig,
+    st: Station,
+    due: DueSticks,
+    models: list[LoadedModel | None],
+) -> list[pd.DataFrame | None]:
+    """Each model's decisions (``None`` for no model) on the same completed sticks, in the
+    order of ``due.base``. The features are built once per distinct (feature list,
+    imputation): an active and a shadow model trained alike share them."""
+    built: list[tuple[tuple, pd.DataFrame]] = []
+    out: list[pd.DataFrame | None] = []
+    for loaded in models:
+        if loaded is None:
+            out.append(None)
+            continue
         model = loaded.model
-        features = build_station_features(readings, config, st.name, imputation=model.imputation)
-        keys_ok = pd.MultiIndex.from_frame(out.loc[scorable, ["charge_id", "stick_id"]])
-        decisions = model.decide(features.X.reindex(keys_ok))
-        p = decisions["probability"].to_numpy(dtype=float)
-        finite = np.isfinite(p)
-        out.loc[scorable, "probability"] = p
-        out.loc[scorable, "decision"] = np.where(
-            ~finite, "unscorable", np.where(decisions["flagged"].to_numpy(bool), "lock_out", "pass")
-        )
-        out.loc[scorable, "reason"] = np.where(finite, None, "the model gave no probability")
+        key = (tuple(model.features), tuple(sorted(dict(model.imputation).items())))
+        X = next((x for k, x in built if k == key), None)
+        if X is None and due.scorable.any():
+            X = build_station_features(due.readings, config, st.name, imputation=model.imputation).X
+            built.append((key, X))
+        out.append(_model_decisions(due, loaded, X))
     return out
+
+
+def _model_decisions(due: DueSticks, loaded: LoadedModel, X: pd.DataFrame | None) -> pd.DataFrame:
+    """One model's ``lock_out`` or ``pass`` (``unscorable`` without a probability) for the
+    scorable sticks of ``due`` on their features ``X``."""
+    out = due.base.copy()
+    scorable = due.scorable
+    if X is None or not scorable.any():
+        return out
+    keys_ok = pd.MultiIndex.from_frame(out.loc[scorable, ["charge_id", "stick_id"]])
+    decisions = loaded.model.decide(X.reindex(keys_ok))
+    p = decisions["probability"].to_numpy(dtype=float)
+    finite = np.isfinite(p)
+    out.loc[scorable, "probability"] = p
+    out.loc[scorable, "decision"] = np.where(
+        ~finite, "unscorable", np.where(decisions["flagged"].to_numpy(bool), "lock_out", "pass")
+    )
+    out.loc[scorable, "reason"] = np.where(finite, None, "the model gave no probability")
+    return out
+
+
+def decide_sticks(
+    conn: Connection,
+    config: PlantConfig,
+    st: Station,
+    loaded: LoadedModel,
+    due: pd.DataFrame,
+    now: datetime,
+    assume_complete: bool,
+) -> pd.DataFrame:
+    """Decisions of one model for the due sticks that have completed (:func:`read_due`,
+    :func:`decide_due`)."""
+    [decided] = decide_due(
+        config, st, read_due(conn, config, st, due, now, assume_complete), [loaded]
+    )
+    return decided
 
 
 def _missing_sensors(readings: pd.DataFrame, st: Station, due: pd.DataFrame) -> list[list[str]]:

@@ -2,6 +2,7 @@
 
 The part of a scoring step (:mod:`.step`, step 3) that writes: the flags (``INSERT ... ON
 CONFLICT DO NOTHING`` on the unique (station, charge, stick), so a stick is flagged once),
+a shadow model's would-be decisions (``shadow_flags``, once per model and stick),
 alarms for operators (in the step's transaction, or in one of their own), and the append of
 the station's flags above the sink's cursor to its file (:mod:`.flag_sink`), whose new offset
 and cursor the step commits with its checkpoint.
@@ -18,9 +19,16 @@ from sqlalchemy import Connection, select
 
 from qcllp.scoring.flag_sink import FlagSink, flag_line
 from qcllp.station.registry import LoadedModel
-from qcllp.store import IN_CHUNK, Alarm, Flag, Store, dialect_insert
+from qcllp.store import IN_CHUNK, Alarm, Flag, ShadowFlag, Store, dialect_insert
 
-__all__ = ["Delivery", "deliver", "insert_alarm", "record_alarm", "write_flags"]
+__all__ = [
+    "Delivery",
+    "deliver",
+    "insert_alarm",
+    "record_alarm",
+    "write_flags",
+    "write_shadow_flags",
+]
 
 
 def record_alarm(store: Store, source: str, station: str | None, kind: str, message: str) -> None:
@@ -47,34 +55,21 @@ def insert_alarm(
 def write_flags(
     conn: Connection, station: str, loaded: LoadedModel, scores: pd.DataFrame, now: datetime
 ) -> list[dict]:
-    """Insert the flags; returns those actually inserted (not already flagged)."""
+    """Insert the flags; returns those actually inserted (not already flagged). Columns
+    ``model_id`` and ``threshold`` in ``scores``, when there, name each flag's model (an
+    audit of a shadow model's decision, :mod:`.audits`); else they are ``loaded``'s."""
     if scores.empty:
         return []
-    probability = scores["probability"].to_numpy(dtype=float)
-    rows = [
-        {
-            "station": station,
-            "charge_id": c,
-            "stick_id": s,
-            "model_id": loaded.id,
-            "probability": None if np.isnan(p) else float(p),
+    rows = _rows(station, loaded, scores, now)
+    for row, d, r, a in zip(
+        rows, scores["decision"], scores["reason"], scores["arrived_at"], strict=True
+    ):
+        row |= {
             "flagged": d == "lock_out",
             "decision": d,
             "reason": r if isinstance(r, str) else None,
-            "threshold": float(loaded.model.threshold),
             "arrived_at": a.to_pydatetime(),
-            "scored_at": now,
         }
-        for c, s, p, d, r, a in zip(
-            scores["charge_id"],
-            scores["stick_id"],
-            probability,
-            scores["decision"],
-            scores["reason"],
-            scores["arrived_at"],
-            strict=True,
-        )
-    ]
     statement = dialect_insert(conn, Flag.__table__).on_conflict_do_nothing(
         index_elements=["station", "charge_id", "stick_id"]
     )
@@ -85,6 +80,49 @@ def write_flags(
         result = conn.execute(statement.returning(f.c.charge_id, f.c.stick_id), part)
         inserted |= {(r.charge_id, r.stick_id) for r in result}
     return [row for row in rows if (row["charge_id"], row["stick_id"]) in inserted]
+
+
+def write_shadow_flags(
+    conn: Connection, station: str, shadow: LoadedModel, scores: pd.DataFrame, now: datetime
+) -> int:
+    """Insert what the shadow model would have decided (``INSERT ... ON CONFLICT DO
+    NOTHING`` on the unique (model, charge, stick)); returns the rows inserted."""
+    if scores.empty:
+        return 0
+    rows = _rows(station, shadow, scores, now)
+    for row, d in zip(rows, scores["decision"], strict=True):
+        row["decision"] = d
+    s = ShadowFlag.__table__
+    statement = dialect_insert(conn, s).on_conflict_do_nothing(
+        index_elements=["model_id", "charge_id", "stick_id"]
+    )
+    inserted = 0
+    for start in range(0, len(rows), IN_CHUNK):
+        part = rows[start : start + IN_CHUNK]
+        inserted += len(conn.execute(statement.returning(s.c.id), part).all())
+    return inserted
+
+
+def _rows(station: str, loaded: LoadedModel, scores: pd.DataFrame, now: datetime) -> list[dict]:
+    """The columns flags and shadow flags share, one dict per decided stick."""
+    n = len(scores)
+    probability = scores["probability"].to_numpy(dtype=float)
+    model_ids = scores["model_id"] if "model_id" in scores else [loaded.id] * n
+    thresholds = scores["threshold"] if "threshold" in scores else [loaded.model.threshold] * n
+    return [
+        {
+            "station": station,
+            "charge_id": c,
+            "stick_id": s,
+            "model_id": int(m),
+            "probability": None if np.isnan(p) else float(p),
+            "threshold": float(t),
+            "scored_at": now,
+        }
+        for c, s, p, m, t in zip(
+            scores["charge_id"], scores["stick_id"], probability, model_ids, thresholds, strict=True
+        )
+    ]
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,11 @@ schedule. A step is one transaction under the station's lock:
    QC's counts, taken in with the batches, show that it over-predicts failures on this plant
    (:mod:`.count_guard`, checked before deciding, so a trip holds this step's lock-outs), or
    once the lock-outs inspected at the bay fall short of break-even precision
-   (:mod:`.inspection_guard`, also checked before deciding).
+   (:mod:`.inspection_guard`, also checked before deciding). A station's **shadow** model
+   (on trial) decides the same sticks from the same readings; its decisions go to
+   ``shadow_flags`` and the line acts on none of them. Of the sticks where the evidence is
+   thin, a share is marked ``inspect`` instead of ``pass``: **audit samples** the station
+   looks at (:mod:`.audits`).
 3. **write** the flags (``INSERT ... ON CONFLICT DO NOTHING`` on the unique (station, charge,
    stick)), delete the decided sticks from ``scorer_pending``, append every flag of the
    station above the sink's cursor to the station's sink file for the line's gateway (the
@@ -36,7 +40,8 @@ to that offset before it appends. The sink is the one the station's checkpoint n
 into a new sink too (:mod:`.flag_sink`: claims, ownership, moving a sink).
 
 Here are the step, its lock and its checkpoint; step 2's reading and deciding is in
-:mod:`.decide`, step 3's writing of flags, alarms and the sink's lines in :mod:`.flag_writes`.
+:mod:`.decide` and :mod:`.decisions`, step 3's writing of flags, alarms and the sink's lines in
+:mod:`.flag_writes`.
 
 Two scorers for one station (started by mistake): on SQLite
 a step runs in ``BEGIN IMMEDIATE``, the database's single writer lock, so steps serialize; on
@@ -61,22 +66,25 @@ from sqlalchemy import Connection, func, select
 
 from qcllp.features import build_station_features
 from qcllp.ingest.measurements import read_readings
-from qcllp.plant.config import PlantConfig, Station
-from qcllp.scoring.count_guard import check_counts
-from qcllp.scoring.decide import decide_sticks
+from qcllp.plant.config import PlantConfig
+from qcllp.scoring.audits import AUDIT
+from qcllp.scoring.decisions import SCORE_COLUMNS, Decided, decide_and_write, shadow_fields
 from qcllp.scoring.flag_sink import FlagSink, SinkError, claim_sink
-from qcllp.scoring.flag_writes import Delivery, deliver, insert_alarm, record_alarm, write_flags
-from qcllp.scoring.inspection_guard import InspectionIntake, check_inspections
+from qcllp.scoring.flag_writes import (
+    Delivery,
+    deliver,
+    insert_alarm,
+    record_alarm,
+)
+from qcllp.scoring.inspection_guard import InspectionIntake
 from qcllp.scoring.pending import (
     MAX_BATCHES_PER_STEP,
     Intake,
     backlog,
-    due_sticks,
-    forget_pending,
     take_in,
 )
-from qcllp.scoring.share_guard import GuardState, apply_guard, guard_state
-from qcllp.station.registry import LoadedModel, load_model
+from qcllp.scoring.share_guard import GuardState, guard_state
+from qcllp.station.registry import LoadedModel, load_model, load_shadow
 from qcllp.store import Flag, ScorerCheckpoint, Store, dialect_insert, rows_frame
 from qcllp.store.leases import scorer_lock_key
 
@@ -97,8 +105,7 @@ __all__ = [
     "station_lock",
 ]
 
-DECISIONS = ("lock_out", "pass", "unscorable")
-SCORE_COLUMNS = ["charge_id", "stick_id", "probability", "decision", "reason", "arrived_at"]
+DECISIONS = ("lock_out", "pass", AUDIT, "unscorable")
 
 
 # ----------------------------------------------------------------------------- results
@@ -129,6 +136,7 @@ class ScoreResult:
             "sticks_decided": int(len(self.scores)),
             "locked_out": counts["lock_out"],
             "passed": counts["pass"],
+            "audited": counts[AUDIT],
             "unscorable": counts["unscorable"],
             "flags_written": self.flags_written,
             "sink": self.sink,
@@ -149,6 +157,10 @@ class StepResult(ScoreResult):
     alarms: tuple[tuple[str, str], ...] = ()  # (kind, message) raised and stored by the step
     guard: GuardState | None = None  # the active model's lock-out guard after the step
     inspected: InspectionIntake = InspectionIntake()  # the model's inspections taken in
+    shadow_id: int | None = None  # the shadow model that decided beside (or without) it
+    shadow_counts: dict[str, int] = field(default_factory=dict)  # its decisions, per decision
+    shadow_written: int = 0  # rows inserted into shadow_flags
+    shadow_audits: int = 0  # audit flags of the shadow's decisions (in ``scores``)
 
 
 # ----------------------------------------------------------------------------- locking
@@ -167,17 +179,6 @@ def station_lock(store: Store, station: str) -> Iterator[Connection | None]:
 
 
 # ----------------------------------------------------------------------------- one step
-@dataclass(frozen=True)
-class _Decided:
-    """What a step decided and wrote (the part of :func:`score_step` that needs a model)."""
-
-    scores: pd.DataFrame
-    written: int
-    alarms: list[tuple[str, str]]
-    due: int
-    inspected: InspectionIntake
-
-
 def score_step(
     store: Store,
     config: PlantConfig,
@@ -188,15 +189,20 @@ def score_step(
     assume_complete: bool = False,
     sink: FlagSink | str | Path | None = None,
     max_sticks: int | None = None,
+    shadow: LoadedModel | None = None,
 ) -> StepResult:
     """Take in new batches and decide the sticks that completed ``station`` (module docstring).
 
-    ``model`` ``None``: sticks are taken in but none is decided (no model is active yet).
-    ``assume_complete``: every pending stick counts as complete (``qcllp score``: what has
-    been ingested is all there will be); the service leaves it ``False``. ``sink``: the
-    station's sink, claimed first (:func:`claim_sink`: :class:`SinkError` if the station has
-    another or another station has it); without it the step writes to the sink the
-    checkpoint names, if any -- the flags of every step reach the station's sink.
+    ``model`` ``None``: sticks are taken in but none is decided (no model is active yet) --
+    unless a ``shadow`` model is given: it decides the due sticks alone, its decisions go to
+    ``shadow_flags``, the line gets flags for its audit samples only (:mod:`.audits`) and the
+    other decided sticks are forgotten. ``shadow`` beside an active model decides the same
+    sticks (recorded, never acted on). ``assume_complete``: every pending stick counts as
+    complete (``qcllp score``: what has been ingested is all there will be); the service
+    leaves it ``False``. ``sink``: the station's sink, claimed first (:func:`claim_sink`:
+    :class:`SinkError` if the station has another or another station has it); without it the
+    step writes to the sink the checkpoint names, if any -- the flags of every step reach the
+    station's sink.
     """
     if sink is not None:
         claim_sink(store, station, sink.path if isinstance(sink, FlagSink) else sink)
@@ -213,7 +219,9 @@ def score_step(
             offset, sink_problem = out.prepare(checkpoint["sink_offset"])
         st = config.station(station)
         intake = take_in(conn, config, st, checkpoint["commit_seq"], 4 * limit)
-        done = _decide_and_write(conn, config, st, model, intake, now, assume_complete, limit)
+        done = decide_and_write(
+            conn, config, st, (model, shadow), intake, now, assume_complete, limit
+        )
         guard = None if model is None else guard_state(conn, station, model.id)
         # twice the step's bound: a sink that fell behind catches up while the line runs
         delivery = deliver(conn, station, out, checkpoint["sink_flag_id"], offset, 2 * limit)
@@ -222,67 +230,13 @@ def score_step(
     if sink_problem:
         record_alarm(store, "scorer", station, "sink_truncated", sink_problem)
     result = _step_result(station, model, done, intake, now, limit, delivery, guard)
-    return replace(result, pending=pending, lag_s=lag)
-
-
-def _decide_and_write(
-    conn: Connection,
-    config: PlantConfig,
-    st: Station,
-    model: LoadedModel | None,
-    intake: Intake,
-    now: datetime,
-    assume_complete: bool,
-    limit: int,
-) -> _Decided:
-    """Check final QC's counts and the inspections, decide the due sticks, guard the
-    lock-outs, insert the flags, forget the decided sticks and store the step's alarms (all in
-    the step's transaction)."""
-    station = st.name
-    alarms = [
-        ("lockout_suspended", message)
-        for message in check_counts(
-            conn,
-            station,
-            list(config.station_names),
-            intake.count_batches,
-            config.scorer.count_guard_interval,
-            now,
-        )
-    ]
-    inspected = InspectionIntake()
-    if model is not None:
-        interval = config.scorer.inspection_guard_interval
-        inspected, tripped = check_inspections(conn, st, model.id, interval, now)
-        alarms += [("lockout_suspended", tripped)] if tripped else []
-    due = due_sticks(conn, station, now, limit, assume_complete)
-    scores = pd.DataFrame(columns=SCORE_COLUMNS)
-    written = 0
-    if model is not None and len(due):
-        scores = decide_sticks(conn, config, st, model, due, now, assume_complete)
-        scores, tripped = apply_guard(
-            conn,
-            station,
-            model.id,
-            model.model.lockout_rate_bound,
-            config.scorer.guard_min_sticks,
-            scores,
-            now,
-            model.model.lockout_excess_bound,
-        )
-        if tripped:
-            alarms.append(("lockout_suspended", tripped))
-        written = len(write_flags(conn, station, model, scores, now))
-        forget_pending(conn, station, scores)
-    for kind, message in alarms:
-        insert_alarm(conn, "scorer", station, kind, message)
-    return _Decided(scores, written, alarms, 0 if model is None else len(due), inspected)
+    return replace(result, pending=pending, lag_s=lag, **shadow_fields(shadow, done))
 
 
 def _step_result(
     station: str,
     model: LoadedModel | None,
-    done: _Decided,
+    done: Decided,
     intake: Intake,
     now: datetime,
     limit: int,
@@ -381,15 +335,19 @@ def score_station(
     sink: FlagSink | str | Path | None = None,
 ) -> ScoreResult:
     """``qcllp score``: decide every stick ingested at ``station`` and not flagged yet, as the
-    service would once the station has completed (steps until nothing is due). The flags go
-    to the station's sink in the same steps: ``sink`` (claimed first, as the service claims
-    it) or the one its checkpoint names."""
+    service would once the station has completed (steps until nothing is due), with the
+    station's shadow model beside the active one if it has one. The flags go to the station's
+    sink in the same steps: ``sink`` (claimed first, as the service claims it) or the one its
+    checkpoint names."""
     loaded = load_model(store, station=station)
+    shadow = load_shadow(store, station)
     if sink is not None:
         claim_sink(store, station, sink.path if isinstance(sink, FlagSink) else sink)
     parts, written, lines, path = [], 0, 0, None
     while True:
-        step = score_step(store, config, station, loaded, now=now, assume_complete=True)
+        step = score_step(
+            store, config, station, loaded, now=now, assume_complete=True, shadow=shadow
+        )
         parts.append(step.scores)
         written, lines, path = written + step.flags_written, lines + step.sink_lines, step.sink
         if step.standby or not (step.more or step.batches_taken):

@@ -14,6 +14,13 @@ Around each step:
   today) before it replaces the current one, so no step is scored by a half-loaded model. A
   model that cannot be loaded is refused: the service keeps the last good one, records an
   alarm (table ``alarms``, log line, ``qcllp_scorer_alarms_total``) once per refused id.
+* **shadow model**: the station's model on a shadow trial is followed the same way
+  (:mod:`.scorer_models`) and scored beside the active one, or alone (the line then gets its
+  audit samples only: ``/healthz`` says ``degraded``); one that cannot be loaded is an alarm
+  (``shadow_refused``) and no shadow, never a failed step. ``/healthz`` names it
+  (``shadow_model_id``); ``qcllp_scorer_shadow_model_id``, ``qcllp_scorer_shadow_sticks_total
+  {decision}`` and ``qcllp_scorer_audit_samples_total{model=active|shadow}`` count its
+  would-be decisions and the audit samples drawn (:mod:`.scorer_metrics`).
 * **faults**: a database that is away (or any other error) fails the step; it is logged,
   counted, shown in ``/healthz`` (503) and retried on the next tick -- nothing is lost, as the
   checkpoint only moves with a committed step.
@@ -62,116 +69,25 @@ from pathlib import Path
 from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 
-from qcllp.features import feature_names
 from qcllp.plant.config import PlantConfig, exposed_host_warning
 from qcllp.scoring.flag_sink import SinkError, claim_sink
 from qcllp.scoring.inspection_guard import Realized, model_realized, realized_line
 from qcllp.scoring.step import StepResult, record_alarm, score_step
 from qcllp.service.http import HealthServer
 from qcllp.service.logs import log_event, one_line
-from qcllp.service.scorer_inspections import InspectionMetrics
+from qcllp.service.scorer_metrics import ScorerMetrics
+from qcllp.service.scorer_models import ShadowSlot, load_verified
 from qcllp.station.artifacts import ArtifactError
-from qcllp.station.registry import LoadedModel, RegistryError, active_model, load_model
+from qcllp.station.registry import LoadedModel, RegistryError, active_model
 from qcllp.store import Alarm, Store
 
 __all__ = ["ScorerMetrics", "ScorerService", "ScorerState", "run_scorer"]
 
 log = logging.getLogger("qcllp.scorer")
 ALARMS_SHOWN = 5  # the latest alarms of the station in /healthz
-
-
-class ScorerMetrics:
-    """The service's Prometheus metrics, in a registry of its own (prometheus_client: the
-    text format, histograms and thread safety are the library's, not ours)."""
-
-    def __init__(self, station: str):
-        self.registry = CollectorRegistry()
-        self.station = station
-        # registered in this order: /metrics lists them so
-        self._decision_metrics(station)
-        self._backlog_metrics(station)
-        self._guard_metrics(station)
-
-    def _decision_metrics(self, station: str) -> None:
-        """The sticks decided, and how long a step and a stick's way to its flag take."""
-        labels = {"station": station}
-        self.decisions = Counter(
-            "qcllp_scorer_sticks",
-            "Sticks decided, by decision (lock_out, pass, unscorable).",
-            ["station", "decision"],
-            registry=self.registry,
-        )
-        self.batch_seconds = Histogram(
-            "qcllp_scorer_step_seconds",
-            "Duration of one scoring step (one transaction).",
-            ["station"],
-            registry=self.registry,
-            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
-        ).labels(**labels)
-        self.arrival_to_flag = Histogram(
-            "qcllp_scorer_arrival_to_flag_seconds",
-            "From the commit of the reading that completed a stick to its flag.",
-            ["station"],
-            registry=self.registry,
-            buckets=(0.1, 0.25, 0.5, 1, 1.5, 2, 3, 5, 10, 30, 60, 300),
-        ).labels(**labels)
-
-    def _backlog_metrics(self, station: str) -> None:
-        """The model in use, the work waiting and the steps that failed."""
-        labels = {"station": station}
-        self.model_id = Gauge(
-            "qcllp_scorer_active_model_id",
-            "Id of the model the scorer uses (0: none loaded).",
-            ["station"],
-            registry=self.registry,
-        ).labels(**labels)
-        self.lag = Gauge(
-            "qcllp_scorer_lag_seconds",
-            "Age of the oldest work waiting: a batch not taken in or a due stick.",
-            ["station"],
-            registry=self.registry,
-        ).labels(**labels)
-        self.pending = Gauge(
-            "qcllp_scorer_pending_sticks",
-            "Sticks seen at the station and not flagged yet.",
-            ["station"],
-            registry=self.registry,
-        ).labels(**labels)
-        self.errors = Counter(
-            "qcllp_scorer_step_errors",
-            "Steps that failed (database away, ...); retried on the next tick.",
-            ["station"],
-            registry=self.registry,
-        ).labels(**labels)
-
-    def _guard_metrics(self, station: str) -> None:
-        """The lock-out guard's state and the alarms raised."""
-        labels = {"station": station}
-        self.suspended = Gauge(
-            "qcllp_scorer_lockouts_suspended",
-            "1 while the lock-out guard holds the active model's lock-outs, else 0.",
-            ["station"],
-            registry=self.registry,
-        ).labels(**labels)
-        self.qc_excess = Gauge(
-            "qcllp_scorer_qc_over_prediction",
-            "The guard's CUSUM of the active model's over-prediction of final QC's counts "
-            "(suspends above scorer.count_guard_interval; informative only for a model that "
-            "locks out nothing).",
-            ["station"],
-            registry=self.registry,
-        ).labels(**labels)
-        self.inspections = InspectionMetrics(self.registry, station)
-        self.alarms = Counter(
-            "qcllp_scorer_alarms",
-            "Alarms raised (model refused, sink truncated, ...).",
-            ["station", "kind"],
-            registry=self.registry,
-        )
 
 
 @dataclass
@@ -181,6 +97,7 @@ class ScorerState:
     station: str
     max_lag_s: float
     model_id: int | None = None
+    shadow_model_id: int | None = None  # the model on a shadow trial, if any
     lag_s: float = 0.0
     pending: int = 0
     last_step_at: datetime | None = None
@@ -197,13 +114,19 @@ class ScorerState:
         the scorer still works); else 200 ``ok``."""
         with self.lock:
             problems = []
-            if self.model_id is None:
+            if self.model_id is None and self.shadow_model_id is None:
                 problems.append("no model loaded")
             if self.last_error:
                 problems.append(f"last step failed: {self.last_error}")
             if self.lag_s > self.max_lag_s:
                 problems.append(f"lag {self.lag_s:.1f} s above {self.max_lag_s:g} s")
             status = "unhealthy" if problems else "ok"
+            if self.model_id is None and self.shadow_model_id is not None:
+                problems.append(
+                    f"no active model: shadow model {self.shadow_model_id} decides alone, the "
+                    "line gets its audit samples only"
+                )
+                status = "degraded" if status == "ok" else status
             if self.lockouts_suspended:
                 shown = self.realized is not None and self.realized.inspected
                 realized = f"; {realized_line(self.realized)}" if shown else ""
@@ -214,6 +137,7 @@ class ScorerState:
                 "status": status,
                 "problems": problems,
                 "model_id": self.model_id,
+                "shadow_model_id": self.shadow_model_id,
                 "lag_s": round(self.lag_s, 3),
                 "pending_sticks": self.pending,
                 "standby": self.standby,
@@ -245,10 +169,12 @@ class ScorerService:
         self.metrics = ScorerMetrics(station)
         self.state = ScorerState(station, config.scorer.max_lag_s)
         self.model: LoadedModel | None = None
+        self.shadow = ShadowSlot(store, config, station, self.alarm)
         self._refused: set[int] = set()
         self._alarms_seen: int | None = None  # the newest alarm id read (None: none read yet)
         self._realized_of: int | None = None  # the model whose realized saving is shown
         self.metrics.model_id.set(0)
+        self.metrics.shadow_id.set(0)
 
     # -- model ---------------------------------------------------------------------------
     def refresh_model(self) -> None:
@@ -260,13 +186,7 @@ class ScorerService:
         if record["id"] in self._refused:
             return
         try:
-            loaded = load_model(self.store, record["id"])
-            expected = feature_names(self.config, self.station)
-            if list(loaded.model.features) != expected:
-                raise ArtifactError(
-                    f"model {record['id']} uses {len(loaded.model.features)} features, the "
-                    f"station builds {len(expected)} from the plant config; retrain it"
-                )
+            loaded = load_verified(self.store, self.config, self.station, record["id"])
         except (ArtifactError, RegistryError) as exc:
             self._refused.add(record["id"])
             self.alarm("model_refused", f"model {record['id']} refused: {exc}")
@@ -277,6 +197,17 @@ class ScorerService:
         with self.state.lock:
             self.state.model_id = loaded.id
         _log("model_loaded", station=self.station, model_id=loaded.id, previous=previous)
+
+    def refresh_shadow(self) -> None:
+        """Follow the station's shadow model (:class:`ShadowSlot`: a change of id loads it,
+        one that cannot be loaded is an alarm and no shadow)."""
+        if not self.shadow.refresh():
+            return
+        loaded = self.shadow.model
+        self.metrics.shadow_id.set(0 if loaded is None else loaded.id)
+        with self.state.lock:
+            self.state.shadow_model_id = None if loaded is None else loaded.id
+        _log("shadow_model", station=self.station, model_id=self.state.shadow_model_id)
 
     def alarm(self, kind: str, message: str) -> None:
         """Raise an alarm: stored (``/healthz`` reads it back with the others), counted, logged."""
@@ -346,6 +277,7 @@ class ScorerService:
             if not self._claimed_or_refused():
                 return 0
             self.refresh_model()
+            self.refresh_shadow()
             for _ in range(max_steps):
                 if self.stopping.is_set():
                     break
@@ -368,13 +300,13 @@ class ScorerService:
 
     def step(self) -> StepResult:
         started = time.perf_counter()
-        result = score_step(self.store, self.config, self.station, self.model)
+        result = score_step(
+            self.store, self.config, self.station, self.model, shadow=self.shadow.model
+        )
         seconds = time.perf_counter() - started
         self.metrics.batch_seconds.observe(seconds)
         counts = result.counts
-        for decision, n in counts.items():
-            if n:
-                self.metrics.decisions.labels(station=self.station, decision=decision).inc(n)
+        self.metrics.count_step(result)
         for latency in result.latencies_s:
             self.metrics.arrival_to_flag.observe(max(float(latency), 0.0))
         for kind, message in result.alarms:  # stored by the step in its transaction
@@ -401,6 +333,7 @@ class ScorerService:
                 decided=len(result.scores),
                 **counts,
                 flags_written=result.flags_written,
+                **_shadow_log(result),
                 pending=result.pending,
                 lag_s=round(result.lag_s, 3),
                 seconds=round(seconds, 4),
@@ -477,3 +410,15 @@ def run_scorer(
 
 def _log(event: str, *, level: int = logging.INFO, **fields: Any) -> None:
     log_event(log, event, level=level, **fields)
+
+
+def _shadow_log(result: StepResult) -> dict[str, Any]:
+    """A step's log fields of the shadow model (none without one)."""
+    if result.shadow_id is None:
+        return {}
+    return {
+        "shadow_model_id": result.shadow_id,
+        "shadow": result.shadow_counts,
+        "shadow_written": result.shadow_written,
+        "shadow_audits": result.shadow_audits,
+    }

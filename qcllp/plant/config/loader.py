@@ -151,6 +151,7 @@ def _station(station: doc.Station, scoring_interval_s: float) -> Station:
             if station.inspection_cost is None
             else station.inspection_cost
         ),
+        audit_share=station.audit_share,
         settle_s=station.completion.settle_s,
         timeout_s=station.completion.timeout_s,
     )

@@ -89,6 +89,15 @@ class Station(Section):
         description="Cost of looking at one stick here (a lock-out at the bay or an audit "
         "sample), in the realized saving from inspections; default: 5 % of good_cost.",
     )
+    audit_share: Number = Field(
+        0.25,
+        ge=0,
+        le=1,
+        description="Share of the sticks eligible for an audit that the scorer marks inspect "
+        "instead of pass: the active model's passes between break-even and its threshold, "
+        "and the passes a shadow model would lock out (with a shadow model alone: its "
+        "would-be lock-outs). Drawn per stick by a hash, so a repeated step draws the same.",
+    )
     scoring_interval_s: Number = Field(
         None,
         gt=0,

@@ -1,0 +1,107 @@
+"""Audit samples: sticks the scorer marks ``inspect`` instead of ``pass``, so that the station
+looks at them (taken aside, returned to the line if good, scrapped if failing).
+
+A lock-out is judged at the bay; a pass is not judged until final QC counts its charge, days
+later and without saying which stick failed. Audits look where the evidence is thin:
+
+* with an active model, its passes with a probability between the station's break-even
+  precision (:attr:`qcllp.plant.config.Station.break_even`) and its threshold -- the band where
+  the lock-out rule declined for lack of evidence -- and, when a shadow model is on trial, the
+  active's passes that the shadow would lock out (the sticks on which the two disagree);
+* with a shadow model alone, the shadow's would-be lock-outs.
+
+Of these *eligible* sticks the share ``audit_share`` (a station config key) is drawn. The draw
+is a keyed hash of (station, charge, stick) mapped to [0, 1) (:func:`audit_draw`), not a
+random generator: a step repeated after a crash, or run in other batches, draws the same
+sticks, and no state is kept. Unscorable sticks are never audited, and an audit is no
+lock-out for any guard: the guards count the decisions before the draw. The flag's ``reason``
+says why in an inspector's words, its ``model_id``, ``probability`` and ``threshold`` are
+those of the model whose decision it samples.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pandas as pd
+
+from qcllp.plant.config import Station
+from qcllp.station.registry import LoadedModel
+
+__all__ = ["AUDIT", "audit_draw", "draw_audits", "shadow_audits"]
+
+AUDIT = "inspect"  # a flag's decision for an audit sample
+_KEY = b"qcllp audit sample"
+
+
+def audit_draw(station: str, charge_ids: pd.Series, stick_ids: pd.Series) -> np.ndarray:
+    """Per stick, a number in [0, 1) that depends on (station, charge, stick) only: the
+    first 8 bytes of a keyed BLAKE2b (hashlib: fast, standard, no state) over the three
+    names, over 2**64 (about 4 microseconds a stick; only eligible sticks are hashed). A
+    stick is drawn when it is below the share."""
+    out = np.empty(len(charge_ids), dtype=np.float64)
+    for i, (charge, stick) in enumerate(zip(charge_ids, stick_ids, strict=True)):
+        data = "\x1f".join((station, str(charge), str(stick))).encode()
+        digest = hashlib.blake2b(data, key=_KEY, digest_size=8).digest()
+        out[i] = int.from_bytes(digest, "big") / 2.0**64
+    return out
+
+
+def draw_audits(
+    st: Station,
+    active: LoadedModel,
+    scores: pd.DataFrame,
+    shadow: LoadedModel | None = None,
+    shadow_scores: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """The active model's decisions (after its guards) with the drawn passes made ``inspect``;
+    ``shadow_scores`` (same rows, same order) adds the passes the shadow would lock out.
+    Columns ``model_id`` and ``threshold`` are added: the model each flag's decision is of."""
+    out = scores.assign(model_id=active.id, threshold=float(active.model.threshold))
+    if out.empty:
+        return out
+    p = out["probability"].to_numpy(dtype=float)
+    passed = (out["decision"] == "pass").to_numpy()
+    threshold = float(active.model.threshold)
+    band = passed & (p >= st.break_even) & (p < threshold)
+    disagree = np.zeros(len(out), dtype=bool)
+    if shadow is not None and shadow_scores is not None:
+        disagree = passed & ~band & (shadow_scores["decision"] == "lock_out").to_numpy()
+    drawn = np.zeros(len(out), dtype=bool)
+    eligible = np.flatnonzero(band | disagree)  # only they are hashed
+    keys = out.iloc[eligible]
+    drawn[eligible] = audit_draw(st.name, keys["charge_id"], keys["stick_id"]) < st.audit_share
+    in_band, of_shadow = band & drawn, disagree & drawn
+    if in_band.any():
+        out.loc[in_band, "decision"] = AUDIT
+        out.loc[in_band, "reason"] = [
+            f"audit: p {q:.2f} between break-even {st.break_even:.2f} and the threshold "
+            f"{threshold:.2f}"
+            for q in p[in_band]
+        ]
+    if of_shadow.any():
+        out.loc[of_shadow] = _shadow_rows(shadow, shadow_scores.loc[of_shadow], out.loc[of_shadow])
+    return out
+
+
+def shadow_audits(st: Station, shadow: LoadedModel, shadow_scores: pd.DataFrame) -> pd.DataFrame:
+    """With no active model: the flags for the drawn share of the shadow's would-be
+    lock-outs (the only flags the line gets), with ``model_id`` and ``threshold``."""
+    locks = shadow_scores[shadow_scores["decision"] == "lock_out"]
+    drawn = audit_draw(st.name, locks["charge_id"], locks["stick_id"]) < st.audit_share
+    picked = locks.loc[drawn]
+    base = picked.assign(model_id=shadow.id, threshold=float(shadow.model.threshold))
+    return _shadow_rows(shadow, picked, base).reset_index(drop=True)
+
+
+def _shadow_rows(shadow: LoadedModel, decided: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` as audits of the shadow's would-be lock-outs ``decided`` (same index)."""
+    p = decided["probability"].to_numpy(dtype=float)
+    return rows.assign(
+        decision=AUDIT,
+        probability=p,
+        model_id=shadow.id,
+        threshold=float(shadow.model.threshold),
+        reason=[f"audit: the shadow model {shadow.id} would lock it out (p {q:.2f})" for q in p],
+    )

@@ -1,0 +1,160 @@
+"""A scoring step's decisions (:mod:`.step`, step 2 and the flags of step 3): the guards
+checked before deciding, the due sticks decided by the active model and a shadow model
+(:mod:`.decide`), the active's lock-outs guarded (:mod:`.share_guard`), the audit samples
+drawn (:mod:`.audits`), the flags and the shadow's decisions inserted, the decided sticks
+forgotten -- all in the step's transaction.
+
+A shadow model's would-be decisions go to ``shadow_flags`` only; the line acts on the active
+model's decisions (and on the audits drawn from either). With a shadow model and no active
+one, the due sticks are decided by the shadow alone: the line gets flags for its audit samples
+only, and the other decided sticks are forgotten, as the line acts on nothing else. With
+neither, sticks are only taken in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import pandas as pd
+from sqlalchemy import Connection
+
+from qcllp.plant.config import PlantConfig, Station
+from qcllp.scoring.audits import AUDIT, draw_audits, shadow_audits
+from qcllp.scoring.count_guard import check_counts
+from qcllp.scoring.decide import decide_due, read_due
+from qcllp.scoring.flag_writes import insert_alarm, write_flags, write_shadow_flags
+from qcllp.scoring.inspection_guard import InspectionIntake, check_inspections
+from qcllp.scoring.pending import Intake, due_sticks, forget_pending
+from qcllp.scoring.share_guard import apply_guard
+from qcllp.station.registry import LoadedModel
+
+__all__ = ["SCORE_COLUMNS", "Decided", "decide_and_write", "shadow_fields"]
+
+SCORE_COLUMNS = ["charge_id", "stick_id", "probability", "decision", "reason", "arrived_at"]
+
+
+@dataclass(frozen=True)
+class Decided:
+    """What a step decided and wrote (the part of :func:`score_step` that needs a model):
+    ``scores`` the line's flags (the active model's decisions with its audits drawn; with a
+    shadow model alone, the audits of its decisions), ``shadow`` the shadow's decisions."""
+
+    scores: pd.DataFrame
+    written: int
+    alarms: list[tuple[str, str]]
+    due: int
+    inspected: InspectionIntake
+    shadow: pd.DataFrame | None = None
+    shadow_written: int = 0
+    shadow_audits: int = 0
+
+
+def decide_and_write(
+    conn: Connection,
+    config: PlantConfig,
+    st: Station,
+    models: tuple[LoadedModel | None, LoadedModel | None],
+    intake: Intake,
+    now: datetime,
+    assume_complete: bool,
+    limit: int,
+) -> Decided:
+    """Check final QC's counts and the inspections, decide the due sticks (active and shadow
+    model), guard the active's lock-outs, draw the audits, insert the flags and the shadow's
+    decisions, forget the decided sticks and store the step's alarms (all in the step's
+    transaction)."""
+    model, shadow = models
+    alarms, inspected = _checks_before(conn, config, st, model, intake, now)
+    scores = pd.DataFrame(columns=SCORE_COLUMNS)
+    shadow_scores, written, shadow_written, shadow_audited, n_due = None, 0, 0, 0, 0
+    if model is not None or shadow is not None:
+        due = due_sticks(conn, st.name, now, limit, assume_complete)
+        n_due = len(due)
+    if n_due:
+        decided = read_due(conn, config, st, due, now, assume_complete)
+        active_scores, shadow_scores = decide_due(config, st, decided, [model, shadow])
+        if model is not None:
+            active_scores, tripped = _guarded(conn, config, st, model, active_scores, now)
+            alarms += [("lockout_suspended", tripped)] if tripped else []
+            flags = draw_audits(st, model, active_scores, shadow, shadow_scores)
+        else:
+            flags = shadow_audits(st, shadow, shadow_scores)
+        written = len(write_flags(conn, st.name, model or shadow, flags, now))
+        if shadow is not None:
+            shadow_written = write_shadow_flags(conn, st.name, shadow, shadow_scores, now)
+        forget_pending(conn, st.name, decided.base)
+        audits = (flags["decision"] == AUDIT) & (flags["model_id"] == getattr(shadow, "id", -1))
+        shadow_audited = int(audits.sum())
+        scores = flags.drop(columns=["model_id", "threshold"])
+    for kind, message in alarms:
+        insert_alarm(conn, "scorer", st.name, kind, message)
+    return Decided(
+        scores, written, alarms, n_due, inspected, shadow_scores, shadow_written, shadow_audited
+    )
+
+
+def _checks_before(
+    conn: Connection,
+    config: PlantConfig,
+    st: Station,
+    model: LoadedModel | None,
+    intake: Intake,
+    now: datetime,
+) -> tuple[list[tuple[str, str]], InspectionIntake]:
+    """Before deciding: final QC's counts taken in with the batches (every model that
+    decided those sticks) and the active model's inspections; their alarms (a trip holds
+    this step's lock-outs) and the inspections taken in."""
+    alarms = [
+        ("lockout_suspended", message)
+        for message in check_counts(
+            conn,
+            st.name,
+            list(config.station_names),
+            intake.count_batches,
+            config.scorer.count_guard_interval,
+            now,
+        )
+    ]
+    inspected = InspectionIntake()
+    if model is not None:
+        interval = config.scorer.inspection_guard_interval
+        inspected, tripped = check_inspections(conn, st, model.id, interval, now)
+        alarms += [("lockout_suspended", tripped)] if tripped else []
+    return alarms, inspected
+
+
+def _guarded(
+    conn: Connection,
+    config: PlantConfig,
+    st: Station,
+    model: LoadedModel,
+    scores: pd.DataFrame,
+    now: datetime,
+) -> tuple[pd.DataFrame, str | None]:
+    """The active model's decisions through its lock-out share guard (:func:`apply_guard`)."""
+    return apply_guard(
+        conn,
+        st.name,
+        model.id,
+        model.model.lockout_rate_bound,
+        config.scorer.guard_min_sticks,
+        scores,
+        now,
+        model.model.lockout_excess_bound,
+    )
+
+
+def shadow_fields(shadow: LoadedModel | None, done: Decided) -> dict:
+    """The step result's account of the shadow model: its id, decisions per decision, rows
+    written to ``shadow_flags`` and the line's audit flags of its decisions."""
+    if shadow is None:
+        return {}
+    decided = done.shadow if done.shadow is not None else pd.DataFrame(columns=SCORE_COLUMNS)
+    counts = decided["decision"].value_counts()
+    return {
+        "shadow_id": shadow.id,
+        "shadow_counts": {d: int(counts.get(d, 0)) for d in ("lock_out", "pass", "unscorable")},
+        "shadow_written": done.shadow_written,
+        "shadow_audits": done.shadow_audits,
+    }

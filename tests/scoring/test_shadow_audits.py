@@ -1,0 +1,227 @@
+"""Shadow trials and audit samples in the scorer step, on SQLite and PostgreSQL: a shadow
+model decides the same sticks as the active one into ``shadow_flags`` (never the line's
+flags), alone it reaches the line only through its audit samples, and the audits are a
+deterministic share of the eligible sticks (the keyed hash of :mod:`qcllp.scoring.audits`)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from qcllp.cli.render import score_line
+from qcllp.features import station_features
+from qcllp.ingest import ingest_defect_counts, ingest_inspections, ingest_measurements
+from qcllp.plant.config import PlantConfig
+from qcllp.scoring.audits import audit_draw
+from qcllp.scoring.step import flags_frame, score_station, score_step
+from qcllp.station.registry import load_model, load_shadow, promote
+from qcllp.store import Store
+from qcllp.training.train import labeled_data, record_model, train_station
+
+STATION = "cooling"
+
+
+def with_station(config: PlantConfig, **changes) -> PlantConfig:
+    """The config with the cooling station changed (audit share, costs)."""
+    stations = tuple(replace(s, **changes) if s.name == STATION else s for s in config.stations)
+    return replace(config, stations=stations)
+
+
+def register_copy(store: Store, config: PlantConfig, model_id: int, **changes) -> int:
+    """A copy of model ``model_id`` (a real artifact, registered as a candidate) with
+    ``changes`` to its station model (threshold...)."""
+    model = load_model(store, model_id).model
+    changed = replace(model, **changes)
+    if "threshold" in changes:
+        changed = replace(changed, metrics={**model.metrics, "threshold": changes["threshold"]})
+    return record_model(store, config, changed, labeled_data(store, config, STATION)).model_id
+
+
+def shadow_rows(store: Store) -> pd.DataFrame:
+    rows = store.execute_sql(
+        "SELECT charge_id, stick_id, model_id, probability, decision, threshold "
+        "FROM shadow_flags WHERE station = 'cooling'"
+    )
+    columns = ["charge_id", "stick_id", "model_id", "probability", "decision", "threshold"]
+    return pd.DataFrame(rows, columns=columns).astype({"probability": float})
+
+
+def pending(store: Store) -> int:
+    [(n,)] = store.execute_sql("SELECT count(*) FROM scorer_pending WHERE station = 'cooling'")
+    return int(n)
+
+
+@pytest.fixture
+def plant(store, history_plant, tmp_path):
+    """``store`` (both engines) with the history and the fresh charges, a trained cooling
+    model (a candidate) and a copy of it that locks out every stick (threshold 0)."""
+    config = replace(history_plant.config, path=tmp_path / "plant.yaml")
+    folder = history_plant.folder
+    ingest_measurements(store, config, folder / "history" / "measurements")
+    ingest_defect_counts(store, config, folder / "history" / "defects")
+    ingest_measurements(store, config, folder / "fresh" / "measurements")
+    trained = train_station(store, config, STATION).model_id
+    eager = register_copy(store, config, trained, threshold=0.0)
+    return store, config, trained, eager
+
+
+def test_a_shadow_model_decides_the_same_sticks_into_shadow_flags_and_never_the_lines(plant):
+    store, config, trained, eager = plant
+    promote(store, trained)
+    promote(store, eager, shadow=True)
+    config = with_station(config, audit_share=0.0)
+    first = score_station(store, config, STATION)
+    again = score_station(store, config, STATION)
+    flags = flags_frame(store, STATION)
+    assert len(flags) == first.flags_written > 0 and again.flags_written == 0
+    assert (flags["model_id"] == trained).all()
+    threshold = load_model(store, trained).model.threshold
+    scorable = flags["decision"] != "unscorable"
+    assert set(flags["decision"]) <= {"lock_out", "pass", "unscorable"}
+    expected = np.where(flags["probability"] >= threshold, "lock_out", "pass")
+    assert (flags.loc[scorable, "decision"] == expected[scorable.to_numpy()]).all()
+    shadow = shadow_rows(store)
+    assert len(shadow) == len(flags)  # one per stick, none written twice by the second run
+    assert (shadow["model_id"] == eager).all() and (shadow["threshold"] == 0.0).all()
+    both = flags.merge(shadow, on=["charge_id", "stick_id"], suffixes=("", "_shadow"))
+    assert len(both) == len(flags)
+    # the same model's parameters on the same features: the same probabilities
+    np.testing.assert_allclose(both["probability_shadow"], both["probability"])
+    assert (both.loc[scorable.to_numpy(), "decision_shadow"] == "lock_out").all()
+
+
+def test_every_eligible_pass_is_audited_at_share_1_with_the_model_it_samples(plant, history_plant):
+    store, config, trained, eager = plant
+    promote(store, trained)
+    promote(store, eager, shadow=True)
+    active = load_model(store, trained).model
+    fresh = sorted(history_plant.fresh.truth["charge_id"].astype(str).unique())
+    X = station_features(store, config, STATION, charge_ids=fresh, imputation=active.imputation).X
+    p = active.failure_probability(X)
+    assert (p < active.threshold).sum() >= 4
+    # break-even in the middle of the passes' probabilities: both kinds of audit occur
+    be = float(np.median(p[p < active.threshold]))
+    config = with_station(config, audit_share=1.0, good_cost=be, fail_cost=1.0 - be)
+    st = config.station(STATION)
+    assert st.break_even == pytest.approx(be)
+    result = score_station(store, config, STATION)
+    flags = flags_frame(store, STATION)
+    n_audits = int((flags["decision"] == "inspect").sum())
+    summary = result.as_dict()
+    assert summary["audited"] == n_audits and summary["passed"] == 0
+    assert f"{n_audits} audit samples (inspect)" in score_line(STATION, summary, "", "")
+    passes = flags["probability"] < active.threshold
+    band = passes & (flags["probability"] >= st.break_even)
+    assert (flags.loc[passes, "decision"] == "inspect").all()  # no pass is left
+    assert (flags.loc[flags["probability"] >= active.threshold, "decision"] == "lock_out").all()
+    assert not flags.loc[~passes, "decision"].eq("inspect").any()
+    assert band.any() and (passes & ~band).any()
+    assert (flags.loc[band, "model_id"] == trained).all()
+    assert flags.loc[band, "reason"].str.startswith("audit: p ").all()
+    assert flags.loc[band, "reason"].str.contains(f"between break-even {be:.2f}").all()
+    disagree = flags[passes & ~band]
+    assert (disagree["model_id"] == eager).all() and (disagree["threshold"] == 0.0).all()
+    assert (disagree["reason"].str.startswith(f"audit: the shadow model {eager} would lock")).all()
+    assert not flags["flagged"][flags["decision"] == "inspect"].any()
+
+
+def test_a_shadow_model_alone_reaches_the_line_only_through_its_audits(plant, tmp_path):
+    store, config, _, eager = plant
+    promote(store, eager, shadow=True)
+    shadow = load_shadow(store, STATION)
+    sink = tmp_path / "flags-cooling.jsonl"
+    steps = []
+    while not steps or steps[-1].more or steps[-1].batches_taken:
+        steps.append(
+            score_step(store, config, STATION, None, shadow=shadow, assume_complete=True, sink=sink)
+        )
+    decided = shadow_rows(store)
+    assert len(decided) == sum(s.shadow_written for s in steps) > 0
+    assert pending(store) == 0  # every decided stick forgotten, the line acts on the rest
+    assert set(decided["decision"]) <= {"lock_out", "unscorable"}
+    locks = decided[decided["decision"] == "lock_out"]
+    drawn = audit_draw(STATION, locks["charge_id"], locks["stick_id"]) < 0.25
+    expected = set(zip(locks["charge_id"][drawn], locks["stick_id"][drawn], strict=True))
+    flags = flags_frame(store, STATION)
+    assert set(zip(flags["charge_id"], flags["stick_id"], strict=True)) == expected
+    assert 0 < len(expected) < len(locks)
+    assert (flags["decision"] == "inspect").all() and not flags["flagged"].any()
+    assert (flags["model_id"] == eager).all()
+    lines = pd.read_json(sink, lines=True)
+    assert len(lines) == len(flags) and (lines["decision"] == "inspect").all()
+    assert sum(s.shadow_audits for s in steps) == len(flags) == sum(s.flags_written for s in steps)
+    repeat = score_step(store, config, STATION, None, shadow=shadow, assume_complete=True)
+    assert repeat.shadow_written == repeat.flags_written == 0
+    assert len(shadow_rows(store)) == len(decided) and len(flags_frame(store, STATION)) == len(
+        flags
+    )
+
+
+def test_an_inspection_of_an_audit_sample_is_stored_as_an_audit(plant, tmp_path):
+    store, config, _, eager = plant
+    promote(store, eager, shadow=True)
+    score_step(
+        store, config, STATION, None, shadow=load_shadow(store, STATION), assume_complete=True
+    )
+    audits = flags_frame(store, STATION)
+    assert len(audits) >= 2 and (audits["decision"] == "inspect").all()
+    path = tmp_path / "inspections.csv"
+    frame = audits[["charge_id", "stick_id"]].iloc[:2].assign(station=STATION, result="ok")
+    frame.to_csv(path, index=False)
+    report = ingest_inspections(store, config, path)
+    assert (report.stored, report.audit_samples) == (2, 2)
+    stored = store.execute_sql(
+        "SELECT i.audit, f.decision FROM inspections i JOIN flags f ON f.id = i.flag_id"
+    )
+    assert [(bool(a), d) for a, d in stored] == [(True, "inspect")] * 2
+
+
+# ----------------------------------------------------------------------------- the draw
+def test_the_share_drawn_is_binomial_and_0_draws_none_and_1_all():
+    n = 4000
+    charges = pd.Series([f"CH{i // 20:06d}" for i in range(n)])
+    sticks = pd.Series([f"{c}-{i % 20:03d}" for i, c in enumerate(charges)])
+    u = audit_draw("cooling", charges, sticks)
+    assert ((u >= 0) & (u < 1)).all()
+    for share in (0.05, 0.25, 0.5):
+        drawn = int((u < share).sum())
+        sd = np.sqrt(n * share * (1 - share))
+        assert abs(drawn - n * share) <= 4 * sd, (share, drawn)
+    assert not (u < 0.0).any() and (u < 1.0).all()
+    # a keyed hash of the three names: another station draws other sticks, the same draws again
+    assert np.array_equal(u, audit_draw("cooling", charges, sticks))
+    other = audit_draw("rolling", charges, sticks)
+    assert np.mean((u < 0.25) == (other < 0.25)) < 0.8
+
+
+def test_the_audits_drawn_do_not_depend_on_how_the_sticks_are_cut_into_steps(
+    history_plant, tmp_path
+):
+    config = with_station(history_plant.config, audit_share=0.5)
+    drawn = []
+    for name, bound in (("whole", None), ("in_steps", 7)):
+        folder = tmp_path / name
+        folder.mkdir()
+        with Store.open(history_plant.copy_to(folder)) as store:
+            trained = train_station(store, config, STATION).model_id
+            promote(store, register_copy(store, config, trained, threshold=0.0), shadow=True)
+            shadow = load_shadow(store, STATION)
+            while True:
+                step = score_step(
+                    store,
+                    config,
+                    STATION,
+                    None,
+                    shadow=shadow,
+                    assume_complete=True,
+                    max_sticks=bound,
+                )
+                if not (step.more or step.batches_taken):
+                    break
+            flags = flags_frame(store, STATION)
+            drawn.append(set(zip(flags["charge_id"], flags["stick_id"], strict=True)))
+            assert len(shadow_rows(store)) > len(flags) > 0
+    assert drawn[0] == drawn[1]
