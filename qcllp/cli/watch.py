@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 
-from qcllp.cli import render
+from qcllp.cli import render_status
 from qcllp.cli.context import Context, pass_ctx
 from qcllp.cli.group import QcllpCommand
 
@@ -19,7 +19,7 @@ def status(ctx: Context) -> None:
 
     with ctx.store() as store:
         result = plant_status(store, ctx.config)
-    ctx.emit(result, lambda: render.status_text(result))
+    ctx.emit(result, lambda: render_status.status_text(result))
 
 
 @click.command(cls=QcllpCommand)

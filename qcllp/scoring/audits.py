@@ -15,8 +15,11 @@ is a keyed hash of (station, charge, stick) mapped to [0, 1) (:func:`audit_draw`
 random generator: a step repeated after a crash, or run in other batches, draws the same
 sticks, and no state is kept. Unscorable sticks are never audited, and an audit is no
 lock-out for any guard: the guards count the decisions before the draw. The flag's ``reason``
-says why in an inspector's words, its ``model_id``, ``probability`` and ``threshold`` are
-those of the model whose decision it samples.
+says why in an inspector's words. Its ``model_id``, ``probability`` and ``threshold`` are the
+active model's whenever there is one, also for a stick sampled because the shadow would lock
+it out (the shadow's probability is in ``shadow_flags`` and the reason): final QC's counts of
+the charge are then judged on the active model's probabilities of every stick it decided, as
+the count guard (:mod:`.count_guard`) needs. With the shadow alone they are the shadow's.
 """
 
 from __future__ import annotations
@@ -81,7 +84,9 @@ def draw_audits(
             for q in p[in_band]
         ]
     if of_shadow.any():
-        out.loc[of_shadow] = _shadow_rows(shadow, shadow_scores.loc[of_shadow], out.loc[of_shadow])
+        q = shadow_scores.loc[of_shadow, "probability"].to_numpy(dtype=float)
+        out.loc[of_shadow, "decision"] = AUDIT
+        out.loc[of_shadow, "reason"] = [_shadow_reason(shadow, x) for x in q]
     return out
 
 
@@ -103,5 +108,9 @@ def _shadow_rows(shadow: LoadedModel, decided: pd.DataFrame, rows: pd.DataFrame)
         probability=p,
         model_id=shadow.id,
         threshold=float(shadow.model.threshold),
-        reason=[f"audit: the shadow model {shadow.id} would lock it out (p {q:.2f})" for q in p],
+        reason=[_shadow_reason(shadow, q) for q in p],
     )
+
+
+def _shadow_reason(shadow: LoadedModel, p: float) -> str:
+    return f"audit: the shadow model {shadow.id} would lock it out (p {p:.2f})"

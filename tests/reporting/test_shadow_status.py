@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from qcllp.cli.render import status_text
+from qcllp.cli.render_status import status_text
 from qcllp.reporting.plant_report import build_plant_report
 from qcllp.reporting.status import plant_status
 from qcllp.retraining.shadow_check import check_trial

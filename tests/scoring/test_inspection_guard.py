@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from sqlalchemy import select
 
 from qcllp.cli import main
-from qcllp.cli.render import status_text
+from qcllp.cli.render_status import status_text
 from qcllp.ingest import ingest_defect_counts, ingest_measurements
 from qcllp.ingest.batches import run_batch
 from qcllp.plant.config import PlantConfig, load_plant_config

@@ -93,7 +93,7 @@ def test_a_shadow_model_decides_the_same_sticks_into_shadow_flags_and_never_the_
     assert (both.loc[scorable.to_numpy(), "decision_shadow"] == "lock_out").all()
 
 
-def test_every_eligible_pass_is_audited_at_share_1_with_the_model_it_samples(plant, history_plant):
+def test_every_eligible_pass_is_audited_at_share_1_as_the_active_models_flag(plant, history_plant):
     store, config, trained, eager = plant
     promote(store, trained)
     promote(store, eager, shadow=True)
@@ -123,7 +123,9 @@ def test_every_eligible_pass_is_audited_at_share_1_with_the_model_it_samples(pla
     assert flags.loc[band, "reason"].str.startswith("audit: p ").all()
     assert flags.loc[band, "reason"].str.contains(f"between break-even {be:.2f}").all()
     disagree = flags[passes & ~band]
-    assert (disagree["model_id"] == eager).all() and (disagree["threshold"] == 0.0).all()
+    # the line's flag stays the active model's (the count guard judges its probabilities)
+    assert (disagree["model_id"] == trained).all()
+    np.testing.assert_allclose(disagree["threshold"], active.threshold)
     assert (disagree["reason"].str.startswith(f"audit: the shadow model {eager} would lock")).all()
     assert not flags["flagged"][flags["decision"] == "inspect"].any()
 
