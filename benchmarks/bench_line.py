@@ -15,8 +15,10 @@ week by week (``--charges-per-week``, default 25; ``--weeks``, default 12) as th
    overrides it): a failing one is scrapped there, a good one goes on down the line;
 2. at the week's end final QC reports each charge's defect counts over the sticks that
    reached it (locked-out sticks are not counted), ingested as the plant would;
-3. the retraining daemon's own job retrains every station
-   (:func:`qcllp.retraining.retrain.retrain_station`: train, gate, promote).
+3. the retraining daemon's own jobs judge each station's shadow trial
+   (:func:`qcllp.retraining.shadow_check.check_trial`: confirm, reject or wait) and retrain
+   every station (:func:`qcllp.retraining.retrain.retrain_station`: train, gate, promote --
+   a first model that locks out, or one whose threshold moved, on a shadow trial).
 
 Per station and week, against the hidden per-stick truth of the sticks that arrived there:
 
@@ -66,6 +68,7 @@ from qcllp.ingest import ingest_defect_counts, ingest_measurements  # noqa: E402
 from qcllp.plant.config import load_plant_config  # noqa: E402
 from qcllp.plant.simulate import simulate_plant  # noqa: E402
 from qcllp.retraining.retrain import retrain_station  # noqa: E402
+from qcllp.retraining.shadow_check import check_trial  # noqa: E402
 from qcllp.scoring.step import score_station  # noqa: E402
 from qcllp.station.registry import RegistryError, get_model, shadow_model  # noqa: E402
 from qcllp.store import ShadowFlag, Store  # noqa: E402
@@ -181,8 +184,11 @@ class Line:
             for i, station in enumerate(names)
         ]
         for station in names:
+            trial = check_trial(self.store, self.config, station)
             outcome = retrain_station(self.store, self.config, station)
             self.retrained[station] = f"{outcome.outcome}: {outcome.reason}"[:160]
+            if trial is not None:
+                self.retrained[station] += f" | trial {trial.outcome}: {trial.reason}"[:160]
         return rows
 
     def score(self, tag: str, station: str, at: pd.DataFrame) -> pd.DataFrame:
