@@ -30,6 +30,8 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import expit
 
+from qcllp.learn.count_kernel import bag_probabilities
+
 __all__ = ["BagCalibrator", "CountCalibrator", "poisson_binomial_logpmf"]
 
 _EPS = 1e-12
@@ -85,47 +87,19 @@ def poisson_binomial_logpmf(
 ) -> np.ndarray:
     """log P(bag k has ``counts[k]`` positives) when its rows are independent Bernoulli(``p``).
 
-    Exact, by the convolution recursion over each bag's rows, vectorized over bags: the rows
-    are laid out in a (bags x largest bag) table and the count distributions of all bags are
-    advanced one row at a time. Only counts up to the largest one asked for are tracked (the
-    probability of ``k`` positives never depends on larger counts), so a call costs
-    O(bags x largest bag x largest count). ``counts`` outside ``0..size`` have probability 0
-    (log -inf is clipped to about -690).
+    Exact, by the convolution recursion over each bag's rows (:mod:`qcllp.learn.count_kernel`).
+    Only counts up to the one asked for are tracked (the probability of ``k`` positives never
+    depends on larger counts), so a bag costs O(its rows x its count). ``counts`` outside
+    ``0..size`` have probability 0 (log -inf is clipped to about -690).
     """
     return _CountLayout(bag_codes, counts, n_bags).logpmf(p)
 
 
-_BAGS_PER_BUCKET = 64
-
-
-def _by_count(k: np.ndarray) -> list[np.ndarray]:
-    """The bags in buckets of similar counts: counts within a factor of about 1.5 of each
-    other (edges 0, 1, 2, 3, 4, 6, 9, 13, ...), a bucket of fewer than
-    :data:`_BAGS_PER_BUCKET` bags joined to the next (a bucket costs a loop of its own)."""
-    order = np.argsort(k, kind="stable")
-    edges, edge = [0], 1
-    while edge <= k.max(initial=0):
-        edges.append(edge)
-        edge = max(edge + 1, int(edge * 1.5))
-    cuts = list(np.searchsorted(k[order], edges[1:], side="left"))
-    buckets, start = [], 0
-    for cut in [*cuts, len(order)]:
-        if cut - start >= _BAGS_PER_BUCKET or (cut == len(order) and cut > start):
-            buckets.append(order[start:cut])
-            start = cut
-    return buckets
-
-
 class _CountLayout:
-    """The bags' rows laid out once for repeated :func:`poisson_binomial_logpmf` calls.
-
-    The bags are sorted by the count asked for and cut into buckets of similar counts
-    (:func:`_by_count`), each with its own table (bags x its largest bag) and
-    its own largest count: the recursion for a bag whose count is small stops at that count
-    (column ``c`` of the distribution depends only on columns ``<= c``), so a few charges with
-    many failures no longer make every bag track their counts. Each bag's arithmetic is the
-    same as in one table.
-    """
+    """The bags' rows laid out once for repeated :func:`poisson_binomial_logpmf` calls: the
+    rows sorted by bag, each bag's count clipped to its rows (a count outside ``0..size`` has
+    probability 0), the recursion itself compiled (:mod:`qcllp.learn.count_kernel`: each
+    bag's own rows and counts up to its own, no padding)."""
 
     def __init__(self, bag_codes: np.ndarray, counts: np.ndarray, n_bags: int | None = None):
         codes = np.asarray(bag_codes, dtype=np.intp)
@@ -133,107 +107,35 @@ class _CountLayout:
         sizes = np.bincount(codes, minlength=h)
         k = np.asarray(np.round(counts), dtype=np.intp)
         self.inside = (k >= 0) & (k <= sizes)
-        k = np.clip(k, 0, sizes)
-        order = np.argsort(codes, kind="stable")
-        position = np.arange(len(codes)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        self.k = np.clip(k, 0, sizes)
+        self.order = np.argsort(codes, kind="stable")
+        self.starts = np.concatenate([[0], np.cumsum(sizes)])
         self.h = h
         self.codes = codes
-        self.buckets = [
-            _Bucket(bags, sizes, k, codes[order], position, order) for bags in _by_count(k)
-        ]
+
+    def _clipped_log(self, value: np.ndarray) -> np.ndarray:
+        return np.log(np.maximum(np.where(self.inside, value, 0.0), 1e-300))
 
     def logpmf(self, p: np.ndarray) -> np.ndarray:
         p = np.asarray(p, dtype=float)
-        value = np.zeros(self.h)
-        for bucket in self.buckets:
-            value[bucket.bags] = bucket.probability(p)
-        return np.log(np.maximum(np.where(self.inside, value, 0.0), 1e-300))
+        value, _ = bag_probabilities(p[self.order], self.starts, self.k, grad=False)
+        return self._clipped_log(value)
 
     def logpmf_and_grad(self, p: np.ndarray, dp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`logpmf` and its derivatives along ``dp`` ((m, n): the derivatives of every
         row's ``p`` by m parameters). Returns ((h,), (m, h)); the derivative is 0 where the
-        value is clipped.
-
-        Reverse mode: the recursion maps ``dist`` to ``dist + p diff`` with ``diff =
-        shift(dist) - dist``; after a forward pass that keeps every ``dist``, one backward pass
-        carries the adjoint ``lam`` (of ``P(count = k)`` by ``dist``) back through the rows: a
-        row's derivative is ``lam . diff`` and ``lam`` becomes ``lam (1 - p) + shift^T(lam)
-        p``. That gives every row's derivative at about twice the cost of the value, whatever
-        ``m`` (forward mode carried m tables through the recursion); the parameters'
-        derivatives follow by the chain rule.
-        """
+        value is clipped. Every row's derivative comes from the kernel's reverse pass (about
+        twice the cost of the value, whatever ``m``); the parameters' follow by the chain
+        rule."""
         p, dp = np.asarray(p, dtype=float), np.asarray(dp, dtype=float)
-        value, by_row = np.zeros(self.h), np.zeros(len(p))
-        for bucket in self.buckets:
-            value[bucket.bags], by_row[bucket.rows] = bucket.probability_and_row_grad(p)
+        value, sorted_grad = bag_probabilities(p[self.order], self.starts, self.k)
+        by_row = np.empty(len(p))
+        by_row[self.order] = sorted_grad
         dvalue = np.stack([np.bincount(self.codes, d * by_row, minlength=self.h) for d in dp])
         value = np.where(self.inside, value, 0.0)
         kept = value > 1e-300
         grad = np.where(kept, dvalue / np.where(kept, value, 1.0), 0.0)
         return np.log(np.maximum(value, 1e-300)), grad
-
-
-class _Bucket:
-    """Bags of similar counts: their rows in a (bags x largest bag) table, padded with p = 0
-    (a padding row never adds a positive), and the distribution tracked up to their largest
-    count."""
-
-    def __init__(self, bags, sizes, k, sorted_codes, position, order):
-        self.bags = bags
-        local = np.full(len(sizes), -1)
-        local[bags] = np.arange(len(bags))
-        mine = local[sorted_codes] >= 0
-        self.rows = order[mine]
-        self.cells = (local[sorted_codes[mine]], position[mine])
-        self.width = int(sizes[bags].max(initial=0))
-        self.k = k[bags]
-        self.top = int(self.k.max(initial=0))
-
-    def _table(self, p: np.ndarray) -> np.ndarray:
-        table = np.zeros((len(self.bags), self.width))
-        table[self.cells] = p[self.rows]
-        return table
-
-    def probability(self, p: np.ndarray) -> np.ndarray:
-        """P(count = k) of each bag."""
-        table = self._table(p)
-        dist = np.zeros((len(self.bags), self.top + 1))
-        dist[:, 0] = 1.0
-        for j in range(self.width):  # over row positions, not over bags or rows
-            pj = table[:, j : j + 1]
-            step = dist * (1.0 - pj)
-            step[:, 1:] += dist[:, :-1] * pj
-            dist = step
-        return dist[np.arange(len(self.bags)), self.k]
-
-    def probability_and_row_grad(self, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """P(count = k) of each bag, and its derivative by each of the bucket's rows' ``p``
-        (in the order of ``rows``)."""
-        table = self._table(p)
-        n, width = len(self.bags), self.width
-        dists = np.zeros((width + 1, n, self.top + 1))
-        dists[0, :, 0] = 1.0
-        diff, scaled = np.empty((n, self.top + 1)), np.empty((n, self.top + 1))
-        for j in range(width):  # dist + p (shift(dist) - dist), as in logpmf_and_grad before
-            pj, dist = table[:, j : j + 1], dists[j]
-            np.negative(dist, out=diff)
-            diff[:, 1:] += dist[:, :-1]
-            np.multiply(pj, diff, out=scaled)
-            np.add(dist, scaled, out=dists[j + 1])
-        bags = np.arange(n)
-        lam, back = np.zeros((n, self.top + 1)), np.empty((n, self.top + 1))
-        lam[bags, self.k] = 1.0
-        grad = np.empty((n, width))
-        for j in range(width - 1, -1, -1):
-            pj, dist = table[:, j : j + 1], dists[j]
-            grad[:, j] = np.einsum("ij,ij->i", lam[:, 1:], dist[:, :-1]) - np.einsum(
-                "ij,ij->i", lam, dist
-            )
-            np.multiply(lam, 1.0 - pj, out=back)
-            np.multiply(lam[:, 1:], pj, out=scaled[:, :-1])
-            back[:, :-1] += scaled[:, :-1]
-            lam, back = back, lam
-        return dists[-1, bags, self.k], grad[self.cells]
 
 
 class CountCalibrator:

@@ -153,8 +153,8 @@ Calibrate = Callable[[np.ndarray, np.ndarray, np.ndarray], Callable[[np.ndarray]
 class CountRefits:
     """The :data:`Calibrate` of :func:`count_calibration`: the count calibration refitted on
     other charges, started from the fit on all of them (a refit converges in a few steps
-    instead of two cold starts); :meth:`many` makes many such refits at once, each exactly
-    as alone (:func:`qcllp.learn.count_batch.fit_count_calibrators`)."""
+    instead of two cold starts); :meth:`many` makes many such refits
+    (:func:`qcllp.learn.count_batch.fit_count_calibrators`)."""
 
     def __init__(self, fitted: CountCalibrator):
         self.fitted = fitted
@@ -165,7 +165,7 @@ class CountRefits:
         return self.many([(f, c, k)])[0]
 
     def many(self, tasks: list[tuple[np.ndarray, ...]]) -> list[Callable[[np.ndarray], np.ndarray]]:
-        """The calibration map of each ``(decision, bag_codes, positives[, keys])``
+        """The calibration map of each ``(decision, bag_codes, positives, ...)``
         (:data:`qcllp.learn.count_batch.Task`)."""
         return [fit.predict for fit in fit_count_calibrators(tasks, init=self.fitted)]
 
@@ -300,22 +300,22 @@ class _Resamples:
         return cls(f, codes, positives, [_resample(rng, order, sizes) for _ in range(n_boot)])
 
     def tasks(self) -> list[tuple[np.ndarray, ...]]:
-        """``(decision, bag codes, positives, charge drawn per bag)`` of every calibration the
-        rule fits (a :data:`Calibrate` takes the first three)."""
-        everything = (self.f, self.codes, self.positives, np.arange(len(self.positives)))
-        return [everything, *((self.f[r], c, self.positives[d], d) for r, c, d in self.draws)]
+        """``(decision, bag codes, positives)`` of every calibration the rule fits."""
+        everything = (self.f, self.codes, self.positives)
+        return [everything, *((self.f[r], c, self.positives[d]) for r, c, d in self.draws)]
 
 
 def _calibrations(
     calibrate: Calibrate, resamples: list[_Resamples]
 ) -> list[list[Callable[[np.ndarray], np.ndarray]]]:
-    """Every calibration map the rules on ``resamples`` need, per rule: fitted together when
-    ``calibrate`` can (:class:`CountRefits`), else one by one."""
+    """Every calibration map the rules on ``resamples`` need, per rule: by
+    :meth:`CountRefits.many` when ``calibrate`` is one (BLAS held to one thread once for all
+    of them), else one call each."""
     tasks = [task for r in resamples for task in r.tasks()]
     if isinstance(calibrate, CountRefits):
         maps = calibrate.many(tasks)
     else:
-        maps = [calibrate(*task[:3]) for task in tasks]
+        maps = [calibrate(*task) for task in tasks]
     per_rule, start = [], 0
     for r in resamples:
         per_rule.append(maps[start : start + 1 + len(r.draws)])

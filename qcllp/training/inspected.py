@@ -15,9 +15,12 @@ How they enter the training set (:func:`with_inspections`), per labeled charge:
 * an inspected stick with features at the station is a row of the charge's bag with its label
   *known*; the charge's count covers the bag's other sticks: a lock-out never reached final
   QC, so it is added to the bag and its result to the charge's counts (``n_sticks`` + 1, the
-  type's count + 1 when it failed); an audit sample went on down the line (it was looked at,
-  not scrapped) and is among the sticks final QC counted, so the counts stay as they are and
-  the inspected failure is one of the charge's counted ones;
+  type's count + 1 when it failed); so is an audit sample (flag ``inspect``) that failed: it
+  was scrapped at the station. An audit sample found ok, or one of a stick the model let pass
+  (flag ``pass``), went on down the line and is among the sticks final QC counted, so the
+  counts stay as they are (and an inspected failure of the latter is one of the charge's
+  counted ones). Which sticks QC counted is :func:`qcllp.station.final_qc.qc_counted`'s
+  call; a charge whose audit sample is not inspected yet is held back there;
 * the learner gets the known labels (``y``, NaN where unknown: :mod:`qcllp.learn.core.
   problem`), each bag's share covering all its rows: a learner that takes known labels (EM,
   LLPFC, the pSVMs, AMM, the k-means labeler, proportion boosting) fixes them and spreads the

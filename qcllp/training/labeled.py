@@ -21,7 +21,7 @@ import pandas as pd
 from qcllp.features import StationFeatures, station_features
 from qcllp.learn import counts_to_shares
 from qcllp.plant.config import PlantConfig
-from qcllp.station.final_qc import sticks_qc_counted
+from qcllp.station.final_qc import qc_counted
 from qcllp.store import Store
 from qcllp.store.retention import retained_since
 from qcllp.training.inspected import InspectionError, read_inspections, with_inspections
@@ -192,7 +192,9 @@ def labeled_data(
     """Features and proportions of the charges that have final-QC counts; a charge's bag
     holds the sticks QC counted (not those the line locked out: :mod:`qcllp.station.final_qc`)
     and the sticks inspected at the station, their labels known (:mod:`.inspected`: a
-    locked-out stick that was inspected returns to its bag, its result added to the counts).
+    locked-out stick or a failed audit sample that was inspected returns to its bag, its
+    result added to the counts); a charge with an audit sample not inspected yet is left out
+    until its inspection arrives.
 
     When those charges hold more than ``training.max_sticks`` sticks (by their final-QC
     ``n_sticks``), only a seeded subset of whole charges is read (:func:`subsample_charges`,
@@ -222,7 +224,11 @@ def labeled_data(
             )
     charges = list(counts.index)
     features = station_features(store, config, station, charge_ids=charges)
-    counted = sticks_qc_counted(store, config, features, counts["n_sticks"]).X.index
+    counted, held = qc_counted(store, config, features, counts["n_sticks"])
+    if len(held):  # an audit sample's inspection is still to come (final_qc docstring)
+        counts = counts.loc[~counts.index.isin(held)]
+        charges, features = list(counts.index), features.of_charges(counts.index)
+    counted = counted.X.index
     try:
         inspections = read_inspections(store, station, charges)
         features, counts, labels = with_inspections(

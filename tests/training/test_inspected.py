@@ -11,14 +11,15 @@ import numpy as np
 import pandas as pd
 import pytest
 from sklearn.metrics import roc_auc_score
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from qcllp.cli.render import trained_line
 from qcllp.ingest import ingest_defect_counts
 from qcllp.learn import EMLLP, PerDefectClassifier
+from qcllp.retraining.promotion import labeled_counts, window_data
 from qcllp.scoring.step import flags_frame, score_station
 from qcllp.station.registry import get_model, load_model
-from qcllp.store import Flag, IngestionBatch, Inspection, Store
+from qcllp.store import Charge, DefectCount, Flag, IngestionBatch, Inspection, Store
 from qcllp.training.lockout import calibration_units
 from qcllp.training.train import (
     TrainingError,
@@ -209,6 +210,55 @@ def test_a_result_that_is_no_configured_type_stops_training_in_one_line(inspecte
     message = str(caught.value)
     assert "\n" not in message
     assert f"{inspected.passed[1]}" in message and "'rust'" in message and "cooling" in message
+
+
+def _set_decision(store: Store, charge: str, stick: str, decision: str) -> None:
+    """The cooling flag of one stick says ``decision`` from now on."""
+    with store.engine.begin() as conn:
+        conn.execute(
+            update(Flag.__table__)
+            .where(Flag.station == STATION, Flag.charge_id == charge, Flag.stick_id == stick)
+            .values(decision=decision, flagged=decision == "lock_out")
+        )
+
+
+def test_a_failed_audit_sample_returns_to_its_bag_and_one_not_inspected_holds_it_back(
+    inspected, tmp_path
+):
+    """The audit sample ``passed[0]`` (inspected: bend) flagged ``inspect``: scrapped at
+    cooling, so QC counted one stick and one bend fewer; it returns to the bag with its bend
+    added, as a lock-out does. Then ``passed[1]`` flagged ``inspect`` with no inspection at
+    cooling yet: the charge is held back from training and from the promotion gate's window."""
+    shutil.copy(inspected.url.removeprefix("sqlite:///"), tmp_path / "plant.sqlite")
+    acted = inspected.acted
+    with Store.open(f"sqlite:///{tmp_path / 'plant.sqlite'}") as store:
+        _set_decision(store, acted, inspected.passed[0], "inspect")
+        with store.engine.begin() as conn:  # what QC reports when the audit sample was scrapped
+            conn.execute(
+                update(Charge.__table__)
+                .where(Charge.charge_id == acted)
+                .values(n_sticks=len(inspected.passed) - 1)
+            )
+            conn.execute(
+                update(DefectCount.__table__)
+                .where(DefectCount.charge_id == acted, DefectCount.defect_type == "bend")
+                .values(count=0)
+            )
+        data = labeled_data(store, inspected.config, STATION)
+        rows = {*inspected.passed, *inspected.locked[:2]}
+        assert set(data.features.X.loc[acted].index) == rows
+        n = len(rows)  # QC's, the two inspected lock-outs and the scrapped audit sample
+        assert data.n_sticks[acted] == n
+        assert data.defective_counts[acted] == 3  # QC's crack, a crack and the bend inspected
+        assert data.type_shares.loc[acted].tolist() == pytest.approx([2 / n, 1 / n, 0.0])
+        _set_decision(store, acted, inspected.passed[1], "inspect")
+        held = labeled_data(store, inspected.config, STATION)
+        window, _ = window_data(store, inspected.config, STATION, labeled_counts(
+            store, inspected.config, pd.Index([acted, inspected.shadow])
+        ))  # fmt: skip
+    assert acted not in set(held.bags) and inspected.shadow in set(held.bags)
+    assert len(held.bags) == len(data.bags) - n
+    assert set(window.bags) == {inspected.shadow}
 
 
 def test_em_llp_learns_from_the_known_labels_it_is_given(history_plant):
