@@ -46,7 +46,7 @@ import pandas as pd
 from sqlalchemy import Connection, select
 
 from qcllp.scoring.share_guard import guard_state, write_guard
-from qcllp.station.final_qc import read_flags
+from qcllp.station.final_qc import read_flags, taken_off
 from qcllp.station.guard_bounds import count_excess_path
 from qcllp.store import (
     IN_CHUNK,
@@ -79,22 +79,24 @@ def compare_counts(
     locked_elsewhere: pd.DataFrame,
     observed: pd.Series,
     model_id: int,
+    audits: pd.DataFrame | None = None,
 ) -> CountCheck:
     """What the model predicted against what QC reported, per charge (module docstring).
 
     ``charges``: ``charge_id, n_sticks`` in report order; ``here``: this station's flags of
     those charges (``charge_id, stick_id, model_id, probability, decision``);
     ``locked_elsewhere``: ``charge_id, stick_id`` locked out at other stations; ``observed``:
-    failures of the model's target reported per charge.
+    failures of the model's target reported per charge; ``audits``: ``charge_id, stick_id,
+    fate`` of the audit samples at any station (:func:`qcllp.station.final_qc.taken_off`).
     """
     ours = charges[charges["charge_id"].isin(here.loc[here["model_id"] == model_id, "charge_id"])]
     flags = here[here["charge_id"].isin(ours["charge_id"])]
-    per = _per_stick(flags, locked_elsewhere, model_id)
+    per = _per_stick(flags, locked_elsewhere, model_id, audits)
     sums = per.groupby("charge_id", sort=False).sum().reindex(ours["charge_id"])
     n = ours.set_index("charge_id")["n_sticks"].astype(float)
     acted = (sums["stayed"] == n) & (sums["foreign_stayed"] == 0)
-    shadow = ~acted & (sums["all"] == n) & (sums["foreign"] == 0)
-    usable = acted | shadow
+    shadow = ~acted & (sums["all"] == n) & (sums["foreign"] == 0) & (sums["audited"] == 0)
+    usable = (acted | shadow) & (sums["pending"] == 0)
     skipped = _skip_reasons(sums, n, usable, model_id)
     use = sums.index[usable]
     a = acted[use].to_numpy()
@@ -107,15 +109,30 @@ def compare_counts(
     )
 
 
-def _per_stick(flags: pd.DataFrame, locked_elsewhere: pd.DataFrame, model_id: int) -> pd.DataFrame:
+def _per_stick(
+    flags: pd.DataFrame,
+    locked_elsewhere: pd.DataFrame,
+    model_id: int,
+    audits: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     """Per flag, the terms summed per charge: the stick counted (``all``), still on the line
-    at QC (``stayed``: locked out nowhere), without this model's probability (``foreign``),
-    and its predicted failure probability and variance, over all sticks and over those that
-    stayed."""
+    at QC (``stayed``: locked out nowhere, not scrapped after an audit), without this model's
+    probability (``foreign``), an audit sample whose result is known (``audited``) or still to
+    come (``pending``), and its predicted failure probability and variance, over all sticks
+    and over those that stayed.
+
+    An audit sample's outcome is known, so it is no prediction: a failing one was scrapped
+    (``gone``), an ``ok`` one went back and counts in QC's ``n_sticks`` but adds no failure
+    and no predicted probability. Left in the prediction, the ok ones would count ``q`` each
+    against a known 0 and make a calibrated model look as if it over-predicts."""
     keys = pd.MultiIndex.from_frame(flags[["charge_id", "stick_id"]])
-    gone = (flags["decision"] == "lock_out").to_numpy() | keys.isin(
-        pd.MultiIndex.from_frame(locked_elsewhere[["charge_id", "stick_id"]])
+    fate = _audit_fates(keys, audits)
+    gone = (
+        (flags["decision"] == "lock_out").to_numpy()
+        | keys.isin(pd.MultiIndex.from_frame(locked_elsewhere[["charge_id", "stick_id"]]))
+        | (fate == "gone")
     )
+    known = gone | (fate == "back")
     q = flags["probability"].to_numpy(dtype=float)
     foreign = (  # no probability of this model: fine only for a stick that never reached QC
         (flags["model_id"] != model_id).to_numpy()
@@ -128,13 +145,28 @@ def _per_stick(flags: pd.DataFrame, locked_elsewhere: pd.DataFrame, model_id: in
             "all": 1,
             "stayed": (~gone).astype(int),
             "foreign": foreign,
-            "foreign_stayed": foreign & ~gone,
+            "foreign_stayed": foreign & ~known,
+            "audited": (fate == "gone") | (fate == "back"),
+            "pending": fate == "pending",
             "q_all": np.nan_to_num(q),
-            "q_stayed": np.where(gone, 0.0, np.nan_to_num(q)),
+            "q_stayed": np.where(known, 0.0, np.nan_to_num(q)),
             "v_all": np.nan_to_num(q * (1 - q)),
-            "v_stayed": np.where(gone, 0.0, np.nan_to_num(q * (1 - q))),
+            "v_stayed": np.where(known, 0.0, np.nan_to_num(q * (1 - q))),
         }
     )
+
+
+def _audit_fates(keys: pd.MultiIndex, audits: pd.DataFrame | None) -> np.ndarray:
+    """Per stick of ``keys``: ``gone``, ``pending``, ``back`` (its audit samples' fates at any
+    station; ``gone`` before ``pending`` before ``back`` when it has several) or ``""``."""
+    if audits is None or audits.empty:
+        return np.full(len(keys), "", dtype=object)
+    rank = audits["fate"].map({"gone": 0, "pending": 1, "back": 2})
+    first = audits.assign(rank=rank).sort_values("rank").drop_duplicates(["charge_id", "stick_id"])
+    fates = pd.Series(
+        first["fate"].to_numpy(), index=pd.MultiIndex.from_frame(first[["charge_id", "stick_id"]])
+    )
+    return fates.reindex(keys).fillna("").to_numpy(dtype=object)
 
 
 def _skip_reasons(
@@ -146,7 +178,12 @@ def _skip_reasons(
     for charge in sums.index[~usable]:
         row = sums.loc[charge]
         missing = row["foreign_stayed"] if row["stayed"] == n[charge] else row["foreign"]
-        if missing:
+        if row["pending"]:
+            skipped[charge] = (
+                f"{int(row['pending'])} of its audit samples are not inspected yet: whether "
+                "final QC counted them is unknown"
+            )
+        elif missing:
             skipped[charge] = (
                 f"{int(missing)} of its sticks that reached QC have no probability from "
                 f"model {model_id}"
@@ -191,6 +228,8 @@ def check_counts(
         return []
     others = [s for s in stations if s != station]
     elsewhere = _flags(conn, others, ids, locked_only=True) if others else here.iloc[:0]
+    taken = taken_off(conn, stations, ids)
+    audits = taken[taken["decision"].to_numpy() == "inspect"]
     counts = _counts(conn, ids)
     scored = pd.to_datetime(here["scored_at"], utc=True)
     alarms = []
@@ -206,7 +245,8 @@ def check_counts(
         if not mine.any():
             continue
         locks_out = status == "active" and bool((view.loc[mine, "threshold"] <= 1.0).any())
-        check = compare_counts(charges, view, elsewhere, _failures(counts, target), model_id)
+        failures = _failures(counts, target)
+        check = compare_counts(charges, view, elsewhere, failures, model_id, audits)
         alarm = _update(conn, station, model_id, check, interval if locks_out else np.inf, now)
         if alarm:
             alarms.append(alarm)

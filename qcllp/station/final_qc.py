@@ -39,7 +39,7 @@ from qcllp.features import StationFeatures
 from qcllp.plant.config import PlantConfig
 from qcllp.store import IN_CHUNK, Flag, Inspection, Store, rows_frame
 
-__all__ = ["qc_counted", "read_flags", "sticks_qc_counted"]
+__all__ = ["qc_counted", "read_flags", "sticks_qc_counted", "taken_off"]
 
 OK = "ok"
 
@@ -86,7 +86,7 @@ def qc_counted(
         return features, pd.Index([])
     charges = pd.unique(features.bags.to_numpy()).tolist()
     with store.engine.connect() as conn:
-        acted = _acted_on(conn, list(config.station_names), charges)
+        acted = taken_off(conn, list(config.station_names), charges)
     if acted.empty:
         return features, pd.Index([])
     sticks = pd.MultiIndex.from_frame(acted[["charge_id", "stick_id"]])
@@ -105,8 +105,8 @@ def qc_counted(
     return kept, held
 
 
-def _acted_on(conn: Connection, stations: list[str], charges: list[str]) -> pd.DataFrame:
-    """``charge_id, stick_id, fate`` of the sticks the line took off at these stations:
+def taken_off(conn: Connection, stations: list[str], charges: list[str]) -> pd.DataFrame:
+    """``charge_id, stick_id, fate, decision`` of the sticks the line took off at these stations:
     ``gone`` (locked out, or an audit sample that failed its inspection there), ``back`` (an
     audit sample found ok) or ``pending`` (an audit sample not inspected yet). One query per
     :data:`IN_CHUNK` charges, flags left-joined to the same station's inspections."""
@@ -136,4 +136,5 @@ def _acted_on(conn: Connection, stations: list[str], charges: list[str]) -> pd.D
     fate = np.where(
         ~audit, "gone", np.where(result.isna(), "pending", np.where(result == OK, "back", "gone"))
     )
-    return frame[["charge_id", "stick_id"]].astype(str).assign(fate=fate)
+    sticks = frame[["charge_id", "stick_id"]].astype(str)
+    return sticks.assign(fate=fate, decision=frame["decision"])

@@ -128,6 +128,44 @@ def test_compare_counts_takes_the_sticks_that_reached_qc_or_skips_the_charge_wit
     assert "no probability from model 7" in check.skipped["F"]
 
 
+def test_audit_samples_leave_the_prediction_and_a_failing_one_leaves_qc():
+    """An audit sample's outcome is known: a failing one was scrapped (not in QC's n), an ok
+    one went back (in n, no failure) and neither is predicted; one not inspected yet makes
+    the charge's count unplaceable, so the charge is skipped with the reason."""
+    rows = [
+        # H: a failing audit sample here (scrapped), two passes that reached QC
+        ("H", "1", 7, 0.6, "inspect"),
+        ("H", "2", 7, 0.2, "pass"),
+        ("H", "3", 7, 0.1, "pass"),
+        # I: an ok audit sample here (back on the line) and one pass
+        ("I", "1", 7, 0.6, "inspect"),
+        ("I", "2", 7, 0.3, "pass"),
+        # J: an audit sample whose inspection has not arrived
+        ("J", "1", 7, 0.6, "inspect"),
+        ("J", "2", 7, 0.3, "pass"),
+        # K: a failing audit sample at another station: it never reached QC either
+        ("K", "1", 7, 0.5, "pass"),
+        ("K", "2", 7, 0.4, "pass"),
+    ]
+    here, elsewhere = frames(rows, [])
+    audits = pd.DataFrame(
+        [("H", "1", "gone"), ("I", "1", "back"), ("J", "1", "pending"), ("K", "1", "gone")],
+        columns=["charge_id", "stick_id", "fate"],
+    )
+    charges = pd.DataFrame({"charge_id": list("HIJK"), "n_sticks": [2, 2, 2, 1]})
+    observed = pd.Series({"H": 1, "I": 0, "J": 0, "K": 0}, dtype=float)
+    check = compare_counts(charges, here, elsewhere, observed, 7, audits)
+    assert list(check.charges) == ["H", "I", "K"]
+    assert np.allclose(check.predicted, [0.3, 0.3, 0.4])
+    assert np.allclose(check.variance, [0.2 * 0.8 + 0.1 * 0.9, 0.3 * 0.7, 0.4 * 0.6])
+    assert set(check.skipped) == {"J"}
+    assert "1 of its audit samples are not inspected yet" in check.skipped["J"]
+    # without the audits' fates H and K are skipped (QC counted fewer sticks than stayed)
+    # and I predicts the ok sample's 0.6 against its known 0
+    blind = compare_counts(charges, here, elsewhere, observed, 7)
+    assert list(blind.charges) == ["I", "J"] and np.allclose(blind.predicted, [0.9, 0.9])
+
+
 # ----------------------------------------------------------------------------- with a database
 def counts_file(path, n_sticks: pd.Series, failures: pd.Series) -> None:
     """A final-QC file: every failure reported as a crack."""
