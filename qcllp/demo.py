@@ -1,16 +1,23 @@
 """The one-command demo: a simulated plant from raw files to lock-out flags and a report.
 
-simulate -> ingest (files, as a plant delivers them) -> train every station -> promote ->
+simulate -> ingest (files, as a plant delivers them) -> train every station -> a model that
+locks out goes on a **shadow trial** (the retraining daemon's rule,
+:func:`qcllp.retraining.promotion.shadow_reason`), one that locks out nothing goes active ->
 run the line on fresh charges, day by day (:data:`DAY_CHARGES` a day): each day's
-measurements are ingested and scored at every station (flags in the database), and final QC
-reports the previous day's charges -- their counts among the sticks the line did not lock
-out -- which the scorers compare with what their models predicted (the lock-out guard's count
-rule, :mod:`qcllp.scoring.count_guard`: a model that over-predicts on this plant has its lock-outs
-suspended from then on) -> measure the flags against the simulator's hidden per-stick truth
--> HTML report. Everything lives in one folder on the embedded SQLite database.
+measurements are ingested and scored at every station (flags in the database; a shadow
+model's would-be decisions in ``shadow_flags``, a share of its would-be lock-outs taken aside
+as audit samples), every stick locked out or taken aside is inspected and the results typed
+in that day (:func:`qcllp.ingest.ingest_inspections`), final QC reports the previous day's
+charges -- their counts among the sticks that reached it -- which the scorers compare with
+what their models predicted (:mod:`qcllp.scoring.count_guard`), and the daemon's job judges
+each shadow trial on the inspections and counts (:func:`qcllp.retraining.shadow_check.
+check_trial`: confirmed and active, rejected, or waiting) -> measure the flags against the
+simulator's hidden per-stick truth -> HTML report. Everything lives in one folder on the
+embedded SQLite database.
 
 The demo trains with a smaller search than a plant's nightly retraining (3 charge folds,
-:data:`DEMO_GRIDS`) so that it finishes in two to four minutes on two cores.
+:data:`DEMO_GRIDS`) and runs a shorter trial (:data:`DEMO_TRIAL`: 30 fresh charges are not a
+plant's weeks) so that it finishes in about a minute or two on two cores.
 """
 
 from __future__ import annotations
@@ -21,15 +28,18 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
+from sqlalchemy import select
 
-from qcllp.ingest import ingest_defect_counts, ingest_measurements
+from qcllp.ingest import ingest_defect_counts, ingest_inspections, ingest_measurements
 from qcllp.plant.config import PlantConfig, example_config_path
 from qcllp.plant.simulate import SimulatedPlant, simulate_plant, write_simulation
 from qcllp.reporting.plant_report import build_plant_report, fresh_figures
 from qcllp.reporting.status import plant_status
+from qcllp.retraining.promotion import shadow_reason
+from qcllp.retraining.shadow_check import check_trial
 from qcllp.scoring.step import flags_frame, score_station
-from qcllp.station.registry import promote
-from qcllp.store import Store, StoreError
+from qcllp.station.registry import RegistryError, load_model, promote
+from qcllp.store import Inspection, Store, StoreError
 from qcllp.training.train import station_costs, train_station
 
 __all__ = [
@@ -49,6 +59,10 @@ DEMO_GRIDS = {
     "alter-psvm": {"C": [0.1, 1.0], "C_p": [10.0]},
     "kmeans-labeler": {"n_clusters": [16]},
 }
+# A shorter shadow trial than a plant's (two days of charges, ten inspected would-be
+# lock-outs), and every would-be lock-out of a trial audited: 30 fresh charges are six days.
+DEMO_TRIAL = {"shadow_min_charges": 10, "shadow_min_audits": 10}
+DEMO_AUDIT_SHARE = 1.0
 
 
 @dataclass(frozen=True)
@@ -99,8 +113,7 @@ def run_demo(
             "plant database; give it a new --workdir or remove that folder"
         )
     folder.mkdir(parents=True, exist_ok=True)
-    training = replace(config.training, cv=3, methods={**config.training.methods, **DEMO_GRIDS})
-    config = replace(config, database_url=url, training=training)
+    config = _demo_config(config, url)
 
     say(f"simulating {n_charges} charges of {config.name}")
     history = simulate_plant(config, n_charges, random_state=random_state)
@@ -119,7 +132,7 @@ def run_demo(
                 random_state=random_state,
                 progress=say,
             )
-            promote(store, result.model_id)
+            _promote(store, result.model_id, say)
         start = history.readings["timestamp"].max() + pd.Timedelta(hours=1)
         fresh = simulate_plant(
             config,
@@ -135,6 +148,24 @@ def run_demo(
         qc = _qc_table(plant_status(store, config))
         report = build_plant_report(store, config, folder / "report.html", truth=defect)
     return DemoResult(folder, url, report, table, _write_config(config, folder, url), qc)
+
+
+def _demo_config(config: PlantConfig, url: str) -> PlantConfig:
+    """The demo's plant: its database, the smaller search, the shorter trial."""
+    training = replace(config.training, cv=3, methods={**config.training.methods, **DEMO_GRIDS})
+    stations = tuple(replace(st, audit_share=DEMO_AUDIT_SHARE) for st in config.stations)
+    retrainer = replace(config.retrainer, **DEMO_TRIAL)
+    return replace(
+        config, database_url=url, training=training, stations=stations, retrainer=retrainer
+    )
+
+
+def _promote(store: Store, model_id: int, say: Callable[[str], None]) -> None:
+    """As the daemon's gate would: a model that locks out goes on a shadow trial first."""
+    why = shadow_reason(load_model(store, model_id).model, None)
+    row = promote(store, model_id, shadow=why is not None)
+    if why is not None:
+        say(f"model {model_id} of {row['station']} on a shadow trial: {why}")
 
 
 def _run_the_line(
@@ -153,19 +184,62 @@ def _run_the_line(
         today = fresh.charges(first, first + DAY_CHARGES)
         write_simulation(today, folder / "fresh" / f"day-{day:02d}")
         ingest_measurements(store, config, folder / "fresh" / f"day-{day:02d}" / "measurements")
-        for station in config.station_names:
-            score_station(store, config, station)
+        _score_stations(store, config)
+        _inspect(store, config, fresh, folder / "fresh" / f"day-{day:02d}")
         if day > 1:  # final QC reports yesterday's charges
             _report_final_qc(store, config, fresh.charges(first - DAY_CHARGES, first), folder)
+            _judge_trials(store, config, say)
     _report_final_qc(store, config, fresh.charges(days[-1], n), folder)
+    _score_stations(store, config)  # the scorers take the last counts in
+    _judge_trials(store, config, say)
+
+
+def _score_stations(store: Store, config: PlantConfig) -> None:
+    """Every station scored, as its scorer would; one whose trial was rejected has no model
+    any more and waits for the next retraining, as on the line."""
     for station in config.station_names:
-        score_station(store, config, station)  # the scorers take the last counts in
+        try:
+            score_station(store, config, station)
+        except RegistryError:
+            continue
+
+
+def _inspect(store: Store, config: PlantConfig, plant: SimulatedPlant, day: Path) -> None:
+    """Every stick locked out or taken aside as an audit sample and not inspected yet is
+    looked at (the simulator's truth) and the results typed in, as an inspector would."""
+    flags = flags_frame(store)
+    taken = flags[flags["decision"].isin(["lock_out", "inspect"])]
+    keys = ["station", "charge_id", "stick_id"]
+    with store.engine.connect() as conn:
+        stored = conn.execute(select(*(Inspection.__table__.c[k] for k in keys))).all()
+    done = pd.DataFrame(stored, columns=keys)
+    todo = taken[~pd.MultiIndex.from_frame(taken[keys]).isin(pd.MultiIndex.from_frame(done[keys]))]
+    if todo.empty:
+        return
+    truth = plant.truth.astype({"charge_id": str, "stick_id": str})
+    result = todo[keys].merge(truth[["charge_id", "stick_id", "defect"]], how="inner")
+    path = day / "inspections.csv"
+    result.rename(columns={"defect": "result"}).to_csv(path, index=False)
+    ingest_inspections(store, config, path)
+
+
+def _judge_trials(store: Store, config: PlantConfig, say: Callable[[str], None]) -> None:
+    """The daemon's shadow-trial job at every station; a confirmation or rejection said."""
+    for station in config.station_names:
+        check = check_trial(store, config, station)
+        if check is not None and check.outcome in ("confirmed", "rejected"):
+            say(f"{station}: shadow trial of {check.state()}")
 
 
 def _fresh_table(store: Store, config: PlantConfig, failing: pd.Series) -> pd.DataFrame:
     """Per station: its flags measured against the simulator's per-stick truth ``failing``."""
     rows = [
-        {"station": station, **fresh_figures(flags_frame(store, station), failing, costs)}
+        {
+            "station": station,
+            **fresh_figures(
+                flags_frame(store, station), failing, costs, config.station(station).inspection_cost
+            ),
+        }
         for station in config.station_names
         for costs in [station_costs(config, station)]
     ]
@@ -193,11 +267,14 @@ def final_qc_counts(
     plant: SimulatedPlant, flags: pd.DataFrame, defect_types: list[str]
 ) -> pd.DataFrame:
     """Final QC's report of a simulated plant's charges as the line delivers it: per charge
-    the sticks that reached QC (not locked out at any station) and their defects by type; a
-    charge whose every stick was locked out is not reported."""
+    the sticks that reached QC (not locked out at any station, not scrapped after an audit)
+    and their defects by type; a charge whose every stick was taken off is not reported."""
     truth = plant.truth.astype({"charge_id": str, "stick_id": str})
-    locked = flags.loc[flags["decision"] == "lock_out", ["charge_id", "stick_id"]]
-    out = pd.MultiIndex.from_frame(locked.astype(str))
+    failing = truth.set_index(["charge_id", "stick_id"])["defect"] != "ok"
+    taken = flags[flags["decision"].isin(["lock_out", "inspect"])]
+    out = pd.MultiIndex.from_frame(taken[["charge_id", "stick_id"]].astype(str))
+    scrapped = (taken["decision"] == "lock_out").to_numpy() | failing.reindex(out).to_numpy(bool)
+    out = out[scrapped]  # a locked-out stick, or an audit sample that failed its inspection
     reached = truth[~pd.MultiIndex.from_frame(truth[["charge_id", "stick_id"]]).isin(out)]
     counts = pd.crosstab(reached["charge_id"], reached["defect"])
     report = pd.DataFrame({"n_sticks": counts.sum(axis=1)})

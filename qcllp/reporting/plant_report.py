@@ -76,18 +76,26 @@ def comparison_table(models: list[dict]) -> pd.DataFrame:
     return table.dropna(axis=1, how="all")
 
 
-def fresh_figures(decided: pd.DataFrame, failing: pd.Series, costs: LockoutCosts) -> dict:
+def fresh_figures(
+    decided: pd.DataFrame, failing: pd.Series, costs: LockoutCosts, inspection_cost: float = 0.0
+) -> dict:
     """What the flags of a station were worth against the per-stick truth ``failing`` (bool,
     index charge_id, stick_id): ROC AUC of the probabilities, lock-out precision and recall,
-    and the realized saving per 1,000 sticks of the decisions the line got (a stick locked
-    out that fails saves ``fail_cost``, a good one costs ``good_cost``). Unscorable sticks
-    and sticks without truth are counted apart."""
+    the audit samples taken aside, and the realized saving per 1,000 sticks of the decisions
+    the line got: a stick locked out or scrapped after its audit that fails saves
+    ``fail_cost``, a good one locked out costs ``good_cost``, every stick looked at costs
+    ``inspection_cost``. Unscorable sticks and sticks without truth are counted apart."""
     unscorable = int((decided["decision"] == "unscorable").sum())
     scored = decided[decided["decision"] != "unscorable"]
     truth = failing.reindex(pd.MultiIndex.from_frame(scored[["charge_id", "stick_id"]]))
     known = truth.notna().to_numpy()
     scored, t = scored[known], truth.to_numpy()[known].astype(bool)
     locked = (scored["decision"] == "lock_out").to_numpy()
+    audited = (scored["decision"] == "inspect").to_numpy()
+    saving = 0.0
+    if len(t):
+        saving = lockout_saving_per_1000(locked | (audited & t), t, costs)
+        saving -= 1000 * inspection_cost * (locked | audited).sum() / len(t)
     return {
         "sticks": len(scored),
         "unscorable": unscorable,
@@ -98,7 +106,9 @@ def fresh_figures(decided: pd.DataFrame, failing: pd.Series, costs: LockoutCosts
         "locked_out": int(locked.sum()),
         "precision": float((locked & t).sum() / max(locked.sum(), 1)),
         "recall": float((locked & t).sum() / max(t.sum(), 1)),
-        "saving_per_1000": lockout_saving_per_1000(locked, t, costs) if len(t) else 0.0,
+        "audited": int(audited.sum()),
+        "audits_failing": int((audited & t).sum()),
+        "saving_per_1000": saving,
     }
 
 
@@ -217,7 +227,12 @@ def build_plant_report(
         station_flags = flags[flags["station"] == station]
         fresh = None
         if failing is not None and len(station_flags):
-            fresh = fresh_figures(station_flags, failing, station_costs(config, station))
+            fresh = fresh_figures(
+                station_flags,
+                failing,
+                station_costs(config, station),
+                config.station(station).inspection_cost,
+            )
         trial = shadow_trial_state(store, config, station)
         summary.append(
             summary_row(

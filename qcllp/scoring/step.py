@@ -84,7 +84,7 @@ from qcllp.scoring.pending import (
     take_in,
 )
 from qcllp.scoring.share_guard import GuardState, guard_state
-from qcllp.station.registry import LoadedModel, load_model, load_shadow
+from qcllp.station.registry import LoadedModel, RegistryError, load_model, load_shadow
 from qcllp.store import Flag, ScorerCheckpoint, Store, dialect_insert, rows_frame
 from qcllp.store.leases import scorer_lock_key
 
@@ -338,9 +338,16 @@ def score_station(
     service would once the station has completed (steps until nothing is due), with the
     station's shadow model beside the active one if it has one. The flags go to the station's
     sink in the same steps: ``sink`` (claimed first, as the service claims it) or the one its
-    checkpoint names."""
-    loaded = load_model(store, station=station)
+    checkpoint names. A station with a shadow model and no active one is scored by the
+    shadow alone (the line gets its audit samples only); with neither, the registry's error
+    says what to do."""
     shadow = load_shadow(store, station)
+    try:
+        loaded = load_model(store, station=station)
+    except RegistryError:
+        if shadow is None:
+            raise
+        loaded = None
     if sink is not None:
         claim_sink(store, station, sink.path if isinstance(sink, FlagSink) else sink)
     parts, written, lines, path = [], 0, 0, None
@@ -353,8 +360,9 @@ def score_station(
         if step.standby or not (step.more or step.batches_taken):
             break
     scores = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=SCORE_COLUMNS)
+    deciding = loaded or shadow
     return ScoreResult(
-        station, loaded.id, loaded.model.threshold, scores, written, sink=path, sink_lines=lines
+        station, deciding.id, deciding.model.threshold, scores, written, sink=path, sink_lines=lines
     )
 
 
