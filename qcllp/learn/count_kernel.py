@@ -68,19 +68,29 @@ def _recursion(  # pragma: no cover - runs compiled
 _compiled: Callable | None = None
 
 
+def _kernel() -> Callable:
+    """The compiled :func:`_recursion`, compiled on first use and cached on disk where numba
+    finds a writable place (beside this file, else the user's cache folder); where it finds
+    none (a read-only install without a home) it compiles per process instead of failing."""
+    global _compiled
+    if _compiled is None:
+        import numba  # imported on first use: a CLI that fits nothing does not load it
+
+        try:
+            _compiled = numba.njit(cache=True, nogil=True)(_recursion)
+        except RuntimeError:  # "cannot cache function ...: no locator available"
+            _compiled = numba.njit(nogil=True)(_recursion)
+    return _compiled
+
+
 def bag_probabilities(
     p: np.ndarray, starts: np.ndarray, k: np.ndarray, *, grad: bool = True
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """``P(count = k[b])`` of every bag ``b`` (rows ``starts[b]:starts[b + 1]`` of ``p``,
     sorted by bag) and, with ``grad``, its derivative by each row's ``p`` (module
     docstring); ``k`` must lie in ``0..`` the bag's rows."""
-    global _compiled
-    if _compiled is None:
-        import numba  # imported on first use: a CLI that fits nothing does not load it
-
-        _compiled = numba.njit(cache=True, nogil=True)(_recursion)
     p = np.ascontiguousarray(p, dtype=np.float64)
     value = np.empty(len(k))
     by_row = np.empty(len(p) if grad else 0)
-    _compiled(p, np.asarray(starts, np.intp), np.asarray(k, np.intp), value, by_row, grad)
+    _kernel()(p, np.asarray(starts, np.intp), np.asarray(k, np.intp), value, by_row, grad)
     return value, (by_row if grad else None)
