@@ -320,7 +320,9 @@ def demo_text(result: Any, seconds: float, looks: Sequence[str]) -> str:
     commands to look at it."""
     qc = "" if result.final_qc is None else frame_table(result.final_qc, ".1f")
     return (
-        f"\nfresh charges scored at every station (against the simulator's hidden truth):\n"
+        "\nfresh charges at every station: the line's decisions against the simulator's hidden "
+        "truth (saving_per_1000: realized by the lock-outs and the audit samples scrapped, net "
+        f"of inspections):\n"
         f"{frame_table(result.table, '.3f')}\n\nfinal QC's counts of the fresh charges against "
         f"each model (lock-out guard):\n{qc}\n\ndemo finished in {seconds:.0f} s\n"
         f"report: {result.report}\ndatabase: {result.database_url}\nlook at the results:\n"

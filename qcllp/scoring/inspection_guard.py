@@ -62,9 +62,12 @@ row (:func:`qcllp.station.registry.promote`): the new term starts at cursor 0 an
 station's inspections once, keeping only those of its own flags.
 
 The realized saving (:func:`realized_saving`): per station and model, ``fail_cost x
-lock-outs inspected failing - good_cost x lock-outs inspected good - inspection_cost x all
-inspected (lock-outs and audit samples)``, what the inspections prove the model saved (the
-expected figure of training is a forecast), since its promotion or over a recent window.
+(lock-outs inspected failing + audit samples scrapped) - good_cost x lock-outs inspected good
+- inspection_cost x all inspected (lock-outs and audit samples)``, what the inspections prove
+the model saved (the expected figure of training is a forecast), since its promotion or over
+a recent window. An audit sample the scorer marked ``inspect`` and found failing was scrapped
+at the station, as a failing lock-out is; one found ok went back to the line and cost only
+its inspection (so did a look at a stick the model passed).
 """
 
 from __future__ import annotations
@@ -233,6 +236,7 @@ class Realized:
     good: int
     audit: int
     saving: float
+    audit_scrapped: int = 0  # audit samples (flag ``inspect``) found failing: scrapped
 
     @property
     def inspected(self) -> int:
@@ -243,6 +247,7 @@ class Realized:
             "lockouts_failing": self.fail,
             "lockouts_good": self.good,
             "audit_samples": self.audit,
+            "audit_samples_scrapped": self.audit_scrapped,
             "saving": round(self.saving, 2),
         }
 
@@ -260,21 +265,27 @@ def realized_saving(
     inspections of the model's flags."""
     i, f = Inspection.__table__, Flag.__table__
     failing = case((i.c.result == OK, 0), else_=1)
+    sampled = case((f.c.decision == "inspect", 1), else_=0)
     query = (
-        select(i.c.audit, failing, func.count())
+        select(i.c.audit, sampled, failing, func.count())
         .select_from(i.join(f, f.c.id == i.c.flag_id))
         .where(i.c.station == st.name, f.c.model_id == model_id)
-        .group_by(i.c.audit, failing)
+        .group_by(i.c.audit, sampled, failing)
     )
     if promoted_at is not None:
         query = query.where(f.c.scored_at >= promoted_at)
     if since is not None:
         query = query.where(func.coalesce(i.c.inspected_at, i.c.stored_at) >= since)
-    counts = {(bool(a), int(x)): int(n) for a, x, n in conn.execute(query).all()}
-    fail, good = counts.get((False, 1), 0), counts.get((False, 0), 0)
-    audit = counts.get((True, 1), 0) + counts.get((True, 0), 0)
-    saving = st.fail_cost * fail - st.good_cost * good - st.inspection_cost * (fail + good + audit)
-    return Realized(fail, good, audit, float(saving))
+    counts: dict[tuple[bool, int, int], int] = {}
+    for a, m, x, n in conn.execute(query).all():
+        counts[bool(a), int(m), int(x)] = counts.get((bool(a), int(m), int(x)), 0) + int(n)
+    fail = counts.get((False, 0, 1), 0) + counts.get((False, 1, 1), 0)
+    good = counts.get((False, 0, 0), 0) + counts.get((False, 1, 0), 0)
+    audit = sum(n for (a, _, _), n in counts.items() if a)
+    scrapped = counts.get((True, 1, 1), 0)
+    seen = fail + good + audit
+    saving = st.fail_cost * (fail + scrapped) - st.good_cost * good - st.inspection_cost * seen
+    return Realized(fail, good, audit, float(saving), scrapped)
 
 
 def model_realized(
@@ -291,5 +302,6 @@ def realized_line(realized: Realized, currency: str = "") -> str:
     unit = f" {currency}" if currency else ""
     return (
         f"realized (inspected) {realized.saving:+,.0f}{unit} from {realized.fail} failing and "
-        f"{realized.good} good lock-outs inspected, {realized.audit} audit samples"
+        f"{realized.good} good lock-outs inspected, {realized.audit} audit samples "
+        f"({realized.audit_scrapped} failing, scrapped)"
     )

@@ -16,6 +16,7 @@ from qcllp.features import station_features
 from qcllp.ingest import ingest_defect_counts, ingest_inspections, ingest_measurements
 from qcllp.plant.config import PlantConfig
 from qcllp.scoring.audits import audit_draw
+from qcllp.scoring.inspection_guard import model_realized, realized_line
 from qcllp.scoring.step import flags_frame, score_station, score_step
 from qcllp.station.registry import load_model, load_shadow, promote
 from qcllp.store import Store
@@ -179,6 +180,26 @@ def test_an_inspection_of_an_audit_sample_is_stored_as_an_audit(plant, tmp_path)
         "SELECT i.audit, f.decision FROM inspections i JOIN flags f ON f.id = i.flag_id"
     )
     assert [(bool(a), d) for a, d in stored] == [(True, "inspect")] * 2
+
+
+def test_a_failing_audit_sample_was_scrapped_and_counts_as_saved(plant, tmp_path):
+    """The realized (inspected) saving of the model whose audit samples were looked at: the
+    failing one scrapped saves fail_cost, the ok one costs its inspection only."""
+    store, config, _, eager = plant
+    promote(store, eager, shadow=True)
+    score_step(
+        store, config, STATION, None, shadow=load_shadow(store, STATION), assume_complete=True
+    )
+    audits = flags_frame(store, STATION)
+    path = tmp_path / "inspections.csv"
+    frame = audits[["charge_id", "stick_id"]].iloc[:3].assign(station=STATION)
+    frame.assign(result=["ok", "crack", "scale"]).to_csv(path, index=False)
+    ingest_inspections(store, config, path)
+    st = config.station(STATION)
+    realized = model_realized(store, st, eager)
+    assert (realized.fail, realized.good, realized.audit, realized.audit_scrapped) == (0, 0, 3, 2)
+    assert realized.saving == pytest.approx(2 * st.fail_cost - 3 * st.inspection_cost)
+    assert "3 audit samples (2 failing, scrapped)" in realized_line(realized)
 
 
 # ----------------------------------------------------------------------------- the draw
