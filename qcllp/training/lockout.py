@@ -20,6 +20,16 @@ counts cannot tell a ranking of charges from one of sticks: their labels pull th
 recalibration down there when the model claimed too much. The bootstrap and the held-out
 saving resample and split these units; the scorer's guard bounds stay per charge. Without
 inspected sticks the units are the charges and nothing changes.
+
+**The inspected brake** (:func:`inspected_brake`). The inspected sticks above the chosen
+threshold are a direct sample of the lock-outs' precision, out of fold: when at least
+:data:`MIN_INSPECTED` of them are there and the one-sided upper bound of their precision (exact
+Clopper-Pearson, scipy's beta quantile, at the rule's own level of 90 %) is below the
+station's break-even, the lock-outs lose money on the evidence, whatever the counts let the
+likelihood believe, and the rule declines. So the threshold reaches down toward break-even
+only as far as the inspected evidence allows; the brake never lowers a threshold. Ten
+inspected sticks: below that the bound is too wide to be below a break-even of 0.7 unless
+most of them were good (0 to 4 failing of 10), which is the case it is there for.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
+from scipy.stats import beta
 from sklearn.base import BaseEstimator, clone
 
 from qcllp.learn.calibration import CountCalibrator, poisson_binomial_logpmf
@@ -51,6 +62,7 @@ __all__ = [
     "LockoutDecision",
     "OutOfFold",
     "decide_lockout",
+    "inspected_brake",
     "fit_proportions",
     "out_of_fold",
     "station_costs",
@@ -172,6 +184,36 @@ class LockoutDecision:
     count_loglik: float  # per charge: log P(its failing count | recalibrated probabilities)
 
 
+MIN_INSPECTED = 10  # inspected sticks above the threshold before the brake may act
+BRAKE_LEVEL = 0.90  # the one-sided level of the upper bound (the rule's level)
+
+
+def inspected_brake(
+    choice: ThresholdChoice, p: np.ndarray, failing: np.ndarray | None, costs: LockoutCosts
+) -> ThresholdChoice:
+    """``choice``, or a declined one when the inspected sticks at or above its threshold
+    show its lock-outs below break-even precision (module docstring). ``p``: recalibrated
+    out-of-fold probabilities; ``failing``: 1/0 per inspected row, NaN elsewhere."""
+    if failing is None or not choice.threshold <= 1.0:
+        return choice
+    above = ~np.isnan(failing) & (p >= choice.threshold)
+    m = int(above.sum())
+    f = int(failing[above].sum())
+    if m < MIN_INSPECTED:
+        return choice
+    upper = 1.0 if f >= m else float(beta.ppf(BRAKE_LEVEL, f + 1, m - f))
+    if upper >= costs.bayes_threshold:
+        return choice
+    return ThresholdChoice(
+        threshold=1.0 + 1e-9,
+        saving_per_1000=0.0,
+        lockout_rate=0.0,
+        bayes_threshold=costs.bayes_threshold,
+        saving_bound_per_1000=0.0,
+        declined=True,
+    )
+
+
 def decide_lockout(
     plan: TrainingPlan, data: LabeledData, oof: OutOfFold, costs: LockoutCosts, folds: int
 ) -> LockoutDecision:
@@ -183,11 +225,13 @@ def decide_lockout(
     with an interval (:func:`qcllp.station.lockout_rule.expected_saving`; exactly 0 when the rule
     declined:
     the model locks out nothing), and the evaluation is of the recalibrated probabilities at
-    that threshold.
+    that threshold. The inspected sticks above the threshold can still make it decline
+    (:func:`inspected_brake`).
     """
     decision, p, codes, positives = oof.decision, oof.probability, oof.codes, oof.positives
     rule = {"n_boot": plan.bootstrap, "random_state": plan.seed}
     choice = lockout_rule(decision, codes, positives, costs, oof.calibrate, **rule)
+    choice = inspected_brake(choice, p, _known_failing(data), costs)
     saving = expected_saving(
         choice, decision, codes, positives, costs, oof.calibrate, groups=folds, **rule
     )
