@@ -131,6 +131,18 @@ class ThresholdChoice:
         }
 
 
+def declined_choice(costs: LockoutCosts) -> ThresholdChoice:
+    """The rule's choice when it declines for want of evidence: lock out nothing."""
+    return ThresholdChoice(
+        threshold=1.0 + 1e-9,
+        saving_per_1000=0.0,
+        lockout_rate=0.0,
+        bayes_threshold=costs.bayes_threshold,
+        saving_bound_per_1000=0.0,
+        declined=True,
+    )
+
+
 @dataclass(frozen=True)
 class SavingEstimate:
     """Expected saving per 1,000 sticks on charges the rule did not see, with its interval."""
@@ -359,15 +371,7 @@ def _choose(
     bound = np.quantile(boot, alpha, axis=0)
     best = len(ts) - 1 - int(np.argmax(bound[::-1]))  # ties: the higher threshold
     if bound[best] <= 0:
-        declined = ThresholdChoice(
-            threshold=1.0 + 1e-9,
-            saving_per_1000=0.0,
-            lockout_rate=0.0,
-            bayes_threshold=costs.bayes_threshold,
-            saving_bound_per_1000=0.0,
-            declined=True,
-        )
-        return declined, calibrated
+        return declined_choice(costs), calibrated
     chosen = ThresholdChoice(
         threshold=float(ts[best]),
         saving_per_1000=float(point[best]),

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, delete, func, select
+from sqlalchemy.orm import Session
 
 from qcllp import __version__
 from qcllp.station.artifacts import (
@@ -191,11 +192,7 @@ def promote(
         return promote_shadow(store, model_id, also=also)
     load_model(store, model_id)
     with store.write_session() as session:
-        if also is not None:
-            also(session.connection())
-        row = session.get(Model, model_id)
-        if row is None:
-            raise RegistryError(f"no model with id {model_id}")
+        row = _row_to_promote(session, model_id, also)
         _restart_guard(session.connection(), row.station, model_id)
         row.promoted_at = datetime.now(UTC)  # the guard judges what it decides from now on
         if row.status != "active":
@@ -219,11 +216,7 @@ def promote_shadow(
     """
     load_model(store, model_id)
     with store.write_session() as session:
-        if also is not None:
-            also(session.connection())
-        row = session.get(Model, model_id)
-        if row is None:
-            raise RegistryError(f"no model with id {model_id}")
+        row = _row_to_promote(session, model_id, also)
         if row.status == "active":
             raise RegistryError(
                 f"model {model_id} is active at {row.station}; roll it back "
@@ -238,6 +231,19 @@ def promote_shadow(
             row.promoted_at = datetime.now(UTC)
         session.flush()
         return _as_dict(row)
+
+
+def _row_to_promote(
+    session: Session, model_id: int, also: Callable[[Connection], None] | None
+) -> Model:
+    """The model's row in a promotion's transaction, after the caller's ``also`` wrote its
+    part (an event), so that both commit together or neither does."""
+    if also is not None:
+        also(session.connection())
+    row = session.get(Model, model_id)
+    if row is None:
+        raise RegistryError(f"no model with id {model_id}")
+    return row
 
 
 def _restart_guard(conn: Connection, station: str, model_id: int) -> None:

@@ -50,6 +50,7 @@ from qcllp.station.lockout_rule import (
     SavingEstimate,
     ThresholdChoice,
     count_calibration,
+    declined_choice,
     expected_saving,
     lockout_rule,
 )
@@ -202,16 +203,7 @@ def inspected_brake(
     if m < MIN_INSPECTED:
         return choice
     upper = 1.0 if f >= m else float(beta.ppf(BRAKE_LEVEL, f + 1, m - f))
-    if upper >= costs.bayes_threshold:
-        return choice
-    return ThresholdChoice(
-        threshold=1.0 + 1e-9,
-        saving_per_1000=0.0,
-        lockout_rate=0.0,
-        bayes_threshold=costs.bayes_threshold,
-        saving_bound_per_1000=0.0,
-        declined=True,
-    )
+    return choice if upper >= costs.bayes_threshold else declined_choice(costs)
 
 
 def decide_lockout(
