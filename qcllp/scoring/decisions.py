@@ -84,14 +84,27 @@ def decide_and_write(
         if shadow is not None:
             shadow_written = write_shadow_flags(conn, st.name, shadow, shadow_scores, now)
         forget_pending(conn, st.name, decided.base)
-        audits = (flags["decision"] == AUDIT) & (flags["model_id"] == getattr(shadow, "id", -1))
-        shadow_audited = int(audits.sum())
+        shadow_audited = _shadow_sampled(flags, model, shadow_scores)
         scores = flags.drop(columns=["model_id", "threshold"])
     for kind, message in alarms:
         insert_alarm(conn, "scorer", st.name, kind, message)
     return Decided(
         scores, written, alarms, n_due, inspected, shadow_scores, shadow_written, shadow_audited
     )
+
+
+def _shadow_sampled(
+    flags: pd.DataFrame, model: LoadedModel | None, shadow_scores: pd.DataFrame | None
+) -> int:
+    """The line's audit samples of sticks the shadow would lock out: all of them with the
+    shadow alone; beside an active model (same rows, same order) those where its decision is
+    a lock-out (their flags carry the active model's id, :mod:`.audits`)."""
+    audits = (flags["decision"] == AUDIT).to_numpy()
+    if shadow_scores is None:
+        return 0
+    if model is None:
+        return int(audits.sum())
+    return int((audits & (shadow_scores["decision"] == "lock_out").to_numpy()).sum())
 
 
 def _checks_before(
