@@ -142,10 +142,15 @@ def _realized_note(realized: Mapping[str, Any]) -> str:
     parts = [
         f"{span.replace('_', ' ')} {v['saving']:+,.0f} {realized['currency']} "
         f"({v['lockouts_failing']} failing and {v['lockouts_good']} good lock-outs inspected, "
-        f"{v['audit_samples']} audit samples)"
+        f"{v['audit_samples']} audit samples{_scrapped(v)})"
         for span, v in spans
     ]
     return "realized (inspected): " + "; ".join(parts)
+
+
+def _scrapped(v: Mapping[str, Any]) -> str:
+    n = v.get("audit_samples_scrapped", 0)
+    return f", {n} of them failing and scrapped" if n else ""
 
 
 def _guard_notes(g: Mapping[str, Any]) -> list[str]:

@@ -196,6 +196,7 @@ def test_lockouts_inspected_below_break_even_suspend_the_model_once_with_counts(
         "lockouts_failing": int(failed.sum()),
         "lockouts_good": int(len(flags) - failed.sum()),
         "audit_samples": 0,
+        "audit_samples_scrapped": 0,
         "saving": pytest.approx(expected),
     }
     assert status["realized_inspected"]["last_7_days"] == realized
@@ -298,6 +299,7 @@ def test_status_text_and_json_show_the_realized_saving_and_the_reason(
         "lockouts_failing": 0,
         "lockouts_good": n,
         "audit_samples": 0,
+        "audit_samples_scrapped": 0,
         "saving": pytest.approx(saving),
     }
 
