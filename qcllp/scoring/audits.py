@@ -6,8 +6,10 @@ later and without saying which stick failed. Audits look where the evidence is t
 
 * with an active model, its passes with a probability between the station's break-even
   precision (:attr:`qcllp.plant.config.Station.break_even`) and its threshold -- the band where
-  the lock-out rule declined for lack of evidence -- and, when a shadow model is on trial, the
-  active's passes that the shadow would lock out (the sticks on which the two disagree);
+  the lock-out rule declined for lack of evidence -- or from the top of its ranking when its
+  probabilities never reach break-even (:func:`audit_floor`), and, when a shadow model is on
+  trial, the active's passes that the shadow would lock out (the sticks on which the two
+  disagree);
 * with a shadow model alone, the shadow's would-be lock-outs.
 
 Of these *eligible* sticks the share ``audit_share`` (a station config key) is drawn. The draw
@@ -32,7 +34,7 @@ import pandas as pd
 from qcllp.plant.config import Station
 from qcllp.station.registry import LoadedModel
 
-__all__ = ["AUDIT", "audit_draw", "draw_audits", "shadow_audits"]
+__all__ = ["AUDIT", "audit_draw", "audit_floor", "draw_audits", "shadow_audits"]
 
 AUDIT = "inspect"  # a flag's decision for an audit sample
 _KEY = b"qcllp audit sample"
@@ -67,7 +69,7 @@ def draw_audits(
     p = out["probability"].to_numpy(dtype=float)
     passed = (out["decision"] == "pass").to_numpy()
     threshold = float(active.model.threshold)
-    band = passed & (p >= st.break_even) & (p < threshold)
+    band = passed & (p >= audit_floor(st, active)) & (p < threshold)
     disagree = np.zeros(len(out), dtype=bool)
     if shadow is not None and shadow_scores is not None:
         disagree = passed & ~band & (shadow_scores["decision"] == "lock_out").to_numpy()
@@ -88,6 +90,17 @@ def draw_audits(
         out.loc[of_shadow, "decision"] = AUDIT
         out.loc[of_shadow, "reason"] = [_shadow_reason(shadow, x) for x in q]
     return out
+
+
+def audit_floor(st: Station, model: LoadedModel) -> float:
+    """The lowest probability of the active model's audit band: the station's break-even,
+    or lower, the top of the model's ranking in training (metric ``audit_from``, the
+    probability above which its top :data:`qcllp.training.fitting.AUDIT_TOP` of training
+    sticks lay), when its recalibrated probabilities stay below break-even -- where the
+    counts could not show the top of the ranking is worth locking out, and only a look at
+    its sticks can."""
+    top = model.model.metrics.get("audit_from")
+    return st.break_even if top is None else min(st.break_even, float(top))
 
 
 def shadow_audits(st: Station, shadow: LoadedModel, shadow_scores: pd.DataFrame) -> pd.DataFrame:

@@ -183,6 +183,21 @@ def _trial(plan: TrainingPlan, fit: StationFit, seconds: float) -> MethodTrial:
     )
 
 
+AUDIT_TOP = 0.02  # the top of the ranking the scorer may audit (metric ``audit_from``)
+
+
+def _audit_from(p: np.ndarray | None) -> dict[str, float]:
+    """Metric ``audit_from``: the recalibrated out-of-fold probability above which the top
+    :data:`AUDIT_TOP` of the training sticks lay, the floor of the scorer's audit band when
+    the model's probabilities stay below break-even (:func:`qcllp.scoring.audits.
+    audit_floor`). Two per cent: about the share a first lock-out rule takes at these
+    stations, so the audits look where a first lock-out would be, at a cost of a quarter of
+    that share inspected at the default ``audit_share``."""
+    if p is None or not len(p):
+        return {}
+    return {"audit_from": float(np.quantile(p, 1.0 - AUDIT_TOP))}
+
+
 def _station_model(
     plan: TrainingPlan,
     data: LabeledData,
@@ -206,6 +221,7 @@ def _station_model(
         "saving_high_per_1000": decision.saving.high,
         "lockout_rate_bound": decision.lockout_rate_bound,
         "lockout_excess_bound": decision.lockout_excess_bound,
+        **_audit_from(decision.evaluation.probability),
         **(data.subsample.metrics() if data.subsample is not None else {}),
         **inspection_counts(data.labels),
     }

@@ -15,7 +15,7 @@ from qcllp.cli.render import score_line
 from qcllp.features import station_features
 from qcllp.ingest import ingest_defect_counts, ingest_inspections, ingest_measurements
 from qcllp.plant.config import PlantConfig
-from qcllp.scoring.audits import audit_draw
+from qcllp.scoring.audits import audit_draw, audit_floor
 from qcllp.scoring.inspection_guard import model_realized, realized_line
 from qcllp.scoring.step import flags_frame, score_station, score_step
 from qcllp.station.registry import load_model, load_shadow, promote
@@ -248,3 +248,24 @@ def test_the_audits_drawn_do_not_depend_on_how_the_sticks_are_cut_into_steps(
             drawn.append(set(zip(flags["charge_id"], flags["stick_id"], strict=True)))
             assert len(shadow_rows(store)) > len(flags) > 0
     assert drawn[0] == drawn[1]
+
+
+def test_a_model_below_break_even_is_audited_at_the_top_of_its_ranking(plant):
+    """Probabilities that never reach break-even: the audit band starts at the model's
+    ``audit_from`` (the top 2 % of its training sticks) instead of being empty."""
+    store, config, trained, _ = plant
+    promote(store, trained)
+    model = load_model(store, trained)
+    top = model.model.metrics["audit_from"]
+    config = with_station(config, audit_share=1.0, good_cost=999.0, fail_cost=1.0)
+    st = config.station(STATION)
+    assert st.break_even > 0.99 > top
+    assert audit_floor(st, model) == top
+    score_station(store, config, STATION)
+    flags = flags_frame(store, STATION)
+    scored = flags[flags["decision"] != "unscorable"]
+    high = scored["probability"] >= top
+    assert high.any() and (~high).any()
+    below_threshold = scored["probability"] < model.model.threshold
+    assert (scored.loc[high & below_threshold, "decision"] == "inspect").all()
+    assert not scored.loc[~high, "decision"].eq("inspect").any()
