@@ -69,7 +69,7 @@ def draw_audits(
     p = out["probability"].to_numpy(dtype=float)
     passed = (out["decision"] == "pass").to_numpy()
     threshold = float(active.model.threshold)
-    band = passed & (p >= audit_floor(st, active)) & (p < threshold)
+    band = passed & _in_band(p, st, active) & (p < threshold)
     disagree = np.zeros(len(out), dtype=bool)
     if shadow is not None and shadow_scores is not None:
         disagree = passed & ~band & (shadow_scores["decision"] == "lock_out").to_numpy()
@@ -98,9 +98,15 @@ def audit_floor(st: Station, model: LoadedModel) -> float:
     probability above which its top :data:`qcllp.training.fitting.AUDIT_TOP` of training
     sticks lay), when its recalibrated probabilities stay below break-even -- where the
     counts could not show the top of the ranking is worth locking out, and only a look at
-    its sticks can."""
+    its sticks can. A model whose top probabilities are one tied value has no
+    ``audit_from`` (:func:`qcllp.training.fitting._audit_from`): it has no top to audit."""
     top = model.model.metrics.get("audit_from")
     return st.break_even if top is None else min(st.break_even, float(top))
+
+
+def _in_band(p: np.ndarray, st: Station, model: LoadedModel) -> np.ndarray:
+    """At or above the audit band's floor (:func:`audit_floor`)."""
+    return p >= audit_floor(st, model)
 
 
 def shadow_audits(st: Station, shadow: LoadedModel, shadow_scores: pd.DataFrame) -> pd.DataFrame:

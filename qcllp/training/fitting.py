@@ -192,10 +192,14 @@ def _audit_from(p: np.ndarray | None) -> dict[str, float]:
     the model's probabilities stay below break-even (:func:`qcllp.scoring.audits.
     audit_floor`). Two per cent: about the share a first lock-out rule takes at these
     stations, so the audits look where a first lock-out would be, at a cost of a quarter of
-    that share inspected at the default ``audit_share``."""
+    that share inspected at the default ``audit_share``. None when more than twice that share
+    ties at the top (a model that gives many sticks one probability has no top to audit)."""
     if p is None or not len(p):
         return {}
-    return {"audit_from": float(np.quantile(p, 1.0 - AUDIT_TOP))}
+    top = float(np.quantile(p, 1.0 - AUDIT_TOP))
+    if np.mean(p >= top) > 2 * AUDIT_TOP:  # the top is one tied value: no ranking there
+        return {}
+    return {"audit_from": top}
 
 
 def _station_model(

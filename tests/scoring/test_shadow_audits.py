@@ -250,13 +250,18 @@ def test_the_audits_drawn_do_not_depend_on_how_the_sticks_are_cut_into_steps(
     assert drawn[0] == drawn[1]
 
 
-def test_a_model_below_break_even_is_audited_at_the_top_of_its_ranking(plant):
+def test_a_model_below_break_even_is_audited_at_the_top_of_its_ranking(plant, history_plant):
     """Probabilities that never reach break-even: the audit band starts at the model's
-    ``audit_from`` (the top 2 % of its training sticks) instead of being empty."""
+    ``audit_from`` (the top of its training sticks' ranking) instead of being empty."""
     store, config, trained, _ = plant
-    promote(store, trained)
-    model = load_model(store, trained)
-    top = model.model.metrics["audit_from"]
+    active = load_model(store, trained).model
+    fresh = sorted(history_plant.fresh.truth["charge_id"].astype(str).unique())
+    X = station_features(store, config, STATION, charge_ids=fresh, imputation=active.imputation).X
+    p = active.failure_probability(X)
+    top = float(np.median(np.unique(p[p < active.threshold])))
+    copy = register_copy(store, config, trained, metrics={**active.metrics, "audit_from": top})
+    promote(store, copy)
+    model = load_model(store, copy)
     config = with_station(config, audit_share=1.0, good_cost=999.0, fail_cost=1.0)
     st = config.station(STATION)
     assert st.break_even > 0.99 > top

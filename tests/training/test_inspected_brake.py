@@ -52,3 +52,17 @@ def test_nothing_inspected_or_nothing_locked_out_is_left_alone():
     assert inspected_brake(choice, p, None, COSTS) is choice
     declined = ThresholdChoice(1.0 + 1e-9, 0.0, 0.0, COSTS.bayes_threshold, 0.0, declined=True)
     assert inspected_brake(declined, p, failing, COSTS) is declined
+
+
+def test_audit_from_is_the_top_2_percent_unless_the_top_is_one_tied_value():
+    """The floor of the scorer's audit band (metric ``audit_from``): the 98th percentile of
+    the recalibrated out-of-fold probabilities; none when the top is a tie (no ranking)."""
+    from qcllp.training.fitting import _audit_from
+
+    p = np.linspace(0.0, 0.5, 1001)
+    assert _audit_from(p)["audit_from"] == pytest.approx(0.49)
+    assert np.mean(p >= _audit_from(p)["audit_from"]) == pytest.approx(0.02, abs=0.001)
+    assert _audit_from(np.full(500, 0.1)) == {}
+    capped = np.minimum(p, 0.45)  # a tenth of the sticks at one ceiling
+    assert _audit_from(capped) == {}
+    assert _audit_from(None) == {} and _audit_from(np.empty(0)) == {}
