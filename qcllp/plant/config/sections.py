@@ -94,8 +94,9 @@ class Station(Section):
         ge=0,
         le=1,
         description="Share of the sticks eligible for an audit that the scorer marks inspect "
-        "instead of pass: the active model's passes between break-even and its threshold, "
-        "and the passes a shadow model would lock out (with a shadow model alone: its "
+        "instead of pass: the active model's passes between break-even (or the top 2 % of "
+        "its training ranking, when its probabilities stay below break-even) and its "
+        "threshold, and the passes a shadow model would lock out (with a shadow model alone: its "
         "would-be lock-outs). Drawn per stick by a hash, so a repeated step draws the same.",
     )
     scoring_interval_s: Number = Field(
