@@ -39,7 +39,7 @@ from qcllp.retraining.promotion import shadow_reason
 from qcllp.retraining.shadow_check import check_trial
 from qcllp.scoring.step import flags_frame, score_station
 from qcllp.station.registry import RegistryError, load_model, promote
-from qcllp.store import Inspection, Store, StoreError
+from qcllp.store import Inspection, ShadowFlag, Store, StoreError
 from qcllp.training.train import station_costs, train_station
 
 __all__ = [
@@ -232,18 +232,44 @@ def _judge_trials(store: Store, config: PlantConfig, say: Callable[[str], None])
 
 
 def _fresh_table(store: Store, config: PlantConfig, failing: pd.Series) -> pd.DataFrame:
-    """Per station: its flags measured against the simulator's per-stick truth ``failing``."""
+    """Per station: the line's decisions measured against the simulator's per-stick truth
+    ``failing`` (:func:`_line_decisions`)."""
     rows = [
         {
             "station": station,
             **fresh_figures(
-                flags_frame(store, station), failing, costs, config.station(station).inspection_cost
+                _line_decisions(store, station),
+                failing,
+                costs,
+                config.station(station).inspection_cost,
             ),
         }
         for station in config.station_names
         for costs in [station_costs(config, station)]
     ]
     return pd.DataFrame(rows).set_index("station")
+
+
+def _line_decisions(store: Store, station: str) -> pd.DataFrame:
+    """What the line did with every stick scored at ``station``: its flag, or -- for a stick
+    only a shadow model decided (the line acted on nothing) -- a pass at the shadow's
+    probability, so that a station on trial is measured on all its sticks, not its audits."""
+    flags = flags_frame(store, station)
+    t = ShadowFlag.__table__
+    columns = ["charge_id", "stick_id", "probability", "decision"]
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(*(t.c[c] for c in columns)).where(t.c.station == station))
+        shadow = pd.DataFrame(rows.all(), columns=columns)
+    keys = ["charge_id", "stick_id"]
+    flagged = (
+        pd.MultiIndex.from_frame(flags[keys])
+        if len(flags)
+        else pd.MultiIndex.from_tuples([], names=keys)
+    )
+    alone = shadow[~pd.MultiIndex.from_frame(shadow[keys]).isin(flagged)] if len(shadow) else shadow
+    alone = alone.drop_duplicates(keys).assign(decision="pass")
+    alone = alone[alone["probability"].notna()].astype({"probability": float})
+    return pd.concat([flags[columns], alone], ignore_index=True)
 
 
 def demo_database_url(folder: str | Path) -> str:
