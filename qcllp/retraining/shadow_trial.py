@@ -11,13 +11,13 @@ lock-outs ``k`` and the would-be saving per 1,000 sticks in three kinds, each la
 
 * **measured**: the would-be lock-outs that were inspected, ``f`` failing of ``m``; their
   precision ``f / m`` with one-sided Clopper-Pearson bounds at ``shadow_confirm_level``
-  (:func:`scipy.stats.binomtest`, a well-kept library, exact rather than a normal
-  approximation that fails at the few dozen inspections a trial has), and the saving this
-  implies, ``1000 * k / sticks * (P * fail_cost - (1 - P) * good_cost)`` at ``P`` and at both
-  bounds. Every inspection of a would-be lock-out counts (an audit, or the bay's inspection of
-  a stick the active model locked out too); where the bay inspects the active model's
-  lock-outs more often than audits sample the rest, the sample leans towards the sticks both
-  models lock out.
+  (:func:`qcllp.station.lockout_rule.precision_bounds`: scipy's exact binomial test rather
+  than a normal approximation that fails at the few dozen inspections a trial has), and the
+  saving this implies, ``1000 * k / sticks * (P * fail_cost - (1 - P) * good_cost)`` at ``P``
+  and at both bounds. Every inspection of a would-be lock-out counts (an audit, or the bay's
+  inspection of a stick the active model locked out too); where the bay inspects the active
+  model's lock-outs more often than audits sample the rest, the sample leans towards the
+  sticks both models lock out.
 * **bounded by the counts**: which sticks reached final QC is known per charge as
   :mod:`qcllp.station.final_qc` knows it: the sticks scored minus those locked out at any
   station or inspected failing (scrapped) when that leaves exactly QC's ``n_sticks``, or all
@@ -58,11 +58,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.stats import binomtest
 from sqlalchemy import Connection, select
 
 from qcllp.plant.config import PlantConfig, Retrainer, Station
 from qcllp.station.final_qc import read_flags
+from qcllp.station.lockout_rule import precision_bounds
 from qcllp.store import (
     IN_CHUNK,
     Charge,
@@ -157,16 +157,6 @@ class TrialVerdict:
 def _signed(value: float | None) -> str:
     """A saving with its sign and thousands separator, ``-`` when there is none."""
     return "-" if value is None else f"{value:+,.0f}"
-
-
-def precision_bounds(failing: int, inspected: int, level: float) -> tuple[float, float]:
-    """One-sided Clopper-Pearson bounds of a precision at ``level`` each: ``(lower, upper)``
-    (``(0, 1)`` with nothing inspected)."""
-    if inspected == 0:
-        return 0.0, 1.0
-    low = binomtest(failing, inspected, alternative="greater").proportion_ci(level, "exact").low
-    high = binomtest(failing, inspected, alternative="less").proportion_ci(level, "exact").high
-    return float(low), float(high)
 
 
 def count_bounds(rows: pd.DataFrame, n_sticks: pd.Series, failures: pd.Series) -> tuple[int, int]:

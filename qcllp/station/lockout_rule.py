@@ -49,7 +49,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import norm
+from scipy.stats import binomtest, norm
 
 from qcllp.learn.calibration import CountCalibrator
 from qcllp.learn.core.threads import single_threaded
@@ -61,10 +61,12 @@ __all__ = [
     "ThresholdChoice",
     "charge_savings",
     "count_calibration",
+    "declined_choice",
     "expected_saving",
     "held_out_saving",
     "lockout_rule",
     "lockout_saving_per_1000",
+    "precision_bounds",
     "realized_saving_per_1000",
 ]
 
@@ -129,6 +131,19 @@ class ThresholdChoice:
             "bayes_threshold": self.bayes_threshold,
             "declined": self.declined,
         }
+
+
+def precision_bounds(failing: int, inspected: int, level: float) -> tuple[float, float]:
+    """One-sided Clopper-Pearson bounds of a precision at ``level`` each: ``(lower, upper)``
+    (``(0, 1)`` with nothing inspected). Exact (:func:`scipy.stats.binomtest`, a well-kept
+    library) rather than a normal approximation, which fails at the few dozen inspected
+    sticks a trial or a training has. The shadow trial's rule and the lock-out rule's
+    inspected brake judge inspected lock-outs by it."""
+    if inspected == 0:
+        return 0.0, 1.0
+    low = binomtest(failing, inspected, alternative="greater").proportion_ci(level, "exact").low
+    high = binomtest(failing, inspected, alternative="less").proportion_ci(level, "exact").high
+    return float(low), float(high)
 
 
 def declined_choice(costs: LockoutCosts) -> ThresholdChoice:

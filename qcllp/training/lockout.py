@@ -24,7 +24,8 @@ inspected sticks the units are the charges and nothing changes.
 **The inspected brake** (:func:`inspected_brake`). The inspected sticks above the chosen
 threshold are a direct sample of the lock-outs' precision, out of fold: when at least
 :data:`MIN_INSPECTED` of them are there and the one-sided upper bound of their precision (exact
-Clopper-Pearson, scipy's beta quantile, at the rule's own level of 90 %) is below the
+Clopper-Pearson, :func:`qcllp.station.lockout_rule.precision_bounds`, at the rule's own
+level of 90 %) is below the
 station's break-even, the lock-outs lose money on the evidence, whatever the counts let the
 likelihood believe, and the rule declines. So the threshold reaches down toward break-even
 only as far as the inspected evidence allows; the brake never lowers a threshold. Ten
@@ -39,7 +40,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
-from scipy.stats import beta
 from sklearn.base import BaseEstimator, clone
 
 from qcllp.learn.calibration import CountCalibrator, poisson_binomial_logpmf
@@ -53,6 +53,7 @@ from qcllp.station.lockout_rule import (
     declined_choice,
     expected_saving,
     lockout_rule,
+    precision_bounds,
 )
 from qcllp.station.model import FailureView, logit
 from qcllp.training.evaluate import Evaluation, cross_validate_charges, score_probabilities
@@ -202,7 +203,7 @@ def inspected_brake(
     f = int(failing[above].sum())
     if m < MIN_INSPECTED:
         return choice
-    upper = 1.0 if f >= m else float(beta.ppf(BRAKE_LEVEL, f + 1, m - f))
+    upper = precision_bounds(f, m, BRAKE_LEVEL)[1]
     return choice if upper >= costs.bayes_threshold else declined_choice(costs)
 
 
