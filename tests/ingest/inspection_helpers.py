@@ -21,6 +21,18 @@ INSPECTION_HEADER = "charge_id,stick_id,station,result,inspected_at\n"
 DECISIONS = {"s1": "lock_out", "s2": "pass", "s3": "unscorable"}
 
 
+def insert_model_row(conn, now: datetime) -> int:
+    """A registry row of an active furnace model (no artifact): what flags refer to."""
+    return conn.execute(
+        insert(Model.__table__).values(
+            station="furnace", method="invcal", target="any_defect", params={},
+            metrics={}, features=[], artifact_path="-", sha256="0" * 64,
+            status="active", n_charges=1, n_sticks=1, qcllp_version="test",
+            created_at=now,
+        )
+    ).inserted_primary_key[0]  # fmt: skip
+
+
 def measured_plant(store: Store, config: PlantConfig, folder: Path) -> dict[str, int]:
     """Readings of the sticks above and the furnace flags; the flag id of each flagged stick."""
     rows = "".join(
@@ -30,14 +42,7 @@ def measured_plant(store: Store, config: PlantConfig, folder: Path) -> dict[str,
     ingest_measurements(store, config, write_csv(folder, "readings.csv", rows))
     now = datetime.now(UTC)
     with store.engine.begin() as conn:
-        model_id = conn.execute(
-            insert(Model.__table__).values(
-                station="furnace", method="invcal", target="any_defect", params={},
-                metrics={}, features=[], artifact_path="-", sha256="0" * 64,
-                status="active", n_charges=1, n_sticks=1, qcllp_version="test",
-                created_at=now,
-            )
-        ).inserted_primary_key[0]  # fmt: skip
+        model_id = insert_model_row(conn, now)
         ids = {}
         for stick, decision in DECISIONS.items():
             ids[stick] = conn.execute(

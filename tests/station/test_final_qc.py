@@ -15,8 +15,9 @@ from qcllp.ingest import ingest_defect_counts
 from qcllp.retraining.promotion import labeled_counts, window_data
 from qcllp.scoring.step import flags_frame, score_station
 from qcllp.station.final_qc import qc_counted, sticks_qc_counted
-from qcllp.store import Flag, IngestionBatch, Inspection, Model, Store
+from qcllp.store import Flag, IngestionBatch, Inspection, Store
 from qcllp.training.train import labeled_data, train_station
+from tests.ingest.inspection_helpers import insert_model_row
 from tests.support.eager_model import promote_locking_all
 
 
@@ -69,14 +70,7 @@ def _flag_and_inspect(store, plan: dict[tuple[str, str, str], tuple[str, str | N
     (decision, inspection result or None for none stored)."""
     now = datetime.now(UTC)
     with store.engine.begin() as conn:
-        model_id = conn.execute(
-            insert(Model.__table__).values(
-                station="furnace", method="invcal", target="any_defect", params={},
-                metrics={}, features=[], artifact_path="-", sha256="0" * 64,
-                status="active", n_charges=1, n_sticks=1, qcllp_version="test",
-                created_at=now,
-            )
-        ).inserted_primary_key[0]  # fmt: skip
+        model_id = insert_model_row(conn, now)
         batch = conn.execute(
             insert(IngestionBatch.__table__).values(
                 kind="inspections", source="test", status="done", started_at=now
