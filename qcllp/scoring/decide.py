@@ -3,7 +3,7 @@
 The part of a scoring step (:mod:`.step`, step 2) that needs the readings and the model: the
 due sticks' readings of the stations up to this one (:func:`read_stick_readings`, in
 proportion to the charges asked for), the sensors of this station each stick still lacks
-(:func:`decide_sticks` postpones a stick that may still get them, and decides one that cannot
+(:func:`read_due` postpones a stick that may still get them, and decides one that cannot
 as ``unscorable`` with the sensors named), and the model's ``lock_out`` or ``pass`` on the
 features built exactly as at training time -- for the active model and a shadow model alike,
 from one read of the readings (:func:`decide_due`). Runs inside the step's transaction.
@@ -24,7 +24,7 @@ from qcllp.scoring.pending import postpone
 from qcllp.station.registry import LoadedModel
 from qcllp.store import IN_CHUNK, Reading, Series, charge_time_bounds, placeholders, us_to_utc
 
-__all__ = ["DueSticks", "decide_due", "decide_sticks", "read_due", "read_stick_readings"]
+__all__ = ["DueSticks", "decide_due", "read_due", "read_stick_readings"]
 
 
 def read_stick_readings(
@@ -177,23 +177,6 @@ def _model_decisions(due: DueSticks, loaded: LoadedModel, X: pd.DataFrame | None
     )
     out.loc[scorable, "reason"] = np.where(finite, None, "the model gave no probability")
     return out
-
-
-def decide_sticks(
-    conn: Connection,
-    config: PlantConfig,
-    st: Station,
-    loaded: LoadedModel,
-    due: pd.DataFrame,
-    now: datetime,
-    assume_complete: bool,
-) -> pd.DataFrame:
-    """Decisions of one model for the due sticks that have completed (:func:`read_due`,
-    :func:`decide_due`)."""
-    [decided] = decide_due(
-        config, st, read_due(conn, config, st, due, now, assume_complete), [loaded]
-    )
-    return decided
 
 
 def _missing_sensors(readings: pd.DataFrame, st: Station, due: pd.DataFrame) -> list[list[str]]:
