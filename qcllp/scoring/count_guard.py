@@ -226,10 +226,10 @@ def check_counts(
     here = _flags(conn, [station], ids)
     if here.empty:
         return []
-    taken = taken_off(conn, stations, ids)  # lock-outs and audit samples, every station
-    locked = taken["decision"].to_numpy() == "lock_out"
-    # this station's own lock-outs among them change nothing: their decision takes them off
-    elsewhere, audits = taken.loc[locked, ["charge_id", "stick_id"]], taken[~locked]
+    others = [s for s in stations if s != station]
+    elsewhere = _flags(conn, others, ids, locked_only=True) if others else here.iloc[:0]
+    taken = taken_off(conn, stations, ids)
+    audits = taken[taken["decision"].to_numpy() == "inspect"]
     counts = _counts(conn, ids)
     scored = pd.to_datetime(here["scored_at"], utc=True)
     alarms = []
@@ -275,10 +275,12 @@ def _reported_charges(conn: Connection, batches: list[int]) -> pd.DataFrame:
     return frame.sort_values(["order", "charge_id"])[["charge_id", "n_sticks"]]
 
 
-def _flags(conn: Connection, stations: list[str], charges: list[str]) -> pd.DataFrame:
+def _flags(
+    conn: Connection, stations: list[str], charges: list[str], *, locked_only: bool = False
+) -> pd.DataFrame:
     """What the comparison needs of the flags of these charges at these stations."""
     columns = ["charge_id", "stick_id", "model_id", "probability", "decision", "threshold"]
-    return read_flags(conn, stations, charges, [*columns, "scored_at"])
+    return read_flags(conn, stations, charges, [*columns, "scored_at"], locked_only=locked_only)
 
 
 def _counts(conn: Connection, charges: list[str]) -> pd.DataFrame:
