@@ -7,7 +7,8 @@ later and without saying which stick failed. Audits look where the evidence is t
 * with an active model, its passes with a probability between the station's break-even
   precision (:attr:`qcllp.plant.config.Station.break_even`) and its threshold -- the band where
   the lock-out rule declined for lack of evidence -- or from the top of its ranking when its
-  probabilities never reach break-even (:func:`audit_floor`), and, when a shadow model is on
+  probabilities never reach break-even, but never where a look costs more than a failing
+  stick saves (:func:`audit_floor`), and, when a shadow model is on
   trial, the active's passes that the shadow would lock out (the sticks on which the two
   disagree);
 * with a shadow model alone, the shadow's would-be lock-outs.
@@ -69,7 +70,8 @@ def draw_audits(
     p = out["probability"].to_numpy(dtype=float)
     passed = (out["decision"] == "pass").to_numpy()
     threshold = float(active.model.threshold)
-    band = passed & _in_band(p, st, active) & (p < threshold)
+    floor = audit_floor(st, active)
+    band = passed & (p >= floor) & (p < threshold)
     disagree = np.zeros(len(out), dtype=bool)
     if shadow is not None and shadow_scores is not None:
         disagree = passed & ~band & (shadow_scores["decision"] == "lock_out").to_numpy()
@@ -81,8 +83,8 @@ def draw_audits(
     if in_band.any():
         out.loc[in_band, "decision"] = AUDIT
         out.loc[in_band, "reason"] = [
-            f"audit: p {q:.2f} between break-even {st.break_even:.2f} and the threshold "
-            f"{threshold:.2f}"
+            f"audit: p {q:.2f} in the audit band [{floor:.2f}, {threshold:.2f}) below the "
+            f"threshold (break-even {st.break_even:.2f})"
             for q in p[in_band]
         ]
     if of_shadow.any():
@@ -99,14 +101,15 @@ def audit_floor(st: Station, model: LoadedModel) -> float:
     sticks lay), when its recalibrated probabilities stay below break-even -- where the
     counts could not show the top of the ranking is worth locking out, and only a look at
     its sticks can. A model whose top probabilities are one tied value has no
-    ``audit_from`` (:func:`qcllp.training.fitting._audit_from`): it has no top to audit."""
+    ``audit_from`` (:func:`qcllp.training.fitting._audit_from`): it has no top to audit.
+
+    Never below :attr:`~qcllp.plant.config.Station.audit_pays_from`: below it a sample is
+    expected to cost more than it saves even if the probability is right (at the last
+    station of the example plant a look costs 22.50 EUR and a failing stick saves 25, so
+    only sticks of p >= 0.9 are worth a look there)."""
     top = model.model.metrics.get("audit_from")
-    return st.break_even if top is None else min(st.break_even, float(top))
-
-
-def _in_band(p: np.ndarray, st: Station, model: LoadedModel) -> np.ndarray:
-    """At or above the audit band's floor (:func:`audit_floor`)."""
-    return p >= audit_floor(st, model)
+    floor = st.break_even if top is None else min(st.break_even, float(top))
+    return max(floor, st.audit_pays_from)
 
 
 def shadow_audits(st: Station, shadow: LoadedModel, shadow_scores: pd.DataFrame) -> pd.DataFrame:

@@ -105,7 +105,9 @@ def test_every_eligible_pass_is_audited_at_share_1_as_the_active_models_flag(pla
     assert (p < active.threshold).sum() >= 4
     # break-even in the middle of the passes' probabilities: both kinds of audit occur
     be = float(np.median(p[p < active.threshold]))
-    config = with_station(config, audit_share=1.0, good_cost=be, fail_cost=1.0 - be)
+    config = with_station(
+        config, audit_share=1.0, good_cost=be, fail_cost=1.0 - be, inspection_cost=0.0
+    )
     st = config.station(STATION)
     assert st.break_even == pytest.approx(be)
     result = score_station(store, config, STATION)
@@ -122,7 +124,7 @@ def test_every_eligible_pass_is_audited_at_share_1_as_the_active_models_flag(pla
     assert band.any() and (passes & ~band).any()
     assert (flags.loc[band, "model_id"] == trained).all()
     assert flags.loc[band, "reason"].str.startswith("audit: p ").all()
-    assert flags.loc[band, "reason"].str.contains(f"between break-even {be:.2f}").all()
+    assert flags.loc[band, "reason"].str.contains(f"(break-even {be:.2f})", regex=False).all()
     disagree = flags[passes & ~band]
     # the line's flag stays the active model's (the count guard judges its probabilities)
     assert (disagree["model_id"] == trained).all()
@@ -262,7 +264,9 @@ def test_a_model_below_break_even_is_audited_at_the_top_of_its_ranking(plant, hi
     copy = register_copy(store, config, trained, metrics={**active.metrics, "audit_from": top})
     promote(store, copy)
     model = load_model(store, copy)
-    config = with_station(config, audit_share=1.0, good_cost=999.0, fail_cost=1.0)
+    config = with_station(
+        config, audit_share=1.0, good_cost=999.0, fail_cost=1.0, inspection_cost=0.0
+    )
     st = config.station(STATION)
     assert st.break_even > 0.99 > top
     assert audit_floor(st, model) == top
@@ -274,3 +278,26 @@ def test_a_model_below_break_even_is_audited_at_the_top_of_its_ranking(plant, hi
     below_threshold = scored["probability"] < model.model.threshold
     assert (scored.loc[high & below_threshold, "decision"] == "inspect").all()
     assert not scored.loc[~high, "decision"].eq("inspect").any()
+
+
+def test_no_audit_sample_where_a_look_costs_more_than_a_failing_stick_saves(plant):
+    """The audit band's floor is at least ``inspection_cost / fail_cost``: a model whose top
+    of ranking lies below it gets no band audits, whatever ``audit_from`` says."""
+    store, config, trained, _ = plant
+    active = load_model(store, trained).model
+    low = float(np.quantile([0.0, active.threshold], 0.1))
+    copy = register_copy(store, config, trained, metrics={**active.metrics, "audit_from": low})
+    promote(store, copy)
+    model = load_model(store, copy)
+    config = with_station(
+        config, audit_share=1.0, good_cost=999.0, fail_cost=10.0, inspection_cost=10.0
+    )
+    st = config.station(STATION)
+    assert st.audit_pays_from == pytest.approx(1.0) and audit_floor(st, model) == 1.0
+    relaxed = with_station(config, inspection_cost=0.0).station(STATION)
+    assert audit_floor(relaxed, model) == low  # the same model audits there without the cost
+    score_station(store, config, STATION)
+    flags = flags_frame(store, STATION)
+    p = flags["probability"]
+    assert ((p >= low) & (p < model.model.threshold)).any()  # without the cost: audits
+    assert not flags["decision"].eq("inspect").any()

@@ -69,6 +69,13 @@ class Station:
         total = self.good_cost + self.fail_cost
         return self.good_cost / total if total > 0 else 1.0
 
+    @property
+    def audit_pays_from(self) -> float:
+        """The failure probability above which an audit sample pays for its look:
+        ``inspection_cost / fail_cost`` (a failing sample saves ``fail_cost``, every sample
+        costs ``inspection_cost``); ``inf`` when nothing is saved here."""
+        return self.inspection_cost / self.fail_cost if self.fail_cost > 0 else float("inf")
+
     def sensor(self, name: str) -> Sensor:
         if (found := _by_name(self.sensors, name)) is not None:
             return found

@@ -95,7 +95,8 @@ class Station(Section):
         le=1,
         description="Share of the sticks eligible for an audit that the scorer marks inspect "
         "instead of pass: the active model's passes between break-even (or the top 2 % of "
-        "its training ranking, when its probabilities stay below break-even) and its "
+        "its training ranking, when its probabilities stay below break-even; never below "
+        "inspection_cost / fail_cost, where a look costs more than it saves) and its "
         "threshold, and the passes a shadow model would lock out (with a shadow model alone: its "
         "would-be lock-outs). Drawn per stick by a hash, so a repeated step draws the same.",
     )
