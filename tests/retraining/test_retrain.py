@@ -41,6 +41,10 @@ def test_a_first_model_must_not_lose_money_and_must_beat_the_mean_share():
     assert not ok and "loses money" in why and "-12" in why
     ok, why = judge(figures(0.08, 5.0), None, margin=0.02, baseline_bag_error=0.08)
     assert not ok and "mean share" in why
+    ok, why = judge(figures(0.0790, 5.0), None, margin=0.02, baseline_bag_error=0.08)
+    assert not ok and "not 2% below" in why and "0.0784" in why  # a tie by noise is no model
+    ok, why = judge(figures(0.0783, 5.0), None, margin=0.02, baseline_bag_error=0.08)
+    assert ok
 
 
 def test_a_challenger_needs_the_margin_on_bag_error_and_no_lower_saving():
