@@ -193,12 +193,20 @@ def trained_line(r: Any) -> str:
         if m.get("lockout_declined")
         else f"threshold {m['threshold']:.3f}"
     )
+    basis = "on charges it did not see"
+    if m.get("threshold_inspected") and not m.get("lockout_declined"):
+        rule += (
+            f" (from inspected precision {m['threshold_inspected_failing']:.0f}/"
+            f"{m['threshold_inspected']:.0f}; try it in shadow first: "
+            "qcllp models promote ID --shadow)"
+        )
+        basis = "at that precision and the training lock-out rate"
     saving = (
         "expected saving 0 (it locks out nothing)"
         if m.get("lockout_declined")
         else f"expected saving {m['expected_saving_per_1000']:+.0f} per 1,000 sticks "
         f"(90 % interval {m['saving_low_per_1000']:+.0f} to {m['saving_high_per_1000']:+.0f}, "
-        "on charges it did not see)"
+        f"{basis})"
     )
     subsampled = m.get("labeled_sticks", 0) > m.get("max_sticks", float("inf"))
     of = f" (of {m['labeled_charges']:,.0f}: training.max_sticks)" if subsampled else ""

@@ -156,6 +156,11 @@ def _summary_row(
         low, high = m.get("saving_low_per_1000"), m.get("saving_high_per_1000")
         interval = f" [{low:+,.0f}, {high:+,.0f}]" if low is not None and high is not None else ""
         saving = f"{expected:+,.0f}{interval} {currency}"
+        if m.get("threshold_inspected"):
+            saving += (
+                f" (threshold from inspected precision {m['threshold_inspected_failing']:.0f}/"
+                f"{m['threshold_inspected']:.0f})"
+            )
         if suspension is not None:
             saving = f"0 on the line while suspended (its rule expected {saving})"
     on_line = (flags["decision"] == "lock_out").mean() if len(flags) else None

@@ -33,6 +33,14 @@ than that of predicting every charge at the training charges' mean share: a mode
 ties the mean share ranks nothing (on the simulated plant such first models, equal to the
 baseline to four digits, were promoted by floating-point noise alone).
 
+**A threshold from inspections** (:func:`qcllp.training.lockout.inspected_threshold`): when
+a candidate's threshold rests on the precision of inspected sticks rather than on the counts,
+and shadow trials are on, its holdout saving -- a figure of the counts-recalibrated
+probabilities, the very figure the inspections contradict -- does not decide: a first model
+needs only the bag-error margin over the mean share, a challenger a bag error no higher than
+the active model's, and it goes on a shadow trial, where its own would-be lock-outs are
+inspected before it acts (:func:`measured_threshold` says which evidence, in the reason).
+
 **Shadow trials** (``retrainer.shadow_trials``, default on): a candidate that passes goes on a
 shadow trial instead of active (:mod:`qcllp.retraining.shadow_trial` judges it there on
 inspected lock-outs) when the station has no active model, or when its threshold differs
@@ -60,6 +68,7 @@ from qcllp.station.final_qc import sticks_qc_counted
 from qcllp.station.lockout_rule import LockoutCosts
 from qcllp.station.model import StationModel, logit
 from qcllp.station.registry import (
+    LoadedModel,
     RegistryError,
     active_model,
     get_model,
@@ -160,27 +169,23 @@ def judge(
     *,
     margin: float,
     baseline_bag_error: float,
+    measured: str | None = None,
 ) -> tuple[bool, str]:
-    """The promotion rule (module docstring): ``(promote, reason)``."""
-    c = candidate
+    """The promotion rule (module docstring): ``(promote, reason)``. ``measured`` says what
+    inspected evidence the candidate's threshold rests on, when it does and it will be tried
+    in shadow: its holdout saving, a figure of the counts-recalibrated model that the
+    inspections contradict, then does not decide, and against an active model its bag error
+    need only be no higher."""
     if champion is None:
-        if c.saving_per_1000 < 0:
-            return False, (
-                f"first model loses money on the holdout: {c.saving_per_1000:+.0f} per 1,000 "
-                "sticks against 0 for locking out nothing"
-            )
-        floor = baseline_bag_error * (1.0 - margin)
-        if not c.bag_error < floor:
-            return False, (
-                f"first model's bag error {c.bag_error:.4f} is not {margin:.0%} below "
-                f"{baseline_bag_error:.4f} of predicting the mean share for every charge "
-                f"(needs < {floor:.4f})"
-            )
+        return _judge_first(candidate, margin, baseline_bag_error, measured)
+    c, ch = candidate, champion
+    if measured:
+        if c.bag_error > ch.bag_error:
+            return False, f"bag error {c.bag_error:.4f} above the active model's {ch.bag_error:.4f}"
         return True, (
-            f"first model: bag error {c.bag_error:.4f} (mean-share baseline "
-            f"{baseline_bag_error:.4f}), saving {c.saving_per_1000:+.0f} per 1,000 sticks"
+            f"{measured}; bag error {c.bag_error:.4f} vs {ch.bag_error:.4f}, holdout saving "
+            f"(model-based) {c.saving_per_1000:+.0f} vs {ch.saving_per_1000:+.0f} per 1,000 sticks"
         )
-    ch = champion
     needed = ch.bag_error * (1.0 - margin)
     if not c.bag_error < needed:
         return False, (
@@ -195,6 +200,43 @@ def judge(
     return True, (
         f"bag error {c.bag_error:.4f} vs {ch.bag_error:.4f}, saving "
         f"{c.saving_per_1000:+.0f} vs {ch.saving_per_1000:+.0f} per 1,000 sticks"
+    )
+
+
+def _judge_first(
+    c: HoldoutFigures, margin: float, baseline_bag_error: float, measured: str | None
+) -> tuple[bool, str]:
+    """The rule for a station's first model (:func:`judge`)."""
+    if c.saving_per_1000 < 0 and not measured:
+        return False, (
+            f"first model loses money on the holdout: {c.saving_per_1000:+.0f} per 1,000 "
+            "sticks against 0 for locking out nothing"
+        )
+    floor = baseline_bag_error * (1.0 - margin)
+    if not c.bag_error < floor:
+        return False, (
+            f"first model's bag error {c.bag_error:.4f} is not {margin:.0%} below "
+            f"{baseline_bag_error:.4f} of predicting the mean share for every charge "
+            f"(needs < {floor:.4f})"
+        )
+    return True, (
+        f"first model: bag error {c.bag_error:.4f} (mean-share baseline "
+        f"{baseline_bag_error:.4f}), saving {c.saving_per_1000:+.0f} per 1,000 sticks"
+        + (f" (model-based); {measured}" if measured else "")
+    )
+
+
+def measured_threshold(model: StationModel) -> str | None:
+    """What a model's threshold rests on when it is inspected precision (metrics
+    ``threshold_inspected`` and ``threshold_inspected_failing``,
+    :func:`qcllp.training.lockout.inspected_threshold`), in words; else ``None``."""
+    n = model.metrics.get("threshold_inspected")
+    if not n or not model.threshold <= 1.0:
+        return None
+    f = int(model.metrics.get("threshold_inspected_failing", 0))
+    return (
+        f"its threshold {model.threshold:.3f} rests on inspected precision {f}/{int(n)} "
+        f"(break-even {model.metrics.get('bayes_threshold', float('nan')):.3f})"
     )
 
 
@@ -249,14 +291,7 @@ def _evaluate(
         candidate = load_model(store, candidate_id)
     except (ArtifactError, RegistryError) as exc:
         return PromotionDecision(station, candidate_id, False, f"candidate unusable: {exc}")
-    champion_record = active_model(store, station)
-    champion = None
-    champion_note = ""
-    if champion_record is not None and champion_record["id"] != candidate_id:
-        try:
-            champion = load_model(store, champion_record["id"])
-        except (ArtifactError, RegistryError) as exc:  # judged as if there were none
-            champion_note = f" (active model {champion_record['id']} unusable: {exc})"
+    champion, champion_note = _champion(store, station, candidate_id)
     ends = [record["trained_until"]]
     if champion is not None:
         ends.append(champion.record["trained_until"])
@@ -282,8 +317,13 @@ def _evaluate(
         else holdout_figures(champion.model, features, shares, costs, model_id=champion.id)
     )
     baseline = _baseline_bag_error(store, config, candidate.model, shares)
+    measured = measured_threshold(candidate.model) if settings.shadow_trials else None
     promoted, reason = judge(
-        cand, champ, margin=settings.promotion_margin, baseline_bag_error=baseline
+        cand,
+        champ,
+        margin=settings.promotion_margin,
+        baseline_bag_error=baseline,
+        measured=measured,
     )
     trial = promoted and settings.shadow_trials
     why_shadow = shadow_reason(candidate.model, None if champion is None else champion.model)
@@ -292,6 +332,18 @@ def _evaluate(
     return PromotionDecision(
         station, candidate_id, promoted, reason, cand, champ, baseline, holdout, shadow
     )
+
+
+def _champion(store: Store, station: str, candidate_id: int) -> tuple[LoadedModel | None, str]:
+    """The station's active model the candidate is judged against, and a note when it cannot
+    be loaded (then it is judged as if there were none)."""
+    record = active_model(store, station)
+    if record is None or record["id"] == candidate_id:
+        return None, ""
+    try:
+        return load_model(store, record["id"]), ""
+    except (ArtifactError, RegistryError) as exc:
+        return None, f" (active model {record['id']} unusable: {exc})"
 
 
 def shadow_reason(candidate: StationModel, champion: StationModel | None) -> str | None:

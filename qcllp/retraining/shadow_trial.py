@@ -62,7 +62,7 @@ from sqlalchemy import Connection, select
 
 from qcllp.plant.config import PlantConfig, Retrainer, Station
 from qcllp.station.final_qc import read_flags
-from qcllp.station.lockout_rule import precision_bounds
+from qcllp.station.precision import precision_bounds
 from qcllp.store import (
     IN_CHUNK,
     Charge,

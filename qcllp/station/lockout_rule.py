@@ -49,7 +49,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import binomtest, norm
+from scipy.stats import norm
 
 from qcllp.learn.calibration import CountCalibrator
 from qcllp.learn.core.threads import single_threaded
@@ -66,7 +66,6 @@ __all__ = [
     "held_out_saving",
     "lockout_rule",
     "lockout_saving_per_1000",
-    "precision_bounds",
     "realized_saving_per_1000",
 ]
 
@@ -113,6 +112,12 @@ class ThresholdChoice:
     (the lower bound of the best candidate was not positive). ``saving_per_1000``: the
     expected saving at the threshold on these charges; ``saving_bound_per_1000``: its
     bootstrap lower bound.
+
+    ``basis``: what the threshold rests on, ``"counts"`` (the bootstrap of the charges'
+    counts, :func:`lockout_rule`) or ``"inspected"`` (the precision of the inspected sticks
+    above it, ``inspected_failing`` of ``inspected``:
+    :func:`qcllp.training.lockout.inspected_threshold`; the saving figures are then that
+    precision's, per 1,000 sticks).
     """
 
     threshold: float
@@ -121,8 +126,11 @@ class ThresholdChoice:
     bayes_threshold: float
     saving_bound_per_1000: float = 0.0
     declined: bool = False
+    basis: str = "counts"
+    inspected: int = 0
+    inspected_failing: int = 0
 
-    def as_dict(self) -> dict[str, float]:
+    def as_dict(self) -> dict[str, float | str]:
         return {
             "threshold": self.threshold,
             "saving_per_1000": self.saving_per_1000,
@@ -130,20 +138,10 @@ class ThresholdChoice:
             "lockout_rate": self.lockout_rate,
             "bayes_threshold": self.bayes_threshold,
             "declined": self.declined,
+            "basis": self.basis,
+            "inspected": self.inspected,
+            "inspected_failing": self.inspected_failing,
         }
-
-
-def precision_bounds(failing: int, inspected: int, level: float) -> tuple[float, float]:
-    """One-sided Clopper-Pearson bounds of a precision at ``level`` each: ``(lower, upper)``
-    (``(0, 1)`` with nothing inspected). Exact (:func:`scipy.stats.binomtest`, a well-kept
-    library) rather than a normal approximation, which fails at the few dozen inspected
-    sticks a trial or a training has. The shadow trial's rule and the lock-out rule's
-    inspected brake judge inspected lock-outs by it."""
-    if inspected == 0:
-        return 0.0, 1.0
-    low = binomtest(failing, inspected, alternative="greater").proportion_ci(level, "exact").low
-    high = binomtest(failing, inspected, alternative="less").proportion_ci(level, "exact").high
-    return float(low), float(high)
 
 
 def declined_choice(costs: LockoutCosts) -> ThresholdChoice:

@@ -30,11 +30,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from qcllp.station.lockout_rule import LockoutCosts, SavingEstimate
+from qcllp.station.lockout_rule import LockoutCosts, SavingEstimate, ThresholdChoice
 from qcllp.station.model import StationModel
 from qcllp.training.inspected import inspection_counts
 from qcllp.training.labeled import LabeledData
-from qcllp.training.lockout import LockoutDecision, decide_lockout, out_of_fold
+from qcllp.training.lockout import INSPECTED, LockoutDecision, decide_lockout, out_of_fold
 from qcllp.training.plan import AUTO_ANY_DEFECT_MODES, TrainingPlan
 from qcllp.training.search import Progress, SearchResult, search_parameters, search_per_type
 
@@ -202,6 +202,18 @@ def _audit_from(p: np.ndarray | None) -> dict[str, float]:
     return {"audit_from": top}
 
 
+def _threshold_evidence(choice: ThresholdChoice) -> dict[str, float]:
+    """Metrics ``threshold_inspected`` and ``threshold_inspected_failing`` when the threshold
+    rests on inspected precision (:func:`qcllp.training.lockout.inspected_threshold`): the
+    promotion gate and the reports say so."""
+    if choice.basis != INSPECTED:
+        return {}
+    return {
+        "threshold_inspected": float(choice.inspected),
+        "threshold_inspected_failing": float(choice.inspected_failing),
+    }
+
+
 def _station_model(
     plan: TrainingPlan,
     data: LabeledData,
@@ -226,6 +238,7 @@ def _station_model(
         "lockout_rate_bound": decision.lockout_rate_bound,
         "lockout_excess_bound": decision.lockout_excess_bound,
         **_audit_from(decision.evaluation.probability),
+        **_threshold_evidence(choice),
         **(data.subsample.metrics() if data.subsample is not None else {}),
         **inspection_counts(data.labels),
     }

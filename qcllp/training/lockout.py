@@ -31,6 +31,31 @@ likelihood believe, and the rule declines. So the threshold reaches down toward 
 only as far as the inspected evidence allows; the brake never lowers a threshold. Ten
 inspected sticks: below that the bound is too wide to be below a break-even of 0.7 unless
 most of them were good (0 to 4 failing of 10), which is the case it is there for.
+
+**The inspected threshold** (:func:`inspected_threshold`), the other direction. The counts
+cannot show how sure the top of a ranking is, so on them alone the rule declines where the
+top is in fact worth locking out; the inspected sticks there (audit samples at the top of the
+last model's ranking, earlier lock-outs) are that evidence. Among the inspected sticks ranked
+by their recalibrated out-of-fold probability, the rule takes the lowest probability ``t``
+such that at least :data:`MIN_INSPECTED` of them lie at or above it and the one-sided 90 %
+lower bound of their precision (exact Clopper-Pearson) reaches break-even -- when that is
+below the threshold the counts chose, or the counts declined. Its figures are then the
+inspected precision's, not the counts': ``lockout rate x (precision x fail_cost - (1 -
+precision) x good_cost)`` per 1,000 sticks, with the precision's two-sided 90 % bounds (the
+lock-out rate is the training sticks', taken as known). Choices, written down:
+
+* the *lowest* such ``t``: the precision above it is an average over the lock-outs, and the
+  last ones are the weakest; the bound is of that average, so the lock-outs as a whole
+  break even at worst (at the 90 % level), not each one;
+* the inspected sticks were picked by an *earlier* model (its audit band, its lock-outs), so
+  they are a sample of this model's lock-outs only where the two rankings agree, and trying
+  every candidate ``t`` is a multiple test: the bound is optimistic. The retraining daemon
+  therefore never puts such a model straight on the line: its threshold moved, so it goes
+  on a shadow trial (:mod:`qcllp.retraining.shadow_trial`), where its *own* would-be
+  lock-outs on fresh sticks are audited and judged by the same bound before it acts;
+* the threshold only moves down toward break-even as the inspected evidence allows: with
+  fewer than ten inspected sticks above any ``t``, or a precision whose bound stays below
+  break-even, nothing changes.
 """
 
 from __future__ import annotations
@@ -46,6 +71,7 @@ from qcllp.learn.calibration import CountCalibrator, poisson_binomial_logpmf
 from qcllp.plant.config import PlantConfig
 from qcllp.station.guard_bounds import lockout_excess_bound, lockout_rate_bound
 from qcllp.station.lockout_rule import (
+    LEVEL,
     LockoutCosts,
     SavingEstimate,
     ThresholdChoice,
@@ -53,18 +79,21 @@ from qcllp.station.lockout_rule import (
     declined_choice,
     expected_saving,
     lockout_rule,
-    precision_bounds,
 )
 from qcllp.station.model import FailureView, logit
+from qcllp.station.precision import precision_bounds, precision_lower_bounds
 from qcllp.training.evaluate import Evaluation, cross_validate_charges, score_probabilities
 from qcllp.training.labeled import LabeledData
 from qcllp.training.plan import TrainingPlan
 
 __all__ = [
+    "INSPECTED",
     "LockoutDecision",
     "OutOfFold",
     "decide_lockout",
     "inspected_brake",
+    "inspected_saving",
+    "inspected_threshold",
     "fit_proportions",
     "out_of_fold",
     "station_costs",
@@ -207,6 +236,60 @@ def inspected_brake(
     return choice if upper >= costs.bayes_threshold else declined_choice(costs)
 
 
+INSPECTED = "inspected"  # ThresholdChoice.basis of a threshold from inspected precision
+
+
+def inspected_threshold(
+    choice: ThresholdChoice, p: np.ndarray, failing: np.ndarray | None, costs: LockoutCosts
+) -> ThresholdChoice:
+    """``choice``, or a lower threshold that the inspected sticks' precision supports
+    (module docstring, "The inspected threshold"). ``p``: recalibrated out-of-fold
+    probabilities; ``failing``: 1/0 per inspected row, NaN elsewhere."""
+    if failing is None:
+        return choice
+    seen = ~np.isnan(failing)
+    order = np.argsort(-p[seen], kind="stable")
+    q, y = p[seen][order], failing[seen][order]
+    m = np.arange(1, len(q) + 1)
+    f = np.cumsum(y)
+    last_of_tie = np.r_[q[1:] < q[:-1], True]  # a threshold takes every stick tied at it
+    low = precision_lower_bounds(f, m, BRAKE_LEVEL)
+    ok = np.flatnonzero(last_of_tie & (m >= MIN_INSPECTED) & (low >= costs.bayes_threshold))
+    if not len(ok) or not q[ok[-1]] < choice.threshold:
+        return choice
+    k = ok[-1]  # the lowest threshold that qualifies
+    t = float(q[k])
+    rate = float(np.mean(p >= t))
+    n, bad = int(m[k]), int(f[k])
+    return ThresholdChoice(
+        threshold=t,
+        saving_per_1000=_per_1000(rate, bad / n, costs),
+        lockout_rate=rate,
+        bayes_threshold=costs.bayes_threshold,
+        saving_bound_per_1000=_per_1000(rate, float(low[k]), costs),
+        basis=INSPECTED,
+        inspected=n,
+        inspected_failing=bad,
+    )
+
+
+def inspected_saving(
+    choice: ThresholdChoice, costs: LockoutCosts, level: float = LEVEL
+) -> SavingEstimate:
+    """The saving per 1,000 sticks a threshold from inspected precision states: at the
+    precision ``inspected_failing / inspected`` and its two-sided ``level`` Clopper-Pearson
+    bounds, at the choice's lock-out rate (module docstring)."""
+    lo, hi = precision_bounds(choice.inspected_failing, choice.inspected, 0.5 + level / 2)
+    rate = choice.lockout_rate
+    point = _per_1000(rate, choice.inspected_failing / choice.inspected, costs)
+    return SavingEstimate(point, _per_1000(rate, lo, costs), _per_1000(rate, hi, costs), level)
+
+
+def _per_1000(rate: float, precision: float, costs: LockoutCosts) -> float:
+    """Saving per 1,000 sticks of locking out ``rate`` of them at ``precision``."""
+    return 1000 * rate * (precision * costs.fail_cost - (1 - precision) * costs.good_cost)
+
+
 def decide_lockout(
     plan: TrainingPlan, data: LabeledData, oof: OutOfFold, costs: LockoutCosts, folds: int
 ) -> LockoutDecision:
@@ -218,16 +301,22 @@ def decide_lockout(
     with an interval (:func:`qcllp.station.lockout_rule.expected_saving`; exactly 0 when the rule
     declined:
     the model locks out nothing), and the evaluation is of the recalibrated probabilities at
-    that threshold. The inspected sticks above the threshold can still make it decline
+    that threshold. The inspected sticks can lower the threshold, or set one where the counts
+    declined (:func:`inspected_threshold`; its figures are then theirs,
+    :func:`inspected_saving`), and those above it can still make it decline
     (:func:`inspected_brake`).
     """
     decision, p, codes, positives = oof.decision, oof.probability, oof.codes, oof.positives
     rule = {"n_boot": plan.bootstrap, "random_state": plan.seed}
     choice = lockout_rule(decision, codes, positives, costs, oof.calibrate, **rule)
-    choice = inspected_brake(choice, p, _known_failing(data), costs)
-    saving = expected_saving(
-        choice, decision, codes, positives, costs, oof.calibrate, groups=folds, **rule
-    )
+    known = _known_failing(data)
+    choice = inspected_brake(inspected_threshold(choice, p, known, costs), p, known, costs)
+    if choice.basis == INSPECTED:
+        saving = inspected_saving(choice, costs)
+    else:
+        saving = expected_saving(
+            choice, decision, codes, positives, costs, oof.calibrate, groups=folds, **rule
+        )
     evaluation = score_probabilities(p, data.bags, data.failing_shares, threshold=choice.threshold)
     charges = oof.charges
     bound = lockout_rate_bound(p, charges, choice.threshold, random_state=plan.seed)

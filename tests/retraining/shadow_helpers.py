@@ -57,3 +57,12 @@ def with_threshold(store: Store, config: PlantConfig, model_id: int, threshold: 
     until = stored_utc(loaded.record["trained_until"])
     data = labeled_data(store, config, loaded.record["station"], until=until)
     return record_model(store, config, model, data).model_id
+
+
+def with_metrics(store: Store, config: PlantConfig, model_id: int, metrics: dict) -> int:
+    """Register a copy of model ``model_id`` with ``metrics`` added; its id (a candidate)."""
+    loaded = load_model(store, model_id)
+    model = replace(loaded.model, metrics={**loaded.model.metrics, **metrics})
+    until = stored_utc(loaded.record["trained_until"])
+    data = labeled_data(store, config, loaded.record["station"], until=until)
+    return record_model(store, config, model, data).model_id

@@ -47,6 +47,29 @@ def test_a_first_model_must_not_lose_money_and_must_beat_the_mean_share():
     assert ok
 
 
+def test_a_threshold_from_inspections_is_not_judged_on_the_model_based_saving():
+    """A candidate whose threshold rests on inspected precision, to be tried in shadow: the
+    holdout's (count-recalibrated) saving does not decide; the bag error still does."""
+    measured = "its threshold 0.412 rests on inspected precision 28/30 (break-even 0.690)"
+    ok, why = judge(
+        figures(0.05, -120.0), None, margin=0.02, baseline_bag_error=0.08, measured=measured
+    )
+    assert ok and measured in why and "-120" in why and "model-based" in why
+    ok, why = judge(
+        figures(0.0790, -120.0), None, margin=0.02, baseline_bag_error=0.08, measured=measured
+    )
+    assert not ok and "mean share" in why
+    champion = figures(0.10, 20.0)
+    ok, why = judge(
+        figures(0.10, -50.0), champion, margin=0.02, baseline_bag_error=1, measured=measured
+    )
+    assert ok and measured in why  # no better a model, but a rule the inspections support
+    ok, why = judge(
+        figures(0.101, 50.0), champion, margin=0.02, baseline_bag_error=1, measured=measured
+    )
+    assert not ok and "above the active model's 0.1000" in why
+
+
 def test_a_challenger_needs_the_margin_on_bag_error_and_no_lower_saving():
     champion = figures(0.10, 20.0)
     ok, why = judge(figures(0.099, 30.0), champion, margin=0.02, baseline_bag_error=1)

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from qcllp.retraining.promotion import decide_promotion, shadow_reason
+from qcllp.retraining.promotion import decide_promotion, measured_threshold, shadow_reason
 from qcllp.retraining.retrain import retrain_station
 from qcllp.station.registry import active_model, get_model, load_model, shadow_model
 from qcllp.store.events import events
-from tests.retraining.shadow_helpers import locking_candidate
+from tests.retraining.shadow_helpers import locking_candidate, with_metrics
 
 STATION = "rolling"
 
@@ -61,4 +61,27 @@ def test_a_challenger_goes_on_trial_only_when_its_threshold_moved(retrain_plant,
     assert shadow_reason(model, model) is None  # the rule already on the line
     assert shadow_reason(moved, model).startswith(f"its threshold {moved.threshold:.3f} differs")
     assert shadow_reason(replace(model, threshold=1.5), None) is None  # locks out nothing
+    store.close()
+
+
+def test_a_first_model_whose_threshold_rests_on_inspections_goes_on_trial(retrain_plant, tmp_path):
+    """A threshold low enough to lose money by the holdout's count-recalibrated figures: the
+    gate refuses it, unless the threshold rests on inspected precision; then it is tried in
+    shadow (and, with trials off, judged as any other model)."""
+    store = retrain_plant.copy_to(tmp_path)
+    config = _trials(retrain_plant.config)
+    plain = locking_candidate(store, config, STATION, margin=-0.2)
+    refused = decide_promotion(store, config, STATION, plain)
+    assert not refused.promoted and "loses money" in refused.reason, refused.reason
+    evidence = {"threshold_inspected": 30.0, "threshold_inspected_failing": 28.0}
+    measured = with_metrics(store, config, plain, evidence)
+    said = measured_threshold(load_model(store, measured).model)
+    assert said is not None and "inspected precision 28/30" in said
+    assert measured_threshold(load_model(store, plain).model) is None
+    off = decide_promotion(store, _trials(config, on=False), STATION, measured)
+    assert not off.promoted and "loses money" in off.reason
+    decision = decide_promotion(store, config, STATION, measured)
+    assert decision.promoted and decision.shadow, decision.reason
+    assert said in decision.reason and "on a shadow trial" in decision.reason
+    assert shadow_model(store, STATION)["id"] == measured and active_model(store, STATION) is None
     store.close()
