@@ -303,11 +303,20 @@ def delivery_text(station: str, result: Any, input_path: str | None) -> str:
 
 def score_line(station: str, summary: Mapping[str, Any], why: str, delivered: str) -> str:
     """The one line ``qcllp score`` prints: what it decided, or why it decided nothing."""
+    shadow = summary.get("shadow_id")
+    if summary.get("model_id") is None and shadow is not None:
+        deciding = f"shadow model {shadow} alone (the line gets its audit samples only)"
+    else:
+        deciding = f"model {summary['model_id']}" + (
+            f" (shadow model {shadow} beside it)" if shadow is not None else ""
+        )
     if why:
-        return f"{station}: decided 0 sticks with model {summary['model_id']}: {why}{delivered}"
+        return f"{station}: decided 0 sticks with {deciding}: {why}{delivered}"
+    threshold = summary.get("threshold")
+    at = f" (threshold {threshold:.3f})" if threshold is not None else ""
     return (
-        f"{station}: decided {summary['sticks_decided']} sticks with model {summary['model_id']}"
-        f" (threshold {summary['threshold']:.3f}): {summary['locked_out']} locked out, "
+        f"{station}: decided {summary['sticks_decided']} sticks with {deciding}{at}: "
+        f"{summary['locked_out']} locked out, "
         f"{summary['passed']} passed, "
         + (f"{summary['audited']} audit samples (inspect), " if summary.get("audited") else "")
         + f"{summary['unscorable']} unscorable; "

@@ -111,7 +111,9 @@ DECISIONS = ("lock_out", "pass", AUDIT, "unscorable")
 # ----------------------------------------------------------------------------- results
 @dataclass(frozen=True)
 class ScoreResult:
-    """What a scoring run decided (``scores``: one row per stick) and what it wrote."""
+    """What a scoring run decided (``scores``: one row per stick) and what it wrote.
+    ``model_id`` and ``threshold`` are the active model's (``None`` when a shadow model
+    decided alone); ``shadow_id`` the shadow model's that decided beside it or alone."""
 
     station: str
     model_id: int | None
@@ -120,6 +122,7 @@ class ScoreResult:
     flags_written: int
     sink: str | None = None  # the station's sink file (None: it has none)
     sink_lines: int = 0  # flags appended to it
+    shadow_id: int | None = None
 
     @property
     def counts(self) -> dict[str, int]:
@@ -133,6 +136,7 @@ class ScoreResult:
             "station": self.station,
             "model_id": self.model_id,
             "threshold": self.threshold,
+            "shadow_id": self.shadow_id,
             "sticks_decided": int(len(self.scores)),
             "locked_out": counts["lock_out"],
             "passed": counts["pass"],
@@ -360,9 +364,15 @@ def score_station(
         if step.standby or not (step.more or step.batches_taken):
             break
     scores = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=SCORE_COLUMNS)
-    deciding = loaded or shadow
     return ScoreResult(
-        station, deciding.id, deciding.model.threshold, scores, written, sink=path, sink_lines=lines
+        station,
+        None if loaded is None else loaded.id,
+        None if loaded is None else loaded.model.threshold,
+        scores,
+        written,
+        sink=path,
+        sink_lines=lines,
+        shadow_id=None if shadow is None else shadow.id,
     )
 
 

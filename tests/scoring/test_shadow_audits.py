@@ -301,3 +301,20 @@ def test_no_audit_sample_where_a_look_costs_more_than_a_failing_stick_saves(plan
     p = flags["probability"]
     assert ((p >= low) & (p < model.model.threshold)).any()  # without the cost: audits
     assert not flags["decision"].eq("inspect").any()
+
+
+def test_a_scoring_run_names_the_active_model_and_the_shadow_apart(plant):
+    """``qcllp score``'s result: with the shadow alone there is no deciding model on the
+    line (the shadow is named as such); beside an active model both are named."""
+    store, config, trained, eager = plant
+    promote(store, eager, shadow=True)
+    alone = score_station(store, config, STATION)
+    assert (alone.model_id, alone.threshold, alone.shadow_id) == (None, None, eager)
+    line = score_line(STATION, alone.as_dict(), "", "")
+    assert f"with shadow model {eager} alone (the line gets its audit samples only):" in line
+    assert "threshold" not in line and alone.counts["inspect"] > 0
+    promote(store, trained)
+    beside = score_station(store, config, STATION)
+    assert (beside.model_id, beside.shadow_id) == (trained, eager)
+    line = score_line(STATION, beside.as_dict(), "", "")
+    assert f"with model {trained} (shadow model {eager} beside it) (threshold " in line
