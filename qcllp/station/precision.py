@@ -7,6 +7,10 @@ and inspected threshold (:mod:`qcllp.training.lockout`) and the shadow trial's v
 (:mod:`qcllp.retraining.shadow_trial`). Exact Clopper-Pearson bounds (:func:`scipy.stats.
 binomtest`, a well-kept library) rather than a normal approximation, which fails at the few
 dozen inspected sticks a trial or a training has.
+
+And what the counts allow, with no inspection at all (:func:`count_precision_ceiling`): a
+charge whose final QC counted ``c`` failing sticks has at most ``min(k, c)`` failing among any
+``k`` of its sticks, so the counts put a ceiling on the precision of any set of lock-outs.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import beta, binomtest
 
-__all__ = ["precision_bounds", "precision_lower_bounds"]
+__all__ = ["count_precision_ceiling", "precision_bounds", "precision_lower_bounds"]
 
 
 def precision_bounds(failing: int, inspected: int, level: float) -> tuple[float, float]:
@@ -37,3 +41,27 @@ def precision_lower_bounds(failing: np.ndarray, inspected: np.ndarray, level: fl
     with np.errstate(invalid="ignore"):
         low = beta.ppf(1.0 - level, np.maximum(f, 1e-300), m - f + 1.0)
     return np.where((f > 0) & (m > 0), low, 0.0)
+
+
+def count_precision_ceiling(
+    p: np.ndarray, codes: np.ndarray, positives: np.ndarray, thresholds: np.ndarray
+) -> np.ndarray:
+    """Per threshold ``t``, the highest precision the counts allow the lock-outs ``p >= t``:
+    ``sum over units of min(locked there, its failing count) / locked`` (NaN where nothing is
+    locked). ``codes``: each stick's unit 0..h-1 (a charge, or an inspected stick of its own
+    whose count is its label); ``positives``: failing sticks per unit. Vectorized: one
+    ``bincount`` of (unit, highest threshold reached) and a reverse cumulative sum, memory
+    O(units x thresholds)."""
+    ts = np.asarray(thresholds, dtype=float)
+    order = np.argsort(ts, kind="stable")
+    n_t, h = len(ts), len(positives)
+    reach = np.searchsorted(ts[order], p, side="right")  # sorted thresholds at or below p
+    flat = np.asarray(codes, dtype=np.intp) * (n_t + 1) + reach
+    count = np.bincount(flat, minlength=h * (n_t + 1)).reshape(h, n_t + 1)
+    locked = np.cumsum(count[:, ::-1], axis=1)[:, ::-1][:, 1:]  # (h, T) at sorted threshold j
+    best = np.minimum(locked, np.asarray(positives, dtype=float)[:, None]).sum(axis=0)
+    total = locked.sum(axis=0)
+    out = np.empty(n_t)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out[order] = np.where(total > 0, best / total, np.nan)
+    return out

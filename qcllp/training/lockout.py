@@ -53,6 +53,11 @@ lock-out rate is the training sticks', taken as known). Choices, written down:
   therefore never puts such a model straight on the line: its threshold moved, so it goes
   on a shadow trial (:mod:`qcllp.retraining.shadow_trial`), where its *own* would-be
   lock-outs on fresh sticks are audited and judged by the same bound before it acts;
+* the counts still have their say: a charge with ``c`` failing sticks has at most ``min(k,
+  c)`` failing among ``k`` locked out of it, so ``t`` must also leave the lock-outs a count
+  ceiling of precision (:func:`qcllp.station.precision.count_precision_ceiling`) at or above
+  break-even. That stops a new model that ranks the inspected sticks low in its own ranking
+  from claiming their precision for a lock-out of half the plant;
 * the threshold only moves down toward break-even as the inspected evidence allows: with
   fewer than ten inspected sticks above any ``t``, or a precision whose bound stays below
   break-even, nothing changes.
@@ -81,7 +86,11 @@ from qcllp.station.lockout_rule import (
     lockout_rule,
 )
 from qcllp.station.model import FailureView, logit
-from qcllp.station.precision import precision_bounds, precision_lower_bounds
+from qcllp.station.precision import (
+    count_precision_ceiling,
+    precision_bounds,
+    precision_lower_bounds,
+)
 from qcllp.training.evaluate import Evaluation, cross_validate_charges, score_probabilities
 from qcllp.training.labeled import LabeledData
 from qcllp.training.plan import TrainingPlan
@@ -240,12 +249,17 @@ INSPECTED = "inspected"  # ThresholdChoice.basis of a threshold from inspected p
 
 
 def inspected_threshold(
-    choice: ThresholdChoice, p: np.ndarray, failing: np.ndarray | None, costs: LockoutCosts
+    choice: ThresholdChoice,
+    p: np.ndarray,
+    failing: np.ndarray | None,
+    costs: LockoutCosts,
+    units: tuple[np.ndarray, np.ndarray],
 ) -> ThresholdChoice:
-    """``choice``, or a lower threshold that the inspected sticks' precision supports
-    (module docstring, "The inspected threshold"). ``p``: recalibrated out-of-fold
-    probabilities; ``failing``: 1/0 per inspected row, NaN elsewhere."""
-    if failing is None:
+    """``choice``, or a lower threshold that the inspected sticks' precision supports and the
+    counts do not rule out (module docstring, "The inspected threshold"). ``p``: recalibrated
+    out-of-fold probabilities; ``failing``: 1/0 per inspected row, NaN elsewhere; ``units``:
+    each row's unit and the failing count per unit (:func:`calibration_units`)."""
+    if failing is None or not (~np.isnan(failing)).any():
         return choice
     seen = ~np.isnan(failing)
     order = np.argsort(-p[seen], kind="stable")
@@ -254,7 +268,9 @@ def inspected_threshold(
     f = np.cumsum(y)
     last_of_tie = np.r_[q[1:] < q[:-1], True]  # a threshold takes every stick tied at it
     low = precision_lower_bounds(f, m, BRAKE_LEVEL)
-    ok = np.flatnonzero(last_of_tie & (m >= MIN_INSPECTED) & (low >= costs.bayes_threshold))
+    ceiling = count_precision_ceiling(p, *units, q)
+    be = costs.bayes_threshold
+    ok = np.flatnonzero(last_of_tie & (m >= MIN_INSPECTED) & (low >= be) & (ceiling >= be))
     if not len(ok) or not q[ok[-1]] < choice.threshold:
         return choice
     k = ok[-1]  # the lowest threshold that qualifies
@@ -310,7 +326,8 @@ def decide_lockout(
     rule = {"n_boot": plan.bootstrap, "random_state": plan.seed}
     choice = lockout_rule(decision, codes, positives, costs, oof.calibrate, **rule)
     known = _known_failing(data)
-    choice = inspected_brake(inspected_threshold(choice, p, known, costs), p, known, costs)
+    lowered = inspected_threshold(choice, p, known, costs, (codes, positives))
+    choice = inspected_brake(lowered, p, known, costs)
     if choice.basis == INSPECTED:
         saving = inspected_saving(choice, costs)
     else:

@@ -13,17 +13,32 @@ from qcllp.station.lockout_rule import (
     ThresholdChoice,
     declined_choice,
 )
-from qcllp.station.precision import precision_bounds, precision_lower_bounds
+from qcllp.station.precision import (
+    count_precision_ceiling,
+    precision_bounds,
+    precision_lower_bounds,
+)
 from qcllp.training.lockout import (
     BRAKE_LEVEL,
     INSPECTED,
     MIN_INSPECTED,
+    calibration_units,
     inspected_brake,
     inspected_saving,
     inspected_threshold,
 )
 
 COSTS = LockoutCosts(fail_cost=180.0, good_cost=400.0)  # break-even 0.690 (the furnace)
+N_CHARGES = 100
+
+
+def units(failing: np.ndarray, share: float = 0.5):
+    """The rule's units of ``len(failing)`` sticks in 100 charges (row i in charge i % 100),
+    each charge's final-QC count ``share`` of its sticks (the inspected failures among them):
+    generous counts by default, which never bind."""
+    charges = np.arange(len(failing)) % N_CHARGES
+    sizes = np.bincount(charges, minlength=N_CHARGES)
+    return calibration_units(charges, np.round(share * sizes), failing)
 
 
 def inspected_top(n_inspected: int, failing_of: list[int], n: int = 2000, seed: int = 0):
@@ -60,7 +75,7 @@ def test_the_vectorized_bound_is_the_exact_clopper_pearson_bound():
 def test_where_the_counts_declined_a_precise_inspected_top_sets_the_threshold():
     labels = [1] * 25 + [0, 1, 1, 0, 1] + [0] * 10  # 28 of the top 30 failing, then good
     p, failing = inspected_top(40, labels)
-    choice = inspected_threshold(declined_choice(COSTS), p, failing, COSTS)
+    choice = inspected_threshold(declined_choice(COSTS), p, failing, COSTS, units(failing))
     t = lowest_supported(p, failing, COSTS.bayes_threshold)
     assert t is not None and choice.threshold == pytest.approx(t)
     assert choice.basis == INSPECTED and not choice.declined
@@ -80,7 +95,7 @@ def test_where_the_counts_declined_a_precise_inspected_top_sets_the_threshold():
 
 def test_the_stated_saving_is_the_inspected_precision_with_its_bounds():
     p, failing = inspected_top(40, [1] * 25 + [0, 1, 1, 0, 1] + [0] * 10)
-    choice = inspected_threshold(declined_choice(COSTS), p, failing, COSTS)
+    choice = inspected_threshold(declined_choice(COSTS), p, failing, COSTS, units(failing))
     saving = inspected_saving(choice, COSTS)
     lo, hi = precision_bounds(choice.inspected_failing, choice.inspected, 0.95)
     rate = choice.lockout_rate
@@ -102,14 +117,45 @@ def test_the_stated_saving_is_the_inspected_precision_with_its_bounds():
 def test_without_enough_evidence_nothing_changes(n_inspected, labels):
     p, failing = inspected_top(n_inspected, labels)
     declined = declined_choice(COSTS)
-    assert inspected_threshold(declined, p, failing, COSTS) is declined
-    assert inspected_threshold(declined, p, None, COSTS) is declined
+    assert inspected_threshold(declined, p, failing, COSTS, units(failing)) is declined
+    assert inspected_threshold(declined, p, None, COSTS, units(failing)) is declined
 
 
 def test_it_never_raises_a_threshold_the_counts_chose():
     p, failing = inspected_top(40, [1] * 30 + [0] * 10)
     counts = ThresholdChoice(0.05, 900.0, 0.9, COSTS.bayes_threshold, 100.0)  # lower already
-    assert inspected_threshold(counts, p, failing, COSTS) is counts
+    assert inspected_threshold(counts, p, failing, COSTS, units(failing)) is counts
     higher = ThresholdChoice(0.599, 10.0, 0.001, COSTS.bayes_threshold, 1.0)
-    lowered = inspected_threshold(higher, p, failing, COSTS)
+    lowered = inspected_threshold(higher, p, failing, COSTS, units(failing))
     assert lowered.threshold < higher.threshold and lowered.basis == INSPECTED
+
+
+def test_the_count_ceiling_is_the_best_case_of_every_charge():
+    """Against its definition, one threshold at a time."""
+    rng = np.random.default_rng(3)
+    p = rng.uniform(size=500)
+    codes = rng.integers(0, 40, 500)
+    positives = rng.integers(0, 6, 40).astype(float)
+    ts = np.array([0.9, 0.2, 0.5, 0.99, 1.5])
+    got = count_precision_ceiling(p, codes, positives, ts)
+    for t, value in zip(ts, got, strict=True):
+        k = np.bincount(codes[p >= t], minlength=40)
+        expected = np.minimum(k, positives).sum() / k.sum() if k.sum() else np.nan
+        np.testing.assert_allclose(value, expected)
+
+
+def test_the_counts_refuse_a_threshold_that_would_lock_out_what_they_rule_out():
+    """The inspected sticks precise, but ranked low by this model: the lowest threshold that
+    takes ten of them locks out a third of the plant, whose charges counted 2 % failing. The
+    counts' ceiling is far below break-even, so nothing changes; with generous counts the
+    same inspections would have set that threshold."""
+    n = 2000
+    p = np.linspace(0.6, 0.0, n)
+    failing = np.full(n, np.nan)
+    middle = np.arange(600, 640)  # ranked 600th to 640th of 2000
+    failing[middle] = 1.0
+    declined = declined_choice(COSTS)
+    generous = inspected_threshold(declined, p, failing, COSTS, units(failing))
+    assert generous.basis == INSPECTED and generous.lockout_rate > 0.3
+    strict = inspected_threshold(declined, p, failing, COSTS, units(failing, share=0.02))
+    assert strict is declined
