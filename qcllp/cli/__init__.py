@@ -14,6 +14,7 @@ The package, a module a family of commands, each added to the root group :func:`
 * :mod:`.group` -- the click classes: global options at any level, errors as one line;
 * :mod:`.errors` -- which errors are a person's to fix (one line, no traceback);
 * :mod:`.render` -- every table, key/value block and line the commands print as text;
+* :mod:`.render_status` -- the text of ``status``;
 * :mod:`.data` -- ``init``, ``ingest``, ``simulate``;
 * :mod:`.training` -- ``train``, ``evaluate``;
 * :mod:`.models` -- ``models`` (the registry);
@@ -25,6 +26,10 @@ The package, a module a family of commands, each added to the root group :func:`
 
 A new family of commands lives in its own module and joins with one ``main.add_command``
 line at the end of this file.
+
+Importing this package and ``--help`` of any command load click and these small modules only:
+a command imports what it needs (the store, pandas, the learners, :mod:`.render`) in its own
+body, when it runs (``tests/cli/test_quick_cli.py`` holds every ``--help`` to that).
 """
 
 from __future__ import annotations
@@ -36,7 +41,6 @@ import click
 from qcllp.cli import config, data, models, scoring, serve, training, tryout, watch
 from qcllp.cli.context import DEFAULT_CONFIG, Context, pass_ctx
 from qcllp.cli.group import QcllpCommand, QcllpGroup
-from qcllp.cli.render import trained_line as _trained_line
 from qcllp.cli.tryout import DEMO_LOOKS, own_command
 
 __all__ = [
@@ -50,6 +54,16 @@ __all__ = [
     "own_command",
     "pass_ctx",
 ]
+
+
+def __getattr__(name: str):
+    """``_trained_line`` (:func:`.render.trained_line`) without loading the rendering, which
+    needs pandas, for every command."""
+    if name == "_trained_line":
+        from qcllp.cli.render import trained_line
+
+        return trained_line
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @click.group(cls=QcllpGroup)

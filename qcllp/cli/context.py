@@ -12,7 +12,6 @@ from datetime import datetime
 from typing import Any
 
 import click
-import pandas as pd
 
 DEFAULT_CONFIG = "plant_config/example.yaml"
 
@@ -87,6 +86,8 @@ def parse_time(value: str | None) -> datetime | None:
     """An ISO 8601 option value as a zone-aware time (a time without zone is UTC)."""
     if value is None:
         return None
+    import pandas as pd  # here: only the commands given a time pay for pandas
+
     try:
         stamp = pd.Timestamp(value)
     except ValueError as exc:

@@ -7,7 +7,6 @@ import sys
 
 import click
 
-from qcllp.cli import render
 from qcllp.cli.context import Context, pass_ctx, progress_bar
 from qcllp.cli.group import QcllpCommand, QcllpGroup
 
@@ -31,6 +30,8 @@ def ingest() -> None:
 
 def _finish_ingest(ctx: Context, report) -> None:
     """Print the report, then one ``error:`` line per file that failed; exit 1 if any did."""
+    from qcllp.cli import render
+
     ctx.emit(report.as_dict(), lambda: render.ingest_text(report))
     for file, why in report.files_failed.items():
         click.echo(render.failed_file_line(file, why), err=True)
@@ -83,6 +84,7 @@ def ingest_inspections_cmd(ctx: Context, path: str) -> None:
 @pass_ctx
 def ingest_sql_cmd(ctx: Context, source: str | None) -> None:
     """Pull new rows from the configured SQL sources (historian / MES)."""
+    from qcllp.cli import render
     from qcllp.ingest import ingest_sql_sources
 
     with ctx.store(create=True) as store:

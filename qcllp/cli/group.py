@@ -14,27 +14,16 @@ from typing import Any
 import click
 
 from qcllp.cli.context import DEFAULT_CONFIG, Context
-
-
-def _user_errors() -> tuple[type[BaseException], ...]:
-    """The errors printed as one line: a person's (:mod:`qcllp.cli.errors`) and a
-    database that cannot be used mid-command (a full disk, a server gone away)."""
-    from sqlalchemy.exc import OperationalError
-
-    from qcllp.cli.errors import USER_ERRORS
-
-    return (*USER_ERRORS, OperationalError)
+from qcllp.cli.errors import is_database_error, is_user_error
 
 
 def _one_line(exc: BaseException, obj: Context | None) -> str:
     """The error's line: a database error names the database (password masked) and the
     driver's first line; any other its own message, its lines joined."""
-    from sqlalchemy.exc import OperationalError
+    if is_database_error(exc):
+        from qcllp.store.credentials import display_url
+        from qcllp.store.problems import database_problem
 
-    from qcllp.store.credentials import display_url
-    from qcllp.store.problems import database_problem
-
-    if isinstance(exc, OperationalError):
         url = obj.opened_url if obj is not None else None
         return database_problem(exc, display_url(url) if url else "(unknown)")
     message = str(exc).strip().splitlines()
@@ -97,9 +86,9 @@ class QcllpGroup(click.Group):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
-        except _user_errors() as exc:
+        except Exception as exc:
             obj = ctx.obj
-            if obj is not None and obj.debug:
+            if not is_user_error(exc) or (obj is not None and obj.debug):
                 raise
             click.echo(f"error: {_one_line(exc, obj)}", err=True)
             sys.exit(1)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from qcllp.cli import render
 from qcllp.cli.context import Context, check_station, pass_ctx
 from qcllp.cli.group import QcllpGroup
 
@@ -19,6 +18,7 @@ def models() -> None:
 @pass_ctx
 def models_list(ctx: Context, station: str | None) -> None:
     """All registered models, newest first."""
+    from qcllp.cli import render
     from qcllp.station.registry import list_models
 
     with ctx.store() as store:
@@ -31,6 +31,7 @@ def models_list(ctx: Context, station: str | None) -> None:
 @pass_ctx
 def models_show(ctx: Context, model_id: int) -> None:
     """Everything recorded about one model."""
+    from qcllp.cli import render
     from qcllp.station.registry import get_model
 
     with ctx.store() as store:
@@ -75,6 +76,7 @@ def models_rollback(ctx: Context, station: str) -> None:
 def models_resave(ctx: Context, model_ids: tuple[int, ...]) -> None:
     """Rewrite models' pickle artifacts (earlier qcllp versions) in the format that runs no
     code when read (all models, or the given ones)."""
+    from qcllp.cli import render
     from qcllp.station.registry import list_models, resave_model
 
     with ctx.store() as store:

@@ -7,7 +7,6 @@ import os
 
 import click
 
-from qcllp.cli import render
 from qcllp.cli.context import Context, check_station, pass_ctx
 from qcllp.cli.group import QcllpCommand, QcllpGroup
 
@@ -45,6 +44,7 @@ def score(
 ) -> None:
     """Score sticks at a station with its active model; flags each stick once, into the
     database and the station's sink."""
+    from qcllp.cli import render
     from qcllp.scoring.nothing_decided import checkpoint_seq, why_nothing_decided
     from qcllp.scoring.step import score_file, score_station
 
@@ -82,6 +82,7 @@ def sink_move(ctx: Context, station: str, target: str) -> None:
     of the two. Safe while the station's scorer runs: its next step writes to the new file.
     Point the scorer's --sink (or scorer.sink_dir) at the new file before it restarts.
     """
+    from qcllp.cli import render
     from qcllp.scoring.flag_sink import claim_sink
 
     check_station(ctx, station)

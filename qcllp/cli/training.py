@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import click
 
-from qcllp.cli import render
 from qcllp.cli.context import Context, parse_time, pass_ctx
 from qcllp.cli.group import QcllpCommand
 
@@ -37,6 +36,7 @@ from qcllp.cli.group import QcllpCommand
 @pass_ctx
 def train(ctx: Context, station, method_name, target, since, until, seed, cluster) -> None:
     """Train station models on the charges with final-QC counts; they enter as candidates."""
+    from qcllp.cli import render
     from qcllp.training.cluster import compute_on
     from qcllp.training.train import train_stations
 
@@ -71,6 +71,7 @@ def train(ctx: Context, station, method_name, target, since, until, seed, cluste
 @pass_ctx
 def evaluate(ctx: Context, station, method_name, target, folds, truth, seed) -> None:
     """What `train` would produce at a station, trained and decided on held-out charges."""
+    from qcllp.cli import render
     from qcllp.training.station_evaluation import evaluate_station
 
     with ctx.store() as store:

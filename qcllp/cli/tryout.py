@@ -12,7 +12,6 @@ from pathlib import Path
 
 import click
 
-from qcllp.cli import render
 from qcllp.cli.context import Context, pass_ctx
 from qcllp.cli.group import QcllpCommand
 
@@ -38,6 +37,7 @@ def demo(ctx: Context, folder, charges, fresh_charges, method_name, seed) -> Non
 
     The plant is the one of --config / $QCLLP_CONFIG, else the example shipped with qcllp.
     """
+    from qcllp.cli import render
     from qcllp.demo import demo_database_url, run_demo
     from qcllp.plant.config import example_config_path, load_plant_config
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import click
 
-from qcllp.cli import render_status
 from qcllp.cli.context import Context, pass_ctx
 from qcllp.cli.group import QcllpCommand
 
@@ -15,6 +14,7 @@ from qcllp.cli.group import QcllpCommand
 @pass_ctx
 def status(ctx: Context) -> None:
     """Scorers, ingestion and alarms at a glance."""
+    from qcllp.cli import render_status
     from qcllp.reporting.status import plant_status
 
     with ctx.store() as store:

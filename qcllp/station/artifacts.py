@@ -39,9 +39,6 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-import joblib
-import skops.io
-
 from qcllp import __version__
 from qcllp.station.legacy_names import alias_legacy_modules, legacy_trusted_types
 
@@ -170,6 +167,8 @@ def _private_folder(directory: Path) -> None:
 
 def _skops_bytes(content: dict[str, Any], name: str) -> bytes:
     """The skops file of ``content``; refused if reading it back would need an untrusted type."""
+    import skops.io  # here: listing models and `qcllp --help` need not load scikit-learn
+
     data = skops.io.dumps(content, compression=zipfile.ZIP_DEFLATED)
     foreign = sorted(set(skops.io.get_untrusted_types(data=data)) - set(TRUSTED_TYPES))
     if foreign:
@@ -211,6 +210,9 @@ def _deserialize(data: bytes, path: Path) -> Any:
     """Build the object in ``data``: a skops file (a zip) with the allow-list, else a pickle of
     formats 1 and 2 (the caller has confined and verified these bytes). Types named under
     their modules of before the flow layout are the same types (:mod:`.legacy_names`)."""
+    import joblib
+    import skops.io
+
     alias_legacy_modules()
     trusted = (*TRUSTED_TYPES, *legacy_trusted_types(TRUSTED_TYPES))
     if zipfile.is_zipfile(io.BytesIO(data)):

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, delete, func, select
 from sqlalchemy.orm import Session
@@ -36,14 +36,11 @@ from qcllp.station.artifacts import (
     load_artifact,
     save_artifact,
 )
-from qcllp.station.model import (
-    ModelMismatchError,
-    StationModel,
-    station_model_from_state,
-    station_model_from_v1,
-)
 from qcllp.store import LockoutGuard, Model, Store
 from qcllp.store.leases import scorer_lock_key
+
+if TYPE_CHECKING:  # loaded with a model: listing models need not load scikit-learn
+    from qcllp.station.model import StationModel
 
 __all__ = [
     "LoadedModel",
@@ -297,6 +294,8 @@ def rollback(store: Store, station: str) -> dict[str, Any]:
 
 def load_model(store: Store, model_id: int | None = None, *, station: str | None = None):
     """Load a model by id, or the station's active one, verifying its artifact."""
+    from qcllp.station.model import ModelMismatchError
+
     if model_id is not None:
         record = get_model(store, model_id)
     else:
@@ -323,6 +322,8 @@ def load_model(store: Store, model_id: int | None = None, *, station: str | None
 
 def _station_model(content: dict[str, Any], record: dict[str, Any], path: Path) -> StationModel:
     """The station model of an artifact of any readable format."""
+    from qcllp.station.model import StationModel, station_model_from_state, station_model_from_v1
+
     if content["format"] == 1:
         return station_model_from_v1(content, record)
     model = content.get("station_model")
