@@ -1,7 +1,7 @@
 """A quick command line: ``--help`` of every command loads click and qcllp's small CLI modules,
-none of the heavy libraries; ``models list`` loads the store and the plant config, not pandas
-or the learners. Each case is a real ``qcllp`` process; what it imported is read from its own
-``sys.modules`` when it exits (no timings: they are benchmarks/bench_cli.py's)."""
+none of the heavy libraries; ``models list`` loads the store and the plant config, not
+scikit-learn, SciPy or the learners. Each case is a real ``qcllp`` process; what it imported
+is read from its own ``sys.modules`` when it exits (no timings: benchmarks/bench_cli.py's)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ NOT_FOR_HELP = (
     "pandas", "numpy", "pyarrow", "sklearn", "scipy", "numba", "joblib", "skops", "dask",
     "sqlalchemy", "alembic", "pydantic", "yaml",
 )  # fmt: skip
+# what listing models does not need (it needs the store, which imports pandas, and the config)
+NOT_FOR_LISTING = ("sklearn", "scipy", "numba", "joblib", "skops", "dask")
 # runs `qcllp ARGS` in this process, then prints the top-level packages it loaded as the last
 # line of stderr
 PROBE = """
@@ -69,6 +71,33 @@ def test_every_command_is_probed():
     """The walk over the groups finds the commands (a lazy group would hide them from it)."""
     names = {" ".join(p) for p in command_paths()}
     assert {"", "models list", "train", "serve scorer", "status", "config check"} <= names
+
+
+@pytest.fixture(scope="module")
+def trained_row(history_plant, tmp_path_factory) -> dict:
+    """The registry row of a real model, trained and promoted at cooling."""
+    from qcllp.station.registry import list_models, promote
+    from qcllp.store import Store
+    from qcllp.training.train import train_station
+
+    url = history_plant.copy_to(tmp_path_factory.mktemp("quick_cli"))
+    with Store.open(url) as store:
+        model_id = train_station(store, history_plant.config, "cooling", random_state=0).model_id
+        promote(store, model_id)
+        (row,) = list_models(store)
+    return row
+
+
+def test_models_list_loads_no_learning_library(store, store_url, trained_row):
+    from qcllp.station.registry import register_model
+
+    register_model(store, **{k: v for k, v in trained_row.items() if k != "id"})
+    done, loaded = run_qcllp("--config", str(EXAMPLE), "--db", store_url, "models", "list")
+    assert done.returncode == 0, done.stderr
+    header, line = done.stdout.splitlines()
+    assert header.split()[:3] == ["id", "station", "method"]
+    assert line.split()[1:5] == ["cooling", "invcal", "defective", "active"]
+    assert sorted(loaded & set(NOT_FOR_LISTING)) == []
 
 
 def test_a_user_error_is_still_one_line_without_loading_the_learners(tmp_path):
