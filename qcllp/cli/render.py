@@ -16,14 +16,15 @@ grep-and-cut scripts that read these lines.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from numbers import Integral, Real
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 MISSING = "-"
 GAP = "  "  # between the columns of a table, and between a key and its value
@@ -35,7 +36,8 @@ def iso_time(value: datetime) -> str:
     UTC: SQLite returns the UTC times it stored without one)."""
     from qcllp.store import stored_utc  # here: `qcllp --help` need not load the database layer
 
-    if isinstance(value, pd.Timestamp):
+    pd = sys.modules.get("pandas")  # a Timestamp needs pandas loaded (see _is_bool)
+    if pd is not None and isinstance(value, pd.Timestamp):
         value = value.to_pydatetime()
     return stored_utc(value).astimezone(UTC).isoformat(timespec="seconds")
 
@@ -68,16 +70,28 @@ def _number(value: Real) -> str:
 
 def is_missing(value: Any) -> bool:
     """``None``, NaN, NaT or an empty text: printed as ``-``."""
-    if value is None or value is pd.NaT or (isinstance(value, str) and not value):
+    pd = sys.modules.get("pandas")  # a NaT needs pandas loaded (see _is_bool)
+    if (
+        value is None
+        or (pd is not None and value is pd.NaT)
+        or (isinstance(value, str) and not value)
+    ):
         return True
     return isinstance(value, Real) and not isinstance(value, Integral) and math.isnan(value)
+
+
+def _is_bool(value: Any) -> bool:
+    """A Python or numpy bool. The pandas and numpy types are looked up only if loaded (no
+    value can be one otherwise): printing a table need not load them (``qcllp models list``)."""
+    np = sys.modules.get("numpy")
+    return isinstance(value, bool) or (np is not None and isinstance(value, np.bool_))
 
 
 def text(value: Any, spec: str | None = None) -> str:
     """One value as the CLI prints it; ``spec`` (a format spec) formats a number."""
     if is_missing(value):
         return MISSING
-    if isinstance(value, bool | np.bool_):
+    if _is_bool(value):
         return "yes" if value else "no"
     if isinstance(value, datetime):
         return iso_time(value)
@@ -114,9 +128,7 @@ class Column:
 def _numeric(values: Iterable[Any]) -> bool:
     """A column of numbers (missing ones aside) is aligned to the right."""
     present = [v for v in values if not is_missing(v)]
-    return bool(present) and all(
-        isinstance(v, Real) and not isinstance(v, bool | np.bool_) for v in present
-    )
+    return bool(present) and all(isinstance(v, Real) and not _is_bool(v) for v in present)
 
 
 def table(rows: Iterable[Mapping[str, Any]], columns: Sequence[Column], indent: str = "") -> str:

@@ -15,14 +15,12 @@ SQLAlchemy's ``BEGIN`` is really the start of the transaction -- writers use ``B
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-import pandas as pd
 from sqlalchemy import Connection, Engine, Table, create_engine, event, func, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, make_url
@@ -42,6 +40,10 @@ from qcllp.store.schema import (
     Series,
     Stick,
 )
+from qcllp.store.sqlite_file import create_private, sqlite_file_exists
+
+if TYPE_CHECKING:  # the functions building frames import pandas: `qcllp models list` needs none
+    import pandas as pd
 
 __all__ = [
     "IN_CHUNK",
@@ -71,6 +73,8 @@ def stored_utc(value: datetime) -> datetime:
 
 def us_to_utc(values) -> pd.Series | pd.DatetimeIndex:
     """Epoch microseconds (int) -> ``datetime64[ns, UTC]``."""
+    import pandas as pd
+
     return pd.to_datetime(values, unit="us", utc=True).astype("datetime64[ns, UTC]")
 
 
@@ -113,6 +117,8 @@ def charge_time_bounds(conn: Connection, charge_ids: Sequence[str]) -> tuple[int
 
 def rows_frame(rows: Sequence, columns: list[str]) -> pd.DataFrame:
     """A frame from result rows, built column-wise (much faster than per-row Row handling)."""
+    import pandas as pd
+
     if not rows:
         return pd.DataFrame(columns=columns)
     return pd.DataFrame(dict(zip(columns, zip(*rows, strict=True), strict=True)))
@@ -239,9 +245,9 @@ class Store:
             raise StoreError(f"not a database URL: {url_problem(url, exc)}") from exc
         shown = display_url(parsed)
         if parsed.get_backend_name() == "sqlite":
-            if not create and parsed.database and not _sqlite_file_exists(parsed.database):
+            if not create and parsed.database and not sqlite_file_exists(parsed.database):
                 raise StoreError(f"no plant database at {parsed.database}")
-            _create_private(parsed.database)
+            create_private(parsed.database)
             engine = _sqlite_engine(url)
         else:
             engine = _server_engine(parsed, statement_timeout_s)
@@ -330,6 +336,9 @@ class Store:
         Each chunk of charges is bounded in time by :func:`charge_time_bounds`, so on a
         partitioned ``readings`` only the months of those charges are read.
         """
+        import numpy as np
+        import pandas as pd
+
         s, r = Series.__table__, Reading.__table__
         series_q = select(s.c.id, s.c.charge_id, s.c.stick_id, s.c.station, s.c.sensor)
         readings_q = select(r.c.series_id, r.c.ts_us, r.c.value).join(s, s.c.id == r.c.series_id)
@@ -380,6 +389,8 @@ class Store:
         the requested types (reported before that type was configured) is left out too: its
         ok count would be wrong.
         """
+        import pandas as pd
+
         conflicted = select(DefectCountConflict.charge_id)
         with self.engine.connect() as conn:
             charges = conn.execute(
@@ -408,6 +419,8 @@ class Store:
 
     def read_sticks(self) -> pd.DataFrame:
         """All sticks: ``charge_id``, ``stick_id`` (str), ``first_seen`` (datetime64[ns, UTC])."""
+        import pandas as pd
+
         with self.engine.connect() as conn:
             rows = conn.execute(
                 select(Stick.charge_id, Stick.stick_id, Stick.first_seen_us).order_by(
@@ -423,6 +436,8 @@ class Store:
     def read_charge_times(self) -> pd.Series:
         """When each charge was first seen (its first stick's first reading), UTC; index
         ``charge_id``."""
+        import pandas as pd
+
         with self.engine.connect() as conn:
             rows = conn.execute(
                 select(Stick.charge_id, func.min(Stick.first_seen_us)).group_by(Stick.charge_id)
@@ -477,22 +492,3 @@ def _chunks(ids: Sequence[str] | None) -> Iterator[list[str] | None]:
         yield []
     for start in range(0, len(ids), IN_CHUNK):
         yield ids[start : start + IN_CHUNK]
-
-
-def _sqlite_file_exists(database: str) -> bool:
-    return database == ":memory:" or Path(database).exists()
-
-
-def _create_private(database: str | None) -> None:
-    """Create a new SQLite database file readable by its owner only (0600), before SQLite
-    creates it with the process umask (0644 under systemd's default): SQLite gives its -wal,
-    -shm and -journal files the main file's mode, so they follow. An empty file is a valid
-    empty database. An existing file keeps its mode (an operator may have chosen it); a
-    folder that does not exist is left to SQLite's own error."""
-    if database in (None, "", ":memory:") or database.startswith("file:"):
-        return
-    try:
-        fd = os.open(database, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except (FileExistsError, FileNotFoundError, NotADirectoryError):
-        return
-    os.close(fd)

@@ -39,9 +39,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-import numpy as np
 from sqlalchemy import Connection
+
+if TYPE_CHECKING:  # the month arithmetic imports numpy: opening a store needs none
+    import numpy as np
 
 __all__ = [
     "Partition",
@@ -76,6 +79,8 @@ class Partition:
 
 def _month_index(ts_us: np.ndarray) -> np.ndarray:
     """Months since 1970-01 (UTC) of epoch microseconds, vectorized."""
+    import numpy as np
+
     months = np.asarray(ts_us, dtype=np.int64).astype("datetime64[us]").astype("datetime64[M]")
     return months.astype(np.int64)
 
@@ -151,6 +156,8 @@ def ensure_partitions(conn: Connection, ts_us: np.ndarray) -> list[str]:
     created. Call it inside the writer's transaction (it holds the ingestion lock, so two
     writers never create the same month), before inserting. Two catalog queries per call on
     PostgreSQL, none on SQLite."""
+    import numpy as np
+
     if not len(ts_us) or not is_partitioned(conn):
         return []
     present = set(_attached(conn))

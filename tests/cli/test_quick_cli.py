@@ -1,6 +1,6 @@
 """A quick command line: ``--help`` of every command loads click and qcllp's small CLI modules,
 none of the heavy libraries; ``models list`` loads the store and the plant config, not
-scikit-learn, SciPy or the learners. Each case is a real ``qcllp`` process; what it imported
+pandas, NumPy or the learners. Each case is a real ``qcllp`` process; what it imported
 is read from its own ``sys.modules`` when it exits (no timings: benchmarks/bench_cli.py's)."""
 
 from __future__ import annotations
@@ -23,8 +23,10 @@ NOT_FOR_HELP = (
     "pandas", "numpy", "pyarrow", "sklearn", "scipy", "numba", "joblib", "skops", "dask",
     "sqlalchemy", "alembic", "pydantic", "yaml",
 )  # fmt: skip
-# what listing models does not need (it needs the store, which imports pandas, and the config)
-NOT_FOR_LISTING = ("sklearn", "scipy", "numba", "joblib", "skops", "dask")
+# what listing models does not need (it needs the store and the plant config)
+NOT_FOR_LISTING = (
+    "pandas", "numpy", "pyarrow", "sklearn", "scipy", "numba", "joblib", "skops", "dask",
+)  # fmt: skip
 # runs `qcllp ARGS` in this process, then prints the top-level packages it loaded as the last
 # line of stderr
 PROBE = """
@@ -88,7 +90,7 @@ def trained_row(history_plant, tmp_path_factory) -> dict:
     return row
 
 
-def test_models_list_loads_no_learning_library(store, store_url, trained_row):
+def test_models_list_loads_neither_pandas_nor_a_learning_library(store, store_url, trained_row):
     from qcllp.station.registry import register_model
 
     register_model(store, **{k: v for k, v in trained_row.items() if k != "id"})

@@ -13,7 +13,6 @@ Revision ID: 0006
 Revises: 0005
 """
 
-import numpy as np
 import sqlalchemy as sa
 from alembic import op
 
@@ -49,6 +48,8 @@ def upgrade() -> None:
     days = bind.exec_driver_sql(
         f"SELECT DISTINCT floor(ts_us / {_DAY_US}.0)::bigint FROM readings_unpartitioned"
     ).scalars()
+    import numpy as np  # here: opening a store reads this file, and needs no numpy
+
     ensure_partitions(bind, np.fromiter(days, dtype=np.int64) * _DAY_US)
     op.execute(f"INSERT INTO {PARENT} SELECT * FROM readings_unpartitioned")
     op.execute("DROP TABLE readings_unpartitioned")
