@@ -39,6 +39,10 @@ has not finished); ``--summary FILE...`` prints the tables and the issue's targe
 
     .venv/bin/python benchmarks/bench_line.py --scenario shared --seed 0 --out line.jsonl
     .venv/bin/python benchmarks/bench_line.py --summary line.jsonl
+
+Several cases side by side: one process each with ``OMP_NUM_THREADS=1``. The oracles'
+gradient boosting uses every core through OpenMP, and two such processes on two cores spin
+against each other (measured: a week took 15 minutes instead of 3-5).
 """
 
 from __future__ import annotations
