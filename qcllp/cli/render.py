@@ -224,6 +224,9 @@ def trained_line(r: Any) -> str:
     of = f" (of {m['labeled_charges']:,.0f}: training.max_sticks)" if subsampled else ""
     seen = m.get("inspected_sticks", 0)
     inspected = f" ({seen:,.0f} inspected, {m['inspected_failing']:,.0f} failing)" if seen else ""
+    held = m.get("held_back_charges", 0)
+    if held:  # a plant that draws audit samples and never enters their inspections sees it here
+        inspected += f" ({held:,.0f} more held back: their audit samples await inspection)"
     line = (
         f"model {r.model_id}: {r.station} {r.method} on {r.n_charges} charges{of} / "
         f"{r.n_sticks} sticks{inspected}, bag error {m['bag_error']:.3f}, {rule}, {saving}"

@@ -241,6 +241,7 @@ def _station_model(
         **_threshold_evidence(choice),
         **(data.subsample.metrics() if data.subsample is not None else {}),
         **inspection_counts(data.labels),
+        **({"held_back_charges": float(data.held_back)} if data.held_back else {}),
     }
     X = data.features.X
     return StationModel(

@@ -114,6 +114,7 @@ class LabeledData:
     type_shares: pd.DataFrame  # per charge, the share of each defect type (final QC)
     subsample: Subsample | None = None
     labels: pd.Series | None = None  # per row: its inspection result, NaN if not inspected
+    held_back: int = 0  # labeled charges left out: an audit sample's inspection is to come
 
     def known(self, per_type: bool = False) -> np.ndarray | None:
         """The inspected rows' labels for the learner (``y``: NaN where unknown), as the
@@ -237,7 +238,7 @@ def labeled_data(
     except InspectionError as exc:
         raise TrainingError(f"station {station!r}: {exc}") from None
     data = labeled_from_frames(config, station, features, counts, target=target, labels=labels)
-    return replace(data, subsample=subsample)
+    return replace(data, subsample=subsample, held_back=len(held))
 
 
 def _labeled_counts(

@@ -253,10 +253,13 @@ def test_a_failed_audit_sample_returns_to_its_bag_and_one_not_inspected_holds_it
         assert data.type_shares.loc[acted].tolist() == pytest.approx([2 / n, 1 / n, 0.0])
         _set_decision(store, acted, inspected.passed[1], "inspect")
         held = labeled_data(store, inspected.config, STATION)
+        line = trained_line(train_station(store, inspected.config, STATION))
         window, _ = window_data(store, inspected.config, STATION, labeled_counts(
             store, inspected.config, pd.Index([acted, inspected.shadow])
         ))  # fmt: skip
     assert acted not in set(held.bags) and inspected.shadow in set(held.bags)
+    assert (data.held_back, held.held_back) == (0, 1)
+    assert "(1 more held back: their audit samples await inspection)" in line
     assert len(held.bags) == len(data.bags) - n
     assert set(window.bags) == {inspected.shadow}
 
