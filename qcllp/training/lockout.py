@@ -58,6 +58,11 @@ lock-out rate is the training sticks', taken as known). Choices, written down:
   ceiling of precision (:func:`qcllp.station.precision.count_precision_ceiling`) at or above
   break-even. That stops a new model that ranks the inspected sticks low in its own ranking
   from claiming their precision for a lock-out of half the plant;
+* measured on the running line (``benchmarks/bench_line.py``, docs/benchmarks.md, "Thresholds
+  from inspections, tried in shadow"), 14 of 19 trial-weeks of such models would have lost
+  money on fresh sticks: the lowest ``t`` reaches past the sticks the inspections covered.
+  The shadow trial is what keeps them off the line; a marginal or coverage-limited choice of
+  ``t`` is the open next step;
 * the threshold only moves down toward break-even as the inspected evidence allows: with
   fewer than ten inspected sticks above any ``t``, or a precision whose bound stays below
   break-even, nothing changes.
@@ -268,12 +273,11 @@ def inspected_threshold(
     f = np.cumsum(y)
     last_of_tie = np.r_[q[1:] < q[:-1], True]  # a threshold takes every stick tied at it
     low = precision_lower_bounds(f, m, BRAKE_LEVEL)
-    ceiling = count_precision_ceiling(p, *units, q)
     be = costs.bayes_threshold
-    ok = np.flatnonzero(last_of_tie & (m >= MIN_INSPECTED) & (low >= be) & (ceiling >= be))
-    if not len(ok) or not q[ok[-1]] < choice.threshold:
+    candidates = np.flatnonzero(last_of_tie & (m >= MIN_INSPECTED) & (low >= be))
+    k = _lowest_within_ceiling(candidates, q, p, units, be)
+    if k is None or not q[k] < choice.threshold:
         return choice
-    k = ok[-1]  # the lowest threshold that qualifies
     t = float(q[k])
     rate = float(np.mean(p >= t))
     n, bad = int(m[k]), int(f[k])
@@ -287,6 +291,28 @@ def inspected_threshold(
         inspected=n,
         inspected_failing=bad,
     )
+
+
+_CEILING_CHUNK = 256  # thresholds per count-ceiling pass: memory units x 256, not x inspected
+
+
+def _lowest_within_ceiling(
+    candidates: np.ndarray,
+    q: np.ndarray,
+    p: np.ndarray,
+    units: tuple[np.ndarray, np.ndarray],
+    be: float,
+) -> int | None:
+    """The candidate (index into ``q``, sorted descending) of lowest threshold whose count
+    ceiling of precision reaches ``be``; ``None`` if none does. Checked from the lowest up in
+    chunks, so a station with thousands of inspected sticks never builds a units x inspected
+    table."""
+    for end in range(len(candidates), 0, -_CEILING_CHUNK):
+        chunk = candidates[max(0, end - _CEILING_CHUNK) : end]
+        fits = np.flatnonzero(count_precision_ceiling(p, *units, q[chunk]) >= be)
+        if len(fits):
+            return int(chunk[fits[-1]])
+    return None
 
 
 def inspected_saving(

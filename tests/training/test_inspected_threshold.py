@@ -159,3 +159,31 @@ def test_the_counts_refuse_a_threshold_that_would_lock_out_what_they_rule_out():
     assert generous.basis == INSPECTED and generous.lockout_rate > 0.3
     strict = inspected_threshold(declined, p, failing, COSTS, units(failing, share=0.02))
     assert strict is declined
+
+
+def test_many_inspected_sticks_give_the_same_threshold_as_the_definition():
+    """Hundreds of candidate thresholds (the count ceiling is checked in chunks of them):
+    the threshold is the lowest that meets all three conditions, one at a time."""
+    rng = np.random.default_rng(7)
+    n = 6000
+    p = np.sort(rng.uniform(0.0, 0.9, n))[::-1].copy()
+    failing = np.full(n, np.nan)
+    top = np.flatnonzero(rng.uniform(size=n) < 0.5)[:900]  # half the top ~1,800 inspected
+    failing[top] = (rng.uniform(size=len(top)) < np.linspace(0.97, 0.55, len(top))).astype(float)
+    codes, positives = units(failing, share=0.12)
+    choice = inspected_threshold(declined_choice(COSTS), p, failing, COSTS, (codes, positives))
+    seen = ~np.isnan(failing)
+    expected, precise = None, []
+    for t in np.unique(p[seen]):
+        above = seen & (p >= t)
+        m, f = int(above.sum()), int(failing[above].sum())
+        if m < MIN_INSPECTED or precision_bounds(f, m, BRAKE_LEVEL)[0] < COSTS.bayes_threshold:
+            continue
+        precise.append(t)
+        ceiling = count_precision_ceiling(p, codes, positives, np.array([t]))[0]
+        if ceiling >= COSTS.bayes_threshold:
+            expected = t if expected is None else min(expected, t)
+    assert expected is not None and choice.basis == INSPECTED
+    assert choice.threshold == pytest.approx(expected)
+    # the counts refused the lowest precise thresholds, more of them than one chunk holds
+    assert sum(t < choice.threshold for t in precise) > 256
