@@ -40,7 +40,7 @@ realized on a differently seeded plant falls inside.
 
 Vectorized: per bootstrap replicate the savings of all thresholds come from one (charge x
 threshold-bin) ``bincount`` and a reverse cumulative sum over the bins
-(:func:`_locked_per_charge`), memory O(charges x thresholds).
+(:func:`locked_per_charge`), memory O(charges x thresholds).
 """
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ __all__ = [
     "expected_saving",
     "held_out_saving",
     "lockout_rule",
+    "locked_per_charge",
     "lockout_saving_per_1000",
     "realized_saving_per_1000",
 ]
@@ -205,7 +206,7 @@ def count_calibration(
     return fitted, CountRefits(fitted)
 
 
-def _locked_per_charge(
+def locked_per_charge(
     p: np.ndarray,
     codes: np.ndarray,
     n_bags: int,
@@ -237,7 +238,7 @@ def charge_savings(
 ) -> np.ndarray:
     """(T, h) expected saving per charge of locking out ``p >= t``, trusting ``p``."""
     gain = p * costs.fail_cost - (1.0 - p) * costs.good_cost
-    return _locked_per_charge(p, codes, n_bags, thresholds, weights=gain)[1]
+    return locked_per_charge(p, codes, n_bags, thresholds, weights=gain)[1]
 
 
 def _candidates(p: np.ndarray, costs: LockoutCosts) -> np.ndarray:

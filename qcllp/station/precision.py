@@ -18,6 +18,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import beta, binomtest
 
+from qcllp.station.lockout_rule import locked_per_charge
+
 __all__ = ["count_precision_ceiling", "precision_bounds", "precision_lower_bounds"]
 
 
@@ -49,19 +51,12 @@ def count_precision_ceiling(
     """Per threshold ``t``, the highest precision the counts allow the lock-outs ``p >= t``:
     ``sum over units of min(locked there, its failing count) / locked`` (NaN where nothing is
     locked). ``codes``: each stick's unit 0..h-1 (a charge, or an inspected stick of its own
-    whose count is its label); ``positives``: failing sticks per unit. Vectorized: one
-    ``bincount`` of (unit, highest threshold reached) and a reverse cumulative sum, memory
-    O(units x thresholds)."""
+    whose count is its label); ``positives``: failing sticks per unit. The lock-outs per unit
+    and threshold are the lock-out rule's own count (:func:`qcllp.station.lockout_rule.
+    locked_per_charge`), memory O(units x thresholds)."""
     ts = np.asarray(thresholds, dtype=float)
-    order = np.argsort(ts, kind="stable")
-    n_t, h = len(ts), len(positives)
-    reach = np.searchsorted(ts[order], p, side="right")  # sorted thresholds at or below p
-    flat = np.asarray(codes, dtype=np.intp) * (n_t + 1) + reach
-    count = np.bincount(flat, minlength=h * (n_t + 1)).reshape(h, n_t + 1)
-    locked = np.cumsum(count[:, ::-1], axis=1)[:, ::-1][:, 1:]  # (h, T) at sorted threshold j
-    best = np.minimum(locked, np.asarray(positives, dtype=float)[:, None]).sum(axis=0)
-    total = locked.sum(axis=0)
-    out = np.empty(n_t)
+    locked, _ = locked_per_charge(p, np.asarray(codes, dtype=np.intp), len(positives), ts)
+    best = np.minimum(locked, np.asarray(positives, dtype=float)[None, :]).sum(axis=1)
+    total = locked.sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        out[order] = np.where(total > 0, best / total, np.nan)
-    return out
+        return np.where(total > 0, best / total, np.nan)

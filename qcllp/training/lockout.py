@@ -264,9 +264,9 @@ def inspected_threshold(
     counts do not rule out (module docstring, "The inspected threshold"). ``p``: recalibrated
     out-of-fold probabilities; ``failing``: 1/0 per inspected row, NaN elsewhere; ``units``:
     each row's unit and the failing count per unit (:func:`calibration_units`)."""
-    if failing is None or not (~np.isnan(failing)).any():
+    seen = np.zeros(len(p), dtype=bool) if failing is None else ~np.isnan(failing)
+    if not seen.any():
         return choice
-    seen = ~np.isnan(failing)
     order = np.argsort(-p[seen], kind="stable")
     q, y = p[seen][order], failing[seen][order]
     m = np.arange(1, len(q) + 1)
