@@ -41,6 +41,15 @@ def register_copy(store: Store, config: PlantConfig, model_id: int, **changes) -
     return record_model(store, config, changed, labeled_data(store, config, STATION)).model_id
 
 
+def active_with_audit_from(store: Store, config: PlantConfig, model_id: int, top: float):
+    """A copy of model ``model_id`` whose metric ``audit_from`` is ``top``, promoted active;
+    its loaded model."""
+    metrics = {**load_model(store, model_id).model.metrics, "audit_from": top}
+    copy = register_copy(store, config, model_id, metrics=metrics)
+    promote(store, copy)
+    return load_model(store, copy)
+
+
 def shadow_rows(store: Store) -> pd.DataFrame:
     rows = store.execute_sql(
         "SELECT charge_id, stick_id, model_id, probability, decision, threshold "
@@ -261,9 +270,7 @@ def test_a_model_below_break_even_is_audited_at_the_top_of_its_ranking(plant, hi
     X = station_features(store, config, STATION, charge_ids=fresh, imputation=active.imputation).X
     p = active.failure_probability(X)
     top = float(np.median(np.unique(p[p < active.threshold])))
-    copy = register_copy(store, config, trained, metrics={**active.metrics, "audit_from": top})
-    promote(store, copy)
-    model = load_model(store, copy)
+    model = active_with_audit_from(store, config, trained, top)
     config = with_station(
         config, audit_share=1.0, good_cost=999.0, fail_cost=1.0, inspection_cost=0.0
     )
@@ -286,9 +293,7 @@ def test_no_audit_sample_where_a_look_costs_more_than_a_failing_stick_saves(plan
     store, config, trained, _ = plant
     active = load_model(store, trained).model
     low = float(np.quantile([0.0, active.threshold], 0.1))
-    copy = register_copy(store, config, trained, metrics={**active.metrics, "audit_from": low})
-    promote(store, copy)
-    model = load_model(store, copy)
+    model = active_with_audit_from(store, config, trained, low)
     config = with_station(
         config, audit_share=1.0, good_cost=999.0, fail_cost=10.0, inspection_cost=10.0
     )
