@@ -227,7 +227,7 @@ def _judge_trials(store: Store, config: PlantConfig, say: Callable[[str], None])
     """The daemon's shadow-trial job at every station; a confirmation or rejection said."""
     for station in config.station_names:
         check = check_trial(store, config, station)
-        if check is not None and check.outcome in ("confirmed", "rejected"):
+        if check is not None and check.outcome in ("confirmed", "rejected", "inconclusive"):
             say(f"{station}: shadow trial of {check.state()}")
 
 

@@ -47,7 +47,12 @@ inspected lock-outs) when the station has no active model, or when its threshold
 from the active model's: its lock-outs would scrap steel on a rule no inspection has checked.
 A candidate that locks out nothing (threshold above 1) goes straight to active: there is
 nothing to try, and one with the active model's threshold locks out on a rule already on the
-line. The event (``promotion``, outcome ``shadow``) says which.
+line. The event (``promotion``, outcome ``shadow``) says which. **A running trial is decided
+first**: while another model's trial is undecided and has counted fewer than
+``retrainer.shadow_max_charges`` charges, a candidate that would go on trial is kept (not
+promoted; the reason names the trial). Before this rule each week's candidate replaced the
+last one's trial, and on the simulated line none of 19 trials ever reached the 20 inspected
+would-be lock-outs a verdict needs.
 """
 
 from __future__ import annotations
@@ -63,6 +68,7 @@ from qcllp.features import StationFeatures, station_features
 from qcllp.learn.calibration import CountCalibrator
 from qcllp.plant.config import PlantConfig
 from qcllp.retraining.charge_windows import recent_charges
+from qcllp.retraining.shadow_trial import trial_figures
 from qcllp.station.artifacts import ArtifactError
 from qcllp.station.final_qc import sticks_qc_counted
 from qcllp.station.lockout_rule import LockoutCosts
@@ -75,6 +81,7 @@ from qcllp.station.registry import (
     load_model,
     promote,
     promote_shadow,
+    shadow_model,
 )
 from qcllp.store import Store, stored_utc
 from qcllp.store.events import insert_event
@@ -88,6 +95,7 @@ __all__ = [
     "holdout_figures",
     "judge",
     "labeled_counts",
+    "running_trial",
     "shadow_reason",
     "window_data",
 ]
@@ -328,7 +336,12 @@ def _evaluate(
     trial = promoted and settings.shadow_trials
     why_shadow = shadow_reason(candidate.model, None if champion is None else champion.model)
     shadow = bool(trial and why_shadow)
-    reason += champion_note + (f"; {why_shadow}: on a shadow trial" if shadow else "")
+    running = running_trial(store, config, station, candidate_id) if shadow else None
+    if running is not None:
+        promoted = shadow = False
+        reason += champion_note + f"; {why_shadow}, but {running}"
+    else:
+        reason += champion_note + (f"; {why_shadow}: on a shadow trial" if shadow else "")
     return PromotionDecision(
         station, candidate_id, promoted, reason, cand, champ, baseline, holdout, shadow
     )
@@ -344,6 +357,24 @@ def _champion(store: Store, station: str, candidate_id: int) -> tuple[LoadedMode
         return load_model(store, record["id"]), ""
     except (ArtifactError, RegistryError) as exc:
         return None, f" (active model {record['id']} unusable: {exc})"
+
+
+def running_trial(store: Store, config: PlantConfig, station: str, candidate_id: int) -> str | None:
+    """Why a candidate may not take the station's shadow trial now (another model's trial
+    runs and may still be decided: module docstring), or ``None``."""
+    record = shadow_model(store, station)
+    if record is None or record["id"] == candidate_id:
+        return None
+    figures = trial_figures(store, config, station, record)
+    settings = config.retrainer
+    limit = max(settings.shadow_max_charges, settings.shadow_min_charges)
+    if figures.charges >= limit:
+        return None
+    return (
+        f"model {record['id']}'s shadow trial is decided first ({figures.charges} of at most "
+        f"{limit} charges counted, {figures.inspected} of {settings.shadow_min_audits} "
+        "would-be lock-outs inspected)"
+    )
 
 
 def shadow_reason(candidate: StationModel, champion: StationModel | None) -> str | None:

@@ -8,6 +8,9 @@
   event ``confirmed`` written in the same transaction, so a crash leaves both or neither;
 * **rejected** (auto): the model is retired (``shadow`` to ``retired``) and the event
   ``rejected`` written with the reason, in one transaction;
+* **inconclusive** (auto; still undecided once ``retrainer.shadow_max_charges`` of its charges
+  are counted): retired like a rejected model, the event ``rejected`` with outcome
+  ``inconclusive``, so the station's next candidate may go on trial;
 * with ``shadow_confirm: manual`` the daemon does neither: the event ``shadow`` says
   ``confirm_due`` or ``reject_due`` and ``qcllp status`` shows it until an operator acts.
 
@@ -37,7 +40,8 @@ __all__ = ["TrialCheck", "check_trial"]
 @dataclass(frozen=True)
 class TrialCheck:
     """What one check of a station's shadow trial did: ``outcome`` is ``waiting``,
-    ``confirmed``, ``rejected``, ``confirm_due``, ``reject_due`` (manual) or ``failed``."""
+    ``confirmed``, ``rejected``, ``inconclusive``, ``confirm_due``, ``reject_due``,
+    ``inconclusive_due`` (manual) or ``failed``."""
 
     station: str
     model_id: int
@@ -78,8 +82,9 @@ def check_trial(store: Store, config: PlantConfig, station: str) -> TrialCheck |
         if verdict.outcome == "confirm":
             _confirm(store, station, model_id, verdict.reason, detail)
             return TrialCheck(station, model_id, "confirmed", verdict.reason, figures)
-        _reject(store, station, model_id, verdict.reason, detail)
-        return TrialCheck(station, model_id, "rejected", verdict.reason, figures)
+        outcome = "inconclusive" if verdict.outcome == "inconclusive" else "rejected"
+        _reject(store, station, model_id, verdict.reason, detail, outcome)
+        return TrialCheck(station, model_id, outcome, verdict.reason, figures)
     except _NoLongerShadow:
         return None
     except (ArtifactError, RegistryError) as exc:
@@ -98,8 +103,11 @@ def _confirm(store: Store, station: str, model_id: int, reason: str, detail: dic
     promote(store, model_id, also=record)
 
 
-def _reject(store: Store, station: str, model_id: int, reason: str, detail: dict) -> None:
-    """Retire the model with its event ``rejected``, in one transaction."""
+def _reject(
+    store: Store, station: str, model_id: int, reason: str, detail: dict, outcome: str
+) -> None:
+    """Retire the model with its event ``rejected`` (outcome ``retired`` or
+    ``inconclusive``), in one transaction."""
     m = Model.__table__
     with store.engine.begin() as conn:
         done = conn.execute(
@@ -108,7 +116,13 @@ def _reject(store: Store, station: str, model_id: int, reason: str, detail: dict
         if done.rowcount != 1:
             raise _NoLongerShadow(model_id)
         insert_event(
-            conn, "rejected", "retired", reason, station=station, model_id=model_id, detail=detail
+            conn,
+            "rejected",
+            "retired" if outcome == "rejected" else outcome,
+            reason,
+            station=station,
+            model_id=model_id,
+            detail=detail,
         )
 
 

@@ -39,7 +39,13 @@ near 0.7 unless nearly every lock-out fails). Confirmed when the lower bound of 
 precision reaches the station's break-even (:attr:`qcllp.plant.config.Station.break_even`),
 rejected when the upper bound is below it, else it waits for more. The level (default 0.90)
 is the one the lock-out rule uses for its saving bound (:mod:`qcllp.station.lockout_rule`):
-a model that would scrap steel at a loss is confirmed with at most 10 % chance. A lock-out
+a model that would scrap steel at a loss is confirmed with at most 10 % chance. A trial runs
+until it is decided (the promotion gate puts no other candidate on trial meanwhile,
+:mod:`qcllp.retraining.promotion`), but not for ever: one still waiting once
+``shadow_max_charges`` of its charges are counted (default 100, four weeks of an ordinary
+line) is **inconclusive** and ends like a rejected one, so that a station whose would-be
+lock-outs are too rare to inspect, or whose precision sits at break-even, can try the next
+candidate. A lock-out
 rule acts on measured evidence: the model-based figure never decides, and the count bounds
 are shown beside it (they are often too wide to decide a small trial). A shadow model that
 locks out nothing (threshold above 1) has nothing to try and is confirmed at once.
@@ -148,7 +154,8 @@ class TrialFigures:
 
 @dataclass(frozen=True)
 class TrialVerdict:
-    """The confirmation rule's word: ``confirm``, ``reject`` or ``wait``, and why."""
+    """The confirmation rule's word: ``confirm``, ``reject``, ``wait`` or ``inconclusive``
+    (waited too long), and why."""
 
     outcome: str
     reason: str
@@ -367,7 +374,21 @@ def _target_failures(conn: Connection, charges: list[str], target: str) -> pd.Se
 
 
 def judge_trial(figures: TrialFigures, break_even: float, settings: Retrainer) -> TrialVerdict:
-    """The confirmation rule (module docstring)."""
+    """The confirmation rule (module docstring), and its end: a trial still waiting once
+    ``shadow_max_charges`` of its charges are counted is ``inconclusive``."""
+    verdict = _verdict(figures, break_even, settings)
+    limit = max(settings.shadow_max_charges, settings.shadow_min_charges)
+    if verdict.outcome == "wait" and figures.charges >= limit:
+        return TrialVerdict(
+            "inconclusive",
+            f"undecided after {figures.charges} charges counted (retrainer.shadow_max_charges "
+            f"{settings.shadow_max_charges}): {verdict.reason}",
+        )
+    return verdict
+
+
+def _verdict(figures: TrialFigures, break_even: float, settings: Retrainer) -> TrialVerdict:
+    """Confirm, reject or wait, from the inspected precision's bounds (module docstring)."""
     fig = figures
     if fig.threshold > 1.0:
         return TrialVerdict("confirm", "it locks out nothing: nothing to try in shadow")

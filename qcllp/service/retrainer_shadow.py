@@ -43,7 +43,7 @@ class ShadowJob:
             check = check_trial(self.store, self.config, station)
             if check is None:
                 continue
-            if check.outcome in ("confirmed", "rejected"):
+            if check.outcome in ("confirmed", "rejected", "inconclusive"):
                 decided[station] = check.outcome
                 log_event(
                     log,

@@ -58,11 +58,20 @@ lock-out rate is the training sticks', taken as known). Choices, written down:
   ceiling of precision (:func:`qcllp.station.precision.count_precision_ceiling`) at or above
   break-even. That stops a new model that ranks the inspected sticks low in its own ranking
   from claiming their precision for a lock-out of half the plant;
-* measured on the running line (``benchmarks/bench_line.py``, docs/benchmarks.md, "Thresholds
-  from inspections, tried in shadow"), 14 of 19 trial-weeks of such models would have lost
-  money on fresh sticks: the lowest ``t`` reaches past the sticks the inspections covered.
-  The shadow trial is what keeps them off the line; a marginal or coverage-limited choice of
-  ``t`` is the open next step;
+* **coverage**: ``t`` may reach only as far down the ranking as the inspections sampled it.
+  Measured on the running line (``benchmarks/bench_line.py``, docs/benchmarks.md,
+  "Thresholds from inspections, tried in shadow"), 14 of 19 trial-weeks of models without
+  this limit would have lost money on fresh sticks: the lowest ``t`` took in 4-5 % of the
+  sticks where the audits had sampled the top 2 % of an earlier ranking, and the sticks
+  below were never inspected. So the inspected share of the sticks at or above ``t``
+  (training sticks, inspected or not) must be at least :data:`COVERAGE` (half) of its
+  highest value at any ``t`` with ten inspected sticks above: at most about half of the
+  would-be lock-outs lie where the inspections sampled more thinly than at the top. Chosen
+  over a bound on the *marginal* precision (the lowest inspected sticks above ``t``) because
+  the failure was not that the weakest inspected sticks fail, but that most lock-outs were
+  never near an inspected one. Scale-free: below an active model's lock-outs (all
+  inspected) and its audit band (a quarter inspected) it lets the lock-out rate grow at
+  most about threefold per retraining;
 * the threshold only moves down toward break-even as the inspected evidence allows: with
   fewer than ten inspected sticks above any ``t``, or a precision whose bound stays below
   break-even, nothing changes.
@@ -274,7 +283,8 @@ def inspected_threshold(
     last_of_tie = np.r_[q[1:] < q[:-1], True]  # a threshold takes every stick tied at it
     low = precision_lower_bounds(f, m, BRAKE_LEVEL)
     be = costs.bayes_threshold
-    candidates = np.flatnonzero(last_of_tie & (m >= MIN_INSPECTED) & (low >= be))
+    enough = last_of_tie & (m >= MIN_INSPECTED)
+    candidates = np.flatnonzero(enough & (low >= be) & _covered(q, m, p, enough))
     k = _lowest_within_ceiling(candidates, q, p, units, be)
     if k is None or not q[k] < choice.threshold:
         return choice
@@ -291,6 +301,21 @@ def inspected_threshold(
         inspected=n,
         inspected_failing=bad,
     )
+
+
+COVERAGE = 0.5  # inspected share above t, as a part of its highest value (module docstring)
+
+
+def _covered(q: np.ndarray, m: np.ndarray, p: np.ndarray, eligible: np.ndarray) -> np.ndarray:
+    """Per inspected stick (``q`` sorted descending, ``m`` inspected at or above each): does
+    the inspected share of all sticks at or above its probability, ``m / N``, reach
+    :data:`COVERAGE` of the highest such share among ``eligible`` positions? (Module
+    docstring, "coverage".)"""
+    at_or_above = len(p) - np.searchsorted(np.sort(p), q, side="left")
+    share = m / np.maximum(at_or_above, 1)
+    if not eligible.any():
+        return np.zeros(len(q), dtype=bool)
+    return share >= COVERAGE * share[eligible].max()
 
 
 _CEILING_CHUNK = 256  # thresholds per count-ceiling pass: memory units x 256, not x inspected

@@ -34,6 +34,24 @@ def test_a_first_model_that_locks_out_goes_on_a_shadow_trial(retrain_plant, tmp_
     store.close()
 
 
+def test_a_running_trial_is_decided_before_another_candidate_goes_on_trial(retrain_plant, tmp_path):
+    store = retrain_plant.copy_to(tmp_path)
+    config = _trials(retrain_plant.config)
+    first = locking_candidate(store, config, STATION)
+    assert decide_promotion(store, config, STATION, first).shadow
+    second = locking_candidate(store, config, STATION)
+    kept = decide_promotion(store, config, STATION, second)
+    assert not kept.promoted and not kept.shadow, kept.reason
+    assert f"model {first}'s shadow trial is decided first (0 of at most 100" in kept.reason
+    assert shadow_model(store, STATION)["id"] == first
+    assert get_model(store, second)["status"] == "candidate"
+    assert [e["outcome"] for e in events(store, ["promotion"], station=STATION)] == [
+        "kept",
+        "shadow",
+    ]
+    store.close()
+
+
 def test_without_shadow_trials_the_same_model_goes_active(retrain_plant, tmp_path):
     store = retrain_plant.copy_to(tmp_path)
     config = _trials(retrain_plant.config, on=False)

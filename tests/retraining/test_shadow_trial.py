@@ -35,6 +35,7 @@ from sqlalchemy import insert
 from qcllp.ingest import ingest_defect_counts, ingest_measurements
 from qcllp.ingest.inspections import ingest_inspections
 from qcllp.plant.config import Retrainer
+from qcllp.retraining.promotion import running_trial
 from qcllp.retraining.shadow_check import check_trial
 from qcllp.retraining.shadow_trial import (
     TrialFigures,
@@ -189,6 +190,18 @@ def test_a_model_that_locks_out_nothing_has_nothing_to_try():
     assert verdict.outcome == "confirm" and "nothing to try" in verdict.reason
 
 
+def test_a_trial_still_undecided_after_its_longest_run_is_inconclusive():
+    rule = replace(RULE, shadow_max_charges=100)
+    assert judge_trial(figures(99, 20, 15), 0.75, rule).outcome == "wait"
+    for fig in (figures(100, 20, 15), figures(100, 3, 3)):  # straddling; too few inspected
+        verdict = judge_trial(fig, 0.75, rule)
+        assert verdict.outcome == "inconclusive", verdict
+        assert verdict.reason.startswith("undecided after 100 charges counted")
+    assert judge_trial(figures(100, 20, 10), 0.75, rule).outcome == "reject"  # decided first
+    short = replace(RULE, shadow_max_charges=5)  # never below shadow_min_charges
+    assert judge_trial(figures(24, 20, 15), 0.75, short).outcome == "wait"
+
+
 def test_the_measured_evidence_decides_not_the_models_claim():
     fig = replace(figures(25, 20, 10), expected_per_1000=5000.0)
     assert judge_trial(fig, 0.75, RULE).outcome == "reject"
@@ -224,6 +237,23 @@ def test_a_losing_trial_is_rejected_and_retired_with_its_figures(store, tiny_con
     assert event["detail"]["figures"]["inspected"] == 7
     assert "7 inspected (2 failing)" in event["detail"]["line"]
     assert check_trial(store, config, "furnace") is None  # nothing left to judge
+
+
+def test_an_inconclusive_trial_is_retired_and_frees_the_station(store, tiny_config, tmp_path):
+    shadow = build_trial(store, tiny_config, tmp_path)  # 2 of 3 failing: undecided
+    waiting = judged(tiny_config, shadow_max_charges=4)
+    assert "decided first (3 of at most 4 charges counted" in running_trial(
+        store, waiting, "furnace", shadow + 100
+    )
+    assert check_trial(store, waiting, "furnace").outcome == "waiting"
+    config = judged(tiny_config, shadow_max_charges=3)
+    assert running_trial(store, config, "furnace", shadow + 100) is None
+    check = check_trial(store, config, "furnace")
+    assert check.outcome == "inconclusive" and "undecided after 3 charges" in check.reason
+    assert get_model(store, shadow)["status"] == "retired"
+    (event,) = events(store, ["rejected"], station="furnace")
+    assert (event["model_id"], event["outcome"]) == (shadow, "inconclusive")
+    assert check_trial(store, config, "furnace") is None
 
 
 def test_manual_confirmation_only_says_what_is_due(store, tiny_config, tmp_path):

@@ -18,8 +18,10 @@ from qcllp.station.precision import (
     precision_bounds,
     precision_lower_bounds,
 )
+from qcllp.training import lockout
 from qcllp.training.lockout import (
     BRAKE_LEVEL,
+    COVERAGE,
     INSPECTED,
     MIN_INSPECTED,
     calibration_units,
@@ -53,14 +55,27 @@ def inspected_top(n_inspected: int, failing_of: list[int], n: int = 2000, seed: 
     return p[order], failing[order]
 
 
-def lowest_supported(p: np.ndarray, failing: np.ndarray, be: float) -> float | None:
-    """The definition, one candidate at a time with the scalar bound."""
+def inspected_shares(p: np.ndarray, failing: np.ndarray) -> dict[float, float]:
+    """Per inspected probability ``t`` with ten inspected at or above it: the inspected share
+    of all sticks at or above ``t`` (the coverage condition's measure), one at a time."""
     seen = ~np.isnan(failing)
-    best = None
+    shares = {}
     for t in np.unique(p[seen]):
+        if (seen & (p >= t)).sum() >= MIN_INSPECTED:
+            shares[t] = (seen & (p >= t)).sum() / (p >= t).sum()
+    return shares
+
+
+def lowest_supported(p: np.ndarray, failing: np.ndarray, be: float) -> float | None:
+    """The definition, one candidate at a time with the scalar bound and the coverage."""
+    seen = ~np.isnan(failing)
+    shares = inspected_shares(p, failing)
+    best = None
+    for t, share in shares.items():
         above = seen & (p >= t)
         m, f = int(above.sum()), int(failing[above].sum())
-        if m >= MIN_INSPECTED and precision_bounds(f, m, BRAKE_LEVEL)[0] >= be:
+        covered = share >= COVERAGE * max(shares.values())
+        if covered and precision_bounds(f, m, BRAKE_LEVEL)[0] >= be:
             best = t if best is None else min(best, t)
     return best
 
@@ -173,11 +188,14 @@ def test_many_inspected_sticks_give_the_same_threshold_as_the_definition():
     codes, positives = units(failing, share=0.12)
     choice = inspected_threshold(declined_choice(COSTS), p, failing, COSTS, (codes, positives))
     seen = ~np.isnan(failing)
+    shares = inspected_shares(p, failing)
     expected, precise = None, []
-    for t in np.unique(p[seen]):
+    for t, share in shares.items():
         above = seen & (p >= t)
         m, f = int(above.sum()), int(failing[above].sum())
-        if m < MIN_INSPECTED or precision_bounds(f, m, BRAKE_LEVEL)[0] < COSTS.bayes_threshold:
+        if precision_bounds(f, m, BRAKE_LEVEL)[0] < COSTS.bayes_threshold:
+            continue
+        if share < COVERAGE * max(shares.values()):
             continue
         precise.append(t)
         ceiling = count_precision_ceiling(p, codes, positives, np.array([t]))[0]
@@ -187,3 +205,27 @@ def test_many_inspected_sticks_give_the_same_threshold_as_the_definition():
     assert choice.threshold == pytest.approx(expected)
     # the counts refused the lowest precise thresholds, more of them than one chunk holds
     assert sum(t < choice.threshold for t in precise) > 256
+
+
+def test_the_threshold_reaches_no_further_down_than_the_inspections_sampled(monkeypatch):
+    """The running line's failure: an earlier model's audits sampled the top 20 sticks of
+    this ranking, and 15 more scattered down to the 600th (its ranking differed). All 35
+    failed, so the cumulative bound alone takes the threshold down to the 600th stick, 30 %
+    of the plant, whose uninspected sticks nobody looked at. Coverage stops it where the
+    inspected share of the sticks above it falls below half of the top's."""
+    n = 2000
+    p = np.linspace(0.6, 0.0, n)
+    failing = np.full(n, np.nan)
+    failing[:20] = 1.0
+    failing[np.linspace(40, 599, 15).astype(int)] = 1.0
+    declined = declined_choice(COSTS)
+    choice = inspected_threshold(declined, p, failing, COSTS, units(failing))
+    assert choice.basis == INSPECTED and choice.threshold == pytest.approx(
+        lowest_supported(p, failing, COSTS.bayes_threshold)
+    )
+    assert 0.01 <= choice.lockout_rate <= 0.025, choice  # the densely inspected top
+    shares = inspected_shares(p, failing)
+    assert shares[choice.threshold] >= 0.5 * max(shares.values())
+    monkeypatch.setattr(lockout, "COVERAGE", 0.0)  # the rule before coverage
+    uncovered = inspected_threshold(declined, p, failing, COSTS, units(failing))
+    assert uncovered.lockout_rate == pytest.approx(0.3)

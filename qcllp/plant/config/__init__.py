@@ -54,7 +54,8 @@ Schema (see ``plant_config/example.yaml`` for a full example)::
     retrainer:                        # optional: the retraining daemon (qcllp serve retrainer)
       {host, port, stations, training_charges, holdout_charges, min_holdout_charges,
        promotion_margin, misfire_grace_s, lease_ttl_s, shadow_trials, shadow_confirm,
-       shadow_min_charges, shadow_min_audits, shadow_confirm_level, shadow_check_interval_s,
+       shadow_min_charges, shadow_min_audits, shadow_max_charges, shadow_confirm_level,
+       shadow_check_interval_s,
        drift: {window_charges, bag_error_ratio, psi_max}}
     training:                         # optional
       default_method: str             # one of ``methods``, or "auto" (try each, keep the best)

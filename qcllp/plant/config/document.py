@@ -187,6 +187,13 @@ class Retrainer(Section):
     shadow_min_audits: Integer = Field(
         20, ge=1, description="... and this many of its would-be lock-outs were inspected."
     )
+    shadow_max_charges: Integer = Field(
+        100,
+        ge=1,
+        description="A shadow trial runs until it is decided; one still undecided after this "
+        "many counted charges ends inconclusive (retired). Until then a candidate that would "
+        "go on trial waits.",
+    )
     shadow_confirm_level: Number = Field(
         0.90,
         gt=0.5,

@@ -156,6 +156,7 @@ class Retrainer:
     shadow_confirm: str = default_of(doc.Retrainer, "shadow_confirm")
     shadow_min_charges: int = default_of(doc.Retrainer, "shadow_min_charges")
     shadow_min_audits: int = default_of(doc.Retrainer, "shadow_min_audits")
+    shadow_max_charges: int = default_of(doc.Retrainer, "shadow_max_charges")
     shadow_confirm_level: float = default_of(doc.Retrainer, "shadow_confirm_level")
     shadow_check_interval_s: float = default_of(doc.Retrainer, "shadow_check_interval_s")
     drift_window_charges: int = default_of(doc.Drift, "window_charges")
