@@ -8,7 +8,8 @@ later and without saying which stick failed. Audits look where the evidence is t
   precision (:attr:`qcllp.plant.config.Station.break_even`) and its threshold -- the band where
   the lock-out rule declined for lack of evidence -- or from the top of its ranking when its
   probabilities never reach break-even, but never where a look costs more than a failing
-  stick saves (:func:`audit_floor`), and, when a shadow model is on
+  stick saves, nor at all when the inspected sticks there failed too rarely to pay for their
+  looks (:func:`audit_floor`), and, when a shadow model is on
   trial, the active's passes that the shadow would lock out (the sticks on which the two
   disagree);
 * with a shadow model alone, the shadow's would-be lock-outs.
@@ -106,7 +107,11 @@ def audit_floor(st: Station, model: LoadedModel) -> float:
     Never below :attr:`~qcllp.plant.config.Station.audit_pays_from`: below it a sample is
     expected to cost more than it saves even if the probability is right (at the last
     station of the example plant a look costs 22.50 EUR and a failing stick saves 25, so
-    only sticks of p >= 0.9 are worth a look there)."""
+    only sticks of p >= 0.9 are worth a look there). ``inf`` (no band) when the model's
+    training found that the inspected sticks there fail too rarely to pay for a look (metric
+    ``audits_declined``, :func:`qcllp.training.lockout.audit_evidence`)."""
+    if model.model.metrics.get("audits_declined"):
+        return float("inf")
     top = model.model.metrics.get("audit_from")
     floor = st.break_even if top is None else min(st.break_even, float(top))
     return max(floor, st.audit_pays_from)

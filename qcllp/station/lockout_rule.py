@@ -82,16 +82,22 @@ class LockoutCosts:
     """Costs per stick at one station, in the plant's currency.
 
     ``fail_cost``: saved per failing stick locked out here; ``good_cost``: lost per good stick
-    locked out here (as ``qcllp.plant.config.Station``).
+    locked out here; ``inspection_cost``: the cost of looking at one stick here (as
+    ``qcllp.plant.config.Station``; 0 in models trained before it was recorded).
     """
 
     fail_cost: float
     good_cost: float
+    inspection_cost: float = 0.0
 
     def __post_init__(self) -> None:
         if not (np.isfinite(self.fail_cost) and np.isfinite(self.good_cost)):
             raise ValueError(
                 f"lock-out costs must be finite, got {self.fail_cost!r} and {self.good_cost!r}"
+            )
+        if not (np.isfinite(self.inspection_cost) and self.inspection_cost >= 0):
+            raise ValueError(
+                f"inspection_cost must be finite and >= 0, got {self.inspection_cost!r}"
             )
         if not (self.fail_cost >= 0 and self.good_cost > 0):
             raise ValueError(
@@ -103,6 +109,12 @@ class LockoutCosts:
     def bayes_threshold(self) -> float:
         """The threshold that is optimal for perfectly calibrated probabilities."""
         return self.good_cost / (self.good_cost + self.fail_cost)
+
+    @property
+    def audit_pays_from(self) -> float:
+        """The failure probability above which an audit sample pays for its look,
+        ``inspection_cost / fail_cost`` (``inf`` when a failing stick saves nothing here)."""
+        return self.inspection_cost / self.fail_cost if self.fail_cost > 0 else float("inf")
 
 
 @dataclass(frozen=True)

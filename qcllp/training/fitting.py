@@ -34,7 +34,14 @@ from qcllp.station.lockout_rule import LockoutCosts, SavingEstimate, ThresholdCh
 from qcllp.station.model import StationModel
 from qcllp.training.inspected import inspection_counts
 from qcllp.training.labeled import LabeledData
-from qcllp.training.lockout import INSPECTED, LockoutDecision, decide_lockout, out_of_fold
+from qcllp.training.lockout import (
+    INSPECTED,
+    LockoutDecision,
+    audit_evidence,
+    decide_lockout,
+    known_failing,
+    out_of_fold,
+)
 from qcllp.training.plan import AUTO_ANY_DEFECT_MODES, TrainingPlan
 from qcllp.training.search import Progress, SearchResult, search_parameters, search_per_type
 
@@ -202,6 +209,17 @@ def _audit_from(p: np.ndarray | None) -> dict[str, float]:
     return {"audit_from": top}
 
 
+def _audits(decision: LockoutDecision, data: LabeledData) -> dict[str, float]:
+    """Metrics of the scorer's audit band: ``audit_from`` and the inspected evidence of
+    whether its samples pay (:func:`qcllp.training.lockout.audit_evidence`)."""
+    p = decision.evaluation.probability
+    top = _audit_from(p)
+    if p is None:
+        return top
+    evidence = audit_evidence(p, known_failing(data), decision.costs, top.get("audit_from"))
+    return {**top, **evidence}
+
+
 def _threshold_evidence(choice: ThresholdChoice) -> dict[str, float]:
     """Metrics ``threshold_inspected`` and ``threshold_inspected_failing`` when the threshold
     rests on inspected precision (:func:`qcllp.training.lockout.inspected_threshold`): the
@@ -237,7 +255,7 @@ def _station_model(
         "saving_high_per_1000": decision.saving.high,
         "lockout_rate_bound": decision.lockout_rate_bound,
         "lockout_excess_bound": decision.lockout_excess_bound,
-        **_audit_from(decision.evaluation.probability),
+        **_audits(decision, data),
         **_threshold_evidence(choice),
         **(data.subsample.metrics() if data.subsample is not None else {}),
         **inspection_counts(data.labels),

@@ -75,6 +75,18 @@ lock-out rate is the training sticks', taken as known). Choices, written down:
 * the threshold only moves down toward break-even as the inspected evidence allows: with
   fewer than ten inspected sticks above any ``t``, or a precision whose bound stays below
   break-even, nothing changes.
+
+**Audits that do not pay** (:func:`audit_evidence`). An audit sample pays for its look when
+the stick fails with a probability above ``inspection_cost / fail_cost``; at the last
+station of the example plant that is 0.9 (a look costs 22.50, a failing stick saves 25
+there), and on the running line its samples, drawn only where the model said p >= 0.9,
+failed at 77 % (30 of 39): every one lost a little, because the top of the ranking is
+over-confident exactly where the counts cannot check it. The inspected sticks at or above
+the audit band's floor say so directly: with at least ten of them and the one-sided 90 %
+upper bound of their precision below ``inspection_cost / fail_cost``, the model records
+``audits_declined`` and the scorer draws no audit samples from its band (those of a shadow
+trial, the evidence a trial needs, stay). The same level and minimum as the brake, for the
+same reasons; the floor is the scorer's, so the evidence is of the sticks it would sample.
 """
 
 from __future__ import annotations
@@ -114,7 +126,9 @@ __all__ = [
     "LockoutDecision",
     "OutOfFold",
     "decide_lockout",
+    "audit_evidence",
     "inspected_brake",
+    "known_failing",
     "inspected_saving",
     "inspected_threshold",
     "fit_proportions",
@@ -126,7 +140,7 @@ __all__ = [
 def station_costs(config: PlantConfig, station: str) -> LockoutCosts:
     """The lock-out costs of a station from the plant config."""
     st = config.station(station)
-    return LockoutCosts(st.fail_cost, st.good_cost)
+    return LockoutCosts(st.fail_cost, st.good_cost, st.inspection_cost)
 
 
 def fit_proportions(plan: TrainingPlan, data: LabeledData) -> pd.Series | pd.DataFrame:
@@ -175,7 +189,7 @@ def out_of_fold(
     ).probability
     charges, uniques = pd.factorize(bags)
     positives = shares.reindex(uniques).to_numpy() * np.bincount(charges)  # among the rows
-    codes, positives = calibration_units(charges, positives, _known_failing(data))
+    codes, positives = calibration_units(charges, positives, known_failing(data))
     decision = logit(raw)
     recalibration, calibrate = count_calibration(decision, codes, positives)
     p = recalibration.predict(decision)
@@ -194,7 +208,7 @@ def out_of_fold(
     )
 
 
-def _known_failing(data: LabeledData) -> np.ndarray | None:
+def known_failing(data: LabeledData) -> np.ndarray | None:
     """Per row 1/0 where the stick was inspected and failed / did not (the target's failure:
     any defect for ``multiclass``), NaN elsewhere; ``None`` without inspected rows."""
     if data.target == "multiclass":
@@ -257,6 +271,29 @@ def inspected_brake(
         return choice
     upper = precision_bounds(f, m, BRAKE_LEVEL)[1]
     return choice if upper >= costs.bayes_threshold else declined_choice(costs)
+
+
+def audit_evidence(
+    p: np.ndarray, failing: np.ndarray | None, costs: LockoutCosts, audit_from: float | None
+) -> dict[str, float]:
+    """Metrics of whether audit samples at the top of this model's ranking pay for their
+    look (module docstring, "Audits that do not pay"): ``audit_inspected`` /
+    ``audit_inspected_failing`` over the inspected sticks at or above the audit band's floor,
+    and ``audits_declined`` 1.0 when at least :data:`MIN_INSPECTED` are there and the
+    one-sided 90 % upper bound of their precision is below ``costs.audit_pays_from``. The
+    floor is the scorer's (:func:`qcllp.scoring.audits.audit_floor`). ``p``: recalibrated
+    out-of-fold probabilities; ``failing``: 1/0 per inspected row, NaN elsewhere."""
+    if failing is None:
+        return {}
+    top = costs.bayes_threshold if audit_from is None else min(costs.bayes_threshold, audit_from)
+    seen = ~np.isnan(failing) & (p >= max(top, costs.audit_pays_from))
+    m, f = int(seen.sum()), int(failing[seen].sum())
+    if m < MIN_INSPECTED:
+        return {}
+    out = {"audit_inspected": float(m), "audit_inspected_failing": float(f)}
+    if precision_bounds(f, m, BRAKE_LEVEL)[1] < costs.audit_pays_from:
+        out["audits_declined"] = 1.0
+    return out
 
 
 INSPECTED = "inspected"  # ThresholdChoice.basis of a threshold from inspected precision
@@ -376,7 +413,7 @@ def decide_lockout(
     decision, p, codes, positives = oof.decision, oof.probability, oof.codes, oof.positives
     rule = {"n_boot": plan.bootstrap, "random_state": plan.seed}
     choice = lockout_rule(decision, codes, positives, costs, oof.calibrate, **rule)
-    known = _known_failing(data)
+    known = known_failing(data)
     lowered = inspected_threshold(choice, p, known, costs, (codes, positives))
     choice = inspected_brake(lowered, p, known, costs)
     if choice.basis == INSPECTED:

@@ -41,10 +41,12 @@ def register_copy(store: Store, config: PlantConfig, model_id: int, **changes) -
     return record_model(store, config, changed, labeled_data(store, config, STATION)).model_id
 
 
-def active_with_audit_from(store: Store, config: PlantConfig, model_id: int, top: float):
-    """A copy of model ``model_id`` whose metric ``audit_from`` is ``top``, promoted active;
-    its loaded model."""
-    metrics = {**load_model(store, model_id).model.metrics, "audit_from": top}
+def active_with_audit_from(
+    store: Store, config: PlantConfig, model_id: int, top: float, **more: float
+):
+    """A copy of model ``model_id`` whose metric ``audit_from`` is ``top`` (and ``more``
+    metrics), promoted active; its loaded model."""
+    metrics = {**load_model(store, model_id).model.metrics, "audit_from": top, **more}
     copy = register_copy(store, config, model_id, metrics=metrics)
     promote(store, copy)
     return load_model(store, copy)
@@ -323,3 +325,25 @@ def test_a_scoring_run_names_the_active_model_and_the_shadow_apart(plant):
     assert (beside.model_id, beside.shadow_id) == (trained, eager)
     line = score_line(STATION, beside.as_dict(), "", "")
     assert f"with model {trained} (shadow model {eager} beside it) (threshold " in line
+
+
+def test_no_band_audit_where_training_found_the_inspected_top_fails_too_rarely(plant):
+    """A model whose training declined audits (``audits_declined``: the inspected sticks at
+    its top failed too rarely to pay for a look) draws none, where the same model without
+    that metric audits its band."""
+    store, config, trained, _ = plant
+    active = load_model(store, trained).model
+    low = float(np.quantile([0.0, active.threshold], 0.1))
+    config = with_station(config, audit_share=1.0, good_cost=999.0, fail_cost=10.0)
+    config = with_station(config, inspection_cost=0.0)
+    st = config.station(STATION)
+    auditing = active_with_audit_from(store, config, trained, low)
+    assert audit_floor(st, auditing) == low
+    declined = active_with_audit_from(store, config, trained, low, audits_declined=1.0)
+    assert audit_floor(st, declined) == np.inf
+    score_station(store, config, STATION)
+    flags = flags_frame(store, STATION)
+    assert (flags["model_id"] == declined.id).all()
+    p = flags["probability"]
+    assert ((p >= low) & (p < declined.model.threshold)).any()  # the band is not empty
+    assert not flags["decision"].eq("inspect").any()

@@ -18,6 +18,7 @@ from qcllp.ingest import ingest_defect_counts
 from qcllp.learn import EMLLP, PerDefectClassifier
 from qcllp.retraining.promotion import labeled_counts, window_data
 from qcllp.scoring.step import flags_frame, score_station
+from qcllp.station.precision import precision_bounds
 from qcllp.station.registry import get_model, load_model
 from qcllp.store import Charge, DefectCount, Flag, IngestionBatch, Inspection, Store
 from qcllp.training.lockout import calibration_units
@@ -190,6 +191,40 @@ def test_a_trained_model_records_how_many_inspected_sticks_it_learned_from(inspe
     assert recorded["inspected_failing"] == artifact["inspected_failing"] == 3
     assert elsewhere["inspected_sticks"] == 0  # no inspections at the furnace
     assert " sticks (5 inspected, 3 failing), bag error" in line  # what qcllp train prints
+
+
+def test_a_model_records_whether_audits_at_the_top_of_its_ranking_pay(
+    inspected, history_plant, tmp_path
+):
+    """Every cooling stick of 40 history charges inspected (their hidden truth): the model
+    records how many inspected sticks lie at or above its audit band's floor and how many
+    failed, and declines audits exactly when the precision's upper bound is below
+    ``inspection_cost / fail_cost``; ``qcllp train`` says so."""
+    url = f"sqlite:///{tmp_path / 'plant.sqlite'}"
+    shutil.copy(inspected.url.removeprefix("sqlite:///"), tmp_path / "plant.sqlite")
+    truth = history_plant.history.truth.astype({"charge_id": str, "stick_id": str})
+    charges = sorted(truth["charge_id"].unique())[1:41]  # not the one already inspected
+    seen = truth[truth["charge_id"].isin(charges)]
+    base = {"station": STATION, "inspected_at": None, "flag_id": None, "audit": True}
+    rows = [
+        {**base, "charge_id": c, "stick_id": s, "result": r}
+        for c, s, r in seen[["charge_id", "stick_id", "defect"]].itertuples(index=False)
+    ]
+    with Store.open(url) as store:
+        _insert_inspections(store, rows)
+        result = train_station(store, inspected.config, STATION)
+        recorded = get_model(store, result.model_id)["metrics"]
+        artifact = load_model(store, result.model_id).model.metrics
+    m, f = recorded["audit_inspected"], recorded["audit_inspected_failing"]
+    assert m >= 10 and 0 <= f <= m and artifact["audit_inspected"] == m
+    pays_from = station_costs(inspected.config, STATION).audit_pays_from
+    declined = precision_bounds(int(f), int(m), 0.9)[1] < pays_from
+    assert recorded.get("audits_declined") == (1.0 if declined else None)
+    said = trained_line(replace(result, metrics={**result.metrics, "audits_declined": 1.0}))
+    assert said.endswith(
+        f"; no audit samples: {f:.0f} of {m:.0f} inspected at the top of its ranking failed, "
+        "too few to pay for a look"
+    )
 
 
 def test_a_result_that_is_no_configured_type_stops_training_in_one_line(inspected, tmp_path):

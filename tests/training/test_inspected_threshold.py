@@ -24,6 +24,7 @@ from qcllp.training.lockout import (
     COVERAGE,
     INSPECTED,
     MIN_INSPECTED,
+    audit_evidence,
     calibration_units,
     inspected_brake,
     inspected_saving,
@@ -229,3 +230,39 @@ def test_the_threshold_reaches_no_further_down_than_the_inspections_sampled(monk
     monkeypatch.setattr(lockout, "COVERAGE", 0.0)  # the rule before coverage
     uncovered = inspected_threshold(declined, p, failing, COSTS, units(failing))
     assert uncovered.lockout_rate == pytest.approx(0.3)
+
+
+LAST = LockoutCosts(fail_cost=25.0, good_cost=450.0, inspection_cost=22.5)  # straightening
+
+
+@pytest.mark.parametrize(
+    ("failing_of", "declined"),
+    [(30, True), (37, False)],
+    ids=["30 of 39: upper bound 0.86 < 0.9", "37 of 39: upper bound 0.98"],
+)
+def test_audits_are_declined_when_the_inspected_top_fails_too_rarely(failing_of, declined):
+    """The running line's last station: samples drawn at p >= 0.9 failed at 30 of 39."""
+    p = np.linspace(0.999, 0.0, 2000)
+    failing = np.full(2000, np.nan)
+    failing[:39] = [1.0] * failing_of + [0.0] * (39 - failing_of)
+    failing[1500:1600] = 0.0  # inspected far below the floor: not evidence of the band
+    assert LAST.audit_pays_from == pytest.approx(0.9)
+    got = audit_evidence(p, failing, LAST, audit_from=0.5)  # floor max(min(.947, .5), .9)
+    high = precision_bounds(failing_of, 39, BRAKE_LEVEL)[1]
+    assert (high < 0.9) is declined
+    assert got["audit_inspected"] == 39 and got["audit_inspected_failing"] == failing_of
+    assert got.get("audits_declined") == (1.0 if declined else None)
+
+
+def test_too_few_inspected_at_the_top_decide_nothing_about_audits():
+    p = np.linspace(0.999, 0.0, 2000)
+    failing = np.full(2000, np.nan)
+    failing[: MIN_INSPECTED - 1] = 0.0  # all good, but too few
+    assert audit_evidence(p, failing, LAST, audit_from=None) == {}
+    assert audit_evidence(p, None, LAST, audit_from=None) == {}
+
+
+def test_the_inspection_cost_is_a_cost():
+    with pytest.raises(ValueError, match="inspection_cost must be finite and >= 0"):
+        LockoutCosts(fail_cost=25.0, good_cost=450.0, inspection_cost=-1.0)
+    assert LockoutCosts(fail_cost=0.0, good_cost=1.0).audit_pays_from == np.inf
