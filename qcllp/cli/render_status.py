@@ -128,11 +128,30 @@ def _notes(s: Mapping[str, Any]) -> list[str]:
         notes.append(s["lockout_suspended"])
     elif s["lockout_guard"]:
         notes += _guard_notes(s["lockout_guard"])
+    notes += _training_notes(s["model_metrics"])
     if _inspected(s.get("realized_inspected")):
         notes.append(_realized_note(s["realized_inspected"]))
     trial = s.get("shadow_trial")
     if trial:
         notes.append(f"{trial['line']}; rule ({trial['confirm']}): {trial['state']}")
+    return notes
+
+
+def _training_notes(m: Mapping[str, Any]) -> list[str]:
+    """What the active model's training says an operator should act on: charges it could not
+    learn from because their audit samples were never entered, audits it stopped."""
+    notes = []
+    if m.get("held_back_charges"):
+        notes.append(
+            f"its training held back {m['held_back_charges']:,.0f} labeled charges: their "
+            "audit samples await inspection (enter them: qcllp ingest inspections)"
+        )
+    if m.get("audits_declined"):
+        notes.append(
+            f"no audit samples: {m['audit_inspected_failing']:.0f} of "
+            f"{m['audit_inspected']:.0f} inspected at the top of its ranking failed, too few "
+            "to pay for a look"
+        )
     return notes
 
 

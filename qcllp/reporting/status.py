@@ -49,6 +49,10 @@ HEADLINE_METRICS = (
     "saving_high_per_1000",
     "calibration_error",
     "lockout_declined",
+    "held_back_charges",
+    "audits_declined",
+    "audit_inspected",
+    "audit_inspected_failing",
 )
 
 

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 
+from sqlalchemy import update
+
 from qcllp.cli.render_status import status_text
 from qcllp.reporting.plant_report import build_plant_report
 from qcllp.reporting.status import plant_status
 from qcllp.retraining.shadow_check import check_trial
+from qcllp.store import Model
 from tests.retraining.test_shadow_trial import build_trial, judged, more_inspections
 
 PER = 1000 / 19  # the trial's 19 sticks
@@ -54,3 +57,30 @@ def test_a_rejected_trial_is_among_the_decisions_and_no_longer_shown(store, tiny
     assert (latest["model_id"], latest["outcome"]) == (shadow, "retired")
     assert latest["reason"].startswith("its lock-outs lose money: inspected precision 2/7")
     assert all(s["shadow_trial"] is None for s in result["stations"])
+
+
+def test_status_says_what_the_active_models_training_left_out(store, tiny_config, tmp_path):
+    """Charges held back for uninspected audit samples, and audits the model stopped: an
+    operator reads them among the station's notes."""
+    build_trial(store, tiny_config, tmp_path)
+    metrics = {
+        "threshold": 0.5,
+        "held_back_charges": 3.0,
+        "audits_declined": 1.0,
+        "audit_inspected": 39.0,
+        "audit_inspected_failing": 30.0,
+    }
+    with store.engine.begin() as conn:
+        conn.execute(
+            update(Model.__table__)
+            .where(Model.station == "rolling", Model.status == "active")
+            .values(metrics=metrics)
+        )
+    text = status_text(plant_status(store, tiny_config))
+    assert (
+        "its training held back 3 labeled charges: their audit samples await inspection "
+        "(enter them: qcllp ingest inspections)" in text
+    )
+    assert "no audit samples: 30 of 39 inspected at the top of its ranking failed" in text
+    (row,) = [line for line in text.splitlines() if "held back" in line]
+    assert row.split()[0] == "rolling"  # a note of rolling's, not of the furnace
