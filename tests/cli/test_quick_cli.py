@@ -102,6 +102,18 @@ def test_models_list_loads_neither_pandas_nor_a_learning_library(store, store_ur
     assert sorted(loaded & set(NOT_FOR_LISTING)) == []
 
 
+def test_status_without_a_shadow_trial_loads_no_learning_library(store, store_url, trained_row):
+    """``qcllp status`` reads the database with pandas, but SciPy and the learners are for a
+    running shadow trial's bounds only."""
+    from qcllp.station.registry import register_model
+
+    register_model(store, **{k: v for k, v in trained_row.items() if k != "id"})
+    done, loaded = run_qcllp("--config", str(EXAMPLE), "--db", store_url, "status")
+    assert done.returncode == 0, done.stderr
+    assert "cooling" in done.stdout
+    assert sorted(loaded & {"sklearn", "scipy", "numba", "skops", "joblib", "dask"}) == []
+
+
 def test_a_user_error_is_still_one_line_without_loading_the_learners(tmp_path):
     """A bad plant file is a person's error (one line, exit 1), found without importing the
     classes of every other person's error."""
