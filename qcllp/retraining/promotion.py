@@ -51,8 +51,8 @@ line. The event (``promotion``, outcome ``shadow``) says which. **A running tria
 first**: while another model's trial is undecided and has counted fewer than
 ``retrainer.shadow_max_charges`` charges, a candidate that would go on trial is kept (not
 promoted; the reason names the trial). Before this rule each week's candidate replaced the
-last one's trial, and on the simulated line none of 19 trials ever reached the 20 inspected
-would-be lock-outs a verdict needs.
+last one's trial: on the simulated line (shared plant, seed 0, 12 weeks) none of rolling's
+five trials reached the 20 inspected would-be lock-outs a verdict needs.
 """
 
 from __future__ import annotations
