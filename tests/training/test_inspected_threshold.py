@@ -67,6 +67,14 @@ def inspected_shares(p: np.ndarray, failing: np.ndarray) -> dict[float, float]:
     return shares
 
 
+def reference_share(p: np.ndarray, failing: np.ndarray) -> float:
+    """The coverage's reference: the inspected share of the sticks at or above the median
+    inspected stick (at least the tenth from the top)."""
+    q = np.sort(p[~np.isnan(failing)])[::-1]
+    k = min(len(q), max(MIN_INSPECTED, (len(q) + 1) // 2))
+    return k / np.sum(p >= q[k - 1])
+
+
 def lowest_supported(p: np.ndarray, failing: np.ndarray, be: float) -> float | None:
     """The definition, one candidate at a time with the scalar bound and the coverage."""
     seen = ~np.isnan(failing)
@@ -75,7 +83,7 @@ def lowest_supported(p: np.ndarray, failing: np.ndarray, be: float) -> float | N
     for t, share in shares.items():
         above = seen & (p >= t)
         m, f = int(above.sum()), int(failing[above].sum())
-        covered = share >= COVERAGE * max(shares.values())
+        covered = share >= COVERAGE * reference_share(p, failing)
         if covered and precision_bounds(f, m, BRAKE_LEVEL)[0] >= be:
             best = t if best is None else min(best, t)
     return best
@@ -196,7 +204,7 @@ def test_many_inspected_sticks_give_the_same_threshold_as_the_definition():
         m, f = int(above.sum()), int(failing[above].sum())
         if precision_bounds(f, m, BRAKE_LEVEL)[0] < COSTS.bayes_threshold:
             continue
-        if share < COVERAGE * max(shares.values()):
+        if share < COVERAGE * reference_share(p, failing):
             continue
         precise.append(t)
         ceiling = count_precision_ceiling(p, codes, positives, np.array([t]))[0]
@@ -226,10 +234,29 @@ def test_the_threshold_reaches_no_further_down_than_the_inspections_sampled(monk
     )
     assert 0.01 <= choice.lockout_rate <= 0.025, choice  # the densely inspected top
     shares = inspected_shares(p, failing)
-    assert shares[choice.threshold] >= 0.5 * max(shares.values())
+    assert shares[choice.threshold] >= 0.5 * reference_share(p, failing) == 0.5
     monkeypatch.setattr(lockout, "COVERAGE", 0.0)  # the rule before coverage
     uncovered = inspected_threshold(declined, p, failing, COSTS, units(failing))
     assert uncovered.lockout_rate == pytest.approx(0.3)
+
+
+def test_a_dozen_inspected_sticks_at_the_very_top_do_not_set_the_coverage():
+    """The ten highest sticks inspected (a model trained on the inspected labels ranks them
+    there), then a quarter of the next 400 (an audit band), 106 of all 110 failing: the
+    threshold reaches the bottom of the band, where a quarter of the sticks were looked at.
+    Half of the very top's share (1.0) would have stopped it below the twentieth stick."""
+    n = 2000
+    p = np.linspace(0.6, 0.0, n)
+    failing = np.full(n, np.nan)
+    band = np.arange(10, 410, 4)
+    failing[:10] = 1.0
+    failing[band] = 1.0
+    failing[band[[5, 30, 60, 90]]] = 0.0
+    choice = inspected_threshold(declined_choice(COSTS), p, failing, COSTS, units(failing))
+    assert choice.threshold == pytest.approx(lowest_supported(p, failing, COSTS.bayes_threshold))
+    assert (choice.inspected, choice.inspected_failing) == (110, 106)
+    assert choice.lockout_rate == pytest.approx(407 / n)  # down to the band's last sample
+    assert reference_share(p, failing) == pytest.approx(55 / 187)
 
 
 LAST = LockoutCosts(fail_cost=25.0, good_cost=450.0, inspection_cost=22.5)  # straightening
