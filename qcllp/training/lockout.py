@@ -75,11 +75,12 @@ lock-out rate is the training sticks', taken as known). Choices, written down:
   the failure was not that the weakest inspected sticks fail, but that most lock-outs were
   never near an inspected one. Scale-free: below an active model's lock-outs (all
   inspected) and its audit band (a quarter inspected) it lets the lock-out rate grow at
-  most about threefold per retraining. Measured since on four 12-week plants
-  (docs/benchmarks.md, "Trials that run until decided"): it did not bind on the case above
-  (the same threshold, 23/25), and 16 of 33 trial-weeks of such models would still have
-  lost, 14 of them on the two plants whose defect types share stations (2 of 15 on the
-  others); the trial stays the guard;
+  most about threefold per retraining. Measured since on six 12-week cases of four plants
+  (docs/benchmarks.md, "Trials that run until decided"), with a first version that took the
+  highest share as the reference: it did not bind on the case above (the same threshold,
+  23/25), and 23 of 47 trial-weeks of such models would still have lost, 21 of 32 on the two
+  plants whose defect types share stations, 2 of 15 on the others; the trial stays the
+  guard;
 * the threshold only moves down toward break-even as the inspected evidence allows: with
   fewer than ten inspected sticks above any ``t``, or a precision whose bound stays below
   break-even, nothing changes.
