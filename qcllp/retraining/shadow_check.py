@@ -11,8 +11,9 @@
 * **inconclusive** (auto; still undecided once ``retrainer.shadow_max_charges`` of its charges
   are counted): retired like a rejected model, the event ``rejected`` with outcome
   ``inconclusive``, so the station's next candidate may go on trial;
-* with ``shadow_confirm: manual`` the daemon does neither: the event ``shadow`` says
-  ``confirm_due`` or ``reject_due`` and ``qcllp status`` shows it until an operator acts.
+* with ``shadow_confirm: manual`` the daemon does none of these: the event ``shadow`` says
+  ``confirm_due``, ``reject_due`` or ``inconclusive_due`` and ``qcllp status`` shows it until
+  an operator acts.
 
 Nothing is done twice: the promotion or retirement happens only while the model is still the
 station's shadow model (checked inside the transaction that changes it), so a second daemon,
