@@ -230,7 +230,7 @@ def trained_line(r: Any) -> str:
     line = (
         f"model {r.model_id}: {r.station} {r.method} on {r.n_charges} charges{of} / "
         f"{r.n_sticks} sticks{inspected}, bag error {m['bag_error']:.3f}, {rule}, {saving}"
-    ) + _audits_declined(m)
+    ) + (f"; {audits_declined_note(m)}" if m.get("audits_declined") else "")
     for trial in r.params.get("auto", []):
         mark = "*" if trial["method"] == r.method else " "
         line += (
@@ -242,12 +242,11 @@ def trained_line(r: Any) -> str:
     return line
 
 
-def _audits_declined(m: Mapping[str, float]) -> str:
-    """The train line's note when the model draws no audit samples from its band."""
-    if not m.get("audits_declined"):
-        return ""
+def audits_declined_note(m: Mapping[str, Any]) -> str:
+    """Why a model (metrics ``m`` with ``audits_declined``) draws no audit samples from its
+    band: what ``qcllp train`` and ``qcllp status`` say."""
     return (
-        f"; no audit samples: {m['audit_inspected_failing']:.0f} of {m['audit_inspected']:.0f} "
+        f"no audit samples: {m['audit_inspected_failing']:.0f} of {m['audit_inspected']:.0f} "
         "inspected at the top of its ranking failed, too few to pay for a look"
     )
 

@@ -7,7 +7,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from qcllp.cli.render import Column, is_missing, key_values, signed, stamped, table, text
+from qcllp.cli.render import (
+    Column,
+    audits_declined_note,
+    is_missing,
+    key_values,
+    signed,
+    stamped,
+    table,
+    text,
+)
 
 # ----------------------------------------------------------------------------- status
 JOB_COLUMNS = (
@@ -147,11 +156,7 @@ def _training_notes(m: Mapping[str, Any]) -> list[str]:
             "audit samples await inspection (enter them: qcllp ingest inspections)"
         )
     if m.get("audits_declined"):
-        notes.append(
-            f"no audit samples: {m['audit_inspected_failing']:.0f} of "
-            f"{m['audit_inspected']:.0f} inspected at the top of its ranking failed, too few "
-            "to pay for a look"
-        )
+        notes.append(audits_declined_note(m))
     return notes
 
 

@@ -68,7 +68,7 @@ from qcllp.features import StationFeatures, station_features
 from qcllp.learn.calibration import CountCalibrator
 from qcllp.plant.config import PlantConfig
 from qcllp.retraining.charge_windows import recent_charges
-from qcllp.retraining.shadow_trial import trial_figures
+from qcllp.retraining.shadow_trial import longest_trial, trial_figures
 from qcllp.station.artifacts import ArtifactError
 from qcllp.station.final_qc import sticks_qc_counted
 from qcllp.station.lockout_rule import LockoutCosts
@@ -367,7 +367,7 @@ def running_trial(store: Store, config: PlantConfig, station: str, candidate_id:
         return None
     figures = trial_figures(store, config, station, record)
     settings = config.retrainer
-    limit = max(settings.shadow_max_charges, settings.shadow_min_charges)
+    limit = longest_trial(settings)
     if figures.charges >= limit:
         return None
     return (

@@ -85,6 +85,7 @@ __all__ = [
     "TrialVerdict",
     "count_bounds",
     "judge_trial",
+    "longest_trial",
     "precision_bounds",
     "trial_figures",
 ]
@@ -373,12 +374,17 @@ def _target_failures(conn: Connection, charges: list[str], target: str) -> pd.Se
     return frame.groupby("charge_id")["count"].sum().astype(float)
 
 
+def longest_trial(settings: Retrainer) -> int:
+    """The counted charges after which an undecided trial ends inconclusive:
+    ``shadow_max_charges``, never fewer than the ``shadow_min_charges`` it is judged from."""
+    return max(settings.shadow_max_charges, settings.shadow_min_charges)
+
+
 def judge_trial(figures: TrialFigures, break_even: float, settings: Retrainer) -> TrialVerdict:
     """The confirmation rule (module docstring), and its end: a trial still waiting once
     ``shadow_max_charges`` of its charges are counted is ``inconclusive``."""
     verdict = _verdict(figures, break_even, settings)
-    limit = max(settings.shadow_max_charges, settings.shadow_min_charges)
-    if verdict.outcome == "wait" and figures.charges >= limit:
+    if verdict.outcome == "wait" and figures.charges >= longest_trial(settings):
         return TrialVerdict(
             "inconclusive",
             f"undecided after {figures.charges} charges counted (retrainer.shadow_max_charges "

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from qcllp.plant.config import Station
+from qcllp.station.audit_band import audit_band_floor
 from qcllp.station.registry import LoadedModel
 
 __all__ = ["AUDIT", "audit_draw", "audit_floor", "draw_audits", "shadow_audits"]
@@ -112,9 +113,9 @@ def audit_floor(st: Station, model: LoadedModel) -> float:
     ``audits_declined``, :func:`qcllp.training.lockout.audit_evidence`)."""
     if model.model.metrics.get("audits_declined"):
         return float("inf")
-    top = model.model.metrics.get("audit_from")
-    floor = st.break_even if top is None else min(st.break_even, float(top))
-    return max(floor, st.audit_pays_from)
+    return audit_band_floor(
+        st.break_even, st.audit_pays_from, model.model.metrics.get("audit_from")
+    )
 
 
 def shadow_audits(st: Station, shadow: LoadedModel, shadow_scores: pd.DataFrame) -> pd.DataFrame:

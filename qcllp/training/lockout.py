@@ -109,6 +109,7 @@ from sklearn.base import BaseEstimator, clone
 
 from qcllp.learn.calibration import CountCalibrator, poisson_binomial_logpmf
 from qcllp.plant.config import PlantConfig
+from qcllp.station.audit_band import audit_band_floor
 from qcllp.station.guard_bounds import lockout_excess_bound, lockout_rate_bound
 from qcllp.station.lockout_rule import (
     LEVEL,
@@ -294,8 +295,8 @@ def audit_evidence(
     out-of-fold probabilities; ``failing``: 1/0 per inspected row, NaN elsewhere."""
     if failing is None:
         return {}
-    top = costs.bayes_threshold if audit_from is None else min(costs.bayes_threshold, audit_from)
-    seen = ~np.isnan(failing) & (p >= max(top, costs.audit_pays_from))
+    floor = audit_band_floor(costs.bayes_threshold, costs.audit_pays_from, audit_from)
+    seen = ~np.isnan(failing) & (p >= floor)
     m, f = int(seen.sum()), int(failing[seen].sum())
     if m < MIN_INSPECTED:
         return {}
