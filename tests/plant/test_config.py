@@ -351,6 +351,7 @@ def test_the_retrainer_section_is_read_and_checked(example_mapping):
         "stations": ["cooling", "rolling"],
         "holdout_charges": 30,
         "training_charges": 0,
+        "shadow_max_charges": 60,
         "drift": {"window_charges": 10, "psi_max": 0.4},
     }
     m["schedules"] = {"retrain_interval_s": 600}
@@ -360,13 +361,20 @@ def test_the_retrainer_section_is_read_and_checked(example_mapping):
     assert r.training_charges == 0 and Retrainer().training_charges == 400
     assert r.min_holdout_charges == 8 and r.drift_window_charges == 10 and r.drift_psi_max == 0.4
     assert config.schedules.retrain_interval_s == 600
-    m["retrainer"] = {"stations": ["coiler"], "holdout_charges": 1, "drift": {"psi": 1}}
+    assert r.shadow_max_charges == 60 and Retrainer().shadow_max_charges == 100
+    m["retrainer"] = {
+        "stations": ["coiler"],
+        "holdout_charges": 1,
+        "shadow_max_charges": 0,
+        "drift": {"psi": 1},
+    }
     m["schedules"] = {"retrain_interval_s": 600, "retrain_cron": "0 3 * * *"}
     with pytest.raises(ConfigError) as caught:
         parse_plant_config(m, source="plant.yaml")
     errors = caught.value.errors
     assert "plant.yaml: retrainer.stations[0]: unknown station 'coiler'" in errors
     assert "plant.yaml: retrainer.holdout_charges: must be >= 2, got 1" in errors
+    assert "plant.yaml: retrainer.shadow_max_charges: must be >= 1, got 0" in errors
     assert any(e.startswith("plant.yaml: retrainer.drift.psi: unknown key") for e in errors)
     assert "plant.yaml: schedules.retrain_cron: give either retrain_interval_s or retrain_cron" in (
         errors
