@@ -98,7 +98,7 @@ def measure(name: str, p: np.ndarray, threshold: float, bad: np.ndarray, costs, 
         "precision": float(bad[locked].mean()) if locked.any() else float("nan"),
         "mean_p_locked": float(p[locked].mean()) if locked.any() else float("nan"),
         "auc": float(roc_auc_score(bad, p)),
-        "best": best_in_hindsight(p, bad, costs.fail_cost, costs.good_cost),
+        "best": best_in_hindsight(p, bad, costs),
     }
 
 

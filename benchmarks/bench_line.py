@@ -10,7 +10,8 @@ week by week (``--charges-per-week``, default 25; ``--weeks``, default 12) as th
    scorer's guards) -- until a station has a model, nothing is locked out; every stick just
    locked out is inspected at the lock-out bay (its hidden truth) and the inspection ingested
    at once (``--no-inspections``: none are), each at ``--inspection-share`` (default 5 %) of
-   the station's good cost, so the scorer's guard sees them at its next step; so is every
+   the station's good cost (the product's ``inspection_cost`` is set to it; 0 without
+   inspections), so the scorer's guard sees them at its next step; so is every
    audit sample (decision ``inspect``, the station's ``audit_share``, ``--audit-share``
    overrides it): a failing one is scrapped there, a good one goes on down the line;
 2. at the week's end final QC reports each charge's defect counts over the sticks that
@@ -30,7 +31,8 @@ Per station and week, against the hidden per-stick truth of the sticks that arri
 * ``expected`` [``low``, ``high``]: what the scoring model's training stated (per 1,000);
 * ``lr`` / ``gb``: the label-trained oracles -- a logistic regression and a gradient-boosting
   model trained on the *hidden labels* of every stick that arrived at the station in the weeks
-  before, calibrated (5-fold sigmoid), locking out at the break-even probability;
+  before, calibrated (5-fold sigmoid), locking out at the break-even probability (the bay's
+  look included, as every saving here);
 * ``best``: the best threshold in hindsight on the product's own probabilities (0 before it
   has a model).
 
@@ -67,6 +69,8 @@ from sqlalchemy import select
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_plant_quality import best_saving  # noqa: E402
+
 from qcllp.features import build_station_features  # noqa: E402
 from qcllp.ingest import ingest_defect_counts, ingest_measurements  # noqa: E402
 from qcllp.plant.config import load_plant_config  # noqa: E402
@@ -91,25 +95,13 @@ def say(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def best_in_hindsight(p: np.ndarray, bad: np.ndarray, fail: float, good: float) -> float:
-    """The largest saving over all thresholds of ``p`` (money, not per 1,000; 0: none)."""
-    if not len(p):
-        return 0.0
-    order = np.argsort(-p, kind="stable")
-    cumulative = np.cumsum(np.where(bad[order], fail, -good))
-    last_of_tie = np.r_[p[order][1:] != p[order][:-1], True]
-    return float(max(cumulative[last_of_tie].max(initial=0.0), 0.0))
-
-
 class Oracles:
     """The label-trained references of one station: refit each week on every stick that
     arrived there before, calibrated, locking out at break-even."""
 
     def __init__(self, config, station: str, seed: int) -> None:
         self.config, self.station, self.seed = config, station, seed
-        costs = config.station(station)
-        self.fail, self.good = costs.fail_cost, costs.good_cost
-        self.break_even = self.good / (self.good + self.fail)
+        self.costs = config.station(station)
         self.readings: list[pd.DataFrame] = []
 
     def saving(self, readings: pd.DataFrame, bad: pd.Series) -> dict:
@@ -128,10 +120,9 @@ class Oracles:
             if 10 <= y.sum() <= len(y) - 10:
                 for name, estimator in self._estimators().items():
                     model = CalibratedClassifierCV(estimator, method="sigmoid", cv=5)
-                    locked = model.fit(train.X, y).predict_proba(X)[:, 1] >= self.break_even
-                    out[name] = float(
-                        self.fail * (locked & truth).sum() - self.good * (locked & ~truth).sum()
-                    )
+                    p = model.fit(train.X, y).predict_proba(X)[:, 1]
+                    locked = p >= self.costs.break_even
+                    out[name] = float(self.costs.lockout_value(truth[locked]).sum())
         self.readings.append(readings)
         return out
 
@@ -142,13 +133,21 @@ class Oracles:
         }
 
 
+def _costed(station, args):
+    """The station as the benchmark runs it: each look at the bay costs ``--inspection-share``
+    of its good cost (0 with ``--no-inspections``: locked-out sticks are scrapped unseen), the
+    same figure in the product's config, the oracles' break-even and every saving here; its
+    ``audit_share`` from ``--audit-share`` when given."""
+    look = 0.0 if args.no_inspections else args.inspection_share * station.good_cost
+    share = station.audit_share if args.audit_share is None else args.audit_share
+    return replace(station, inspection_cost=look, audit_share=share)
+
+
 class Line:
     """One simulated plant run week by week through the product (module docstring)."""
 
     def __init__(self, config, folder: Path, scenario: str, seed: int, args) -> None:
-        if args.audit_share is not None:
-            audited = (replace(st, audit_share=args.audit_share) for st in config.stations)
-            config = replace(config, stations=tuple(audited))
+        config = replace(config, stations=tuple(_costed(st, args) for st in config.stations))
         self.config = replace(config, path=folder / "plant.yaml")
         self.folder, self.scenario, self.seed, self.args = folder, scenario, seed, args
         n = args.weeks * args.charges_per_week
@@ -157,7 +156,7 @@ class Line:
         self.truth, self.bad = truth, truth != "ok"
         self.charges = self.plant.defect_counts["charge_id"].tolist()
         self.store = Store.open(f"sqlite:///{folder / 'plant.sqlite'}")
-        self.oracles = {s: Oracles(config, s, seed) for s in config.station_names}
+        self.oracles = {s: Oracles(self.config, s, seed) for s in config.station_names}
         self.retrained: dict[str, str] = {}
 
     def week(self, w: int) -> list[dict]:
@@ -234,7 +233,6 @@ class Line:
         bad = self.bad.reindex(decided.index).to_numpy()
         locked = (decided["decision"] == "lock_out").to_numpy()
         audited = (decided["decision"] == "inspect").to_numpy()
-        inspection = self.args.inspection_share * costs.good_cost if self.inspecting else 0.0
         models = decided["model"].dropna()
         model = int(models.iloc[-1]) if len(models) else None
         metrics = (get_model(self.store, model)["metrics"] or {}) if model else {}
@@ -248,13 +246,10 @@ class Line:
                 "audits": int(audited.sum()),
                 "audits_failing": int((audited & bad).sum()),
                 "realized": float(
-                    costs.fail_cost * ((locked | audited) & bad).sum()
-                    - costs.good_cost * (locked & ~bad).sum()
-                    - inspection * (locked | audited).sum()
+                    costs.lockout_value(bad[locked].astype(float)).sum()
+                    + (costs.fail_cost * bad[audited] - costs.inspection_cost).sum()
                 ),
-                "best": best_in_hindsight(
-                    decided["probability"].to_numpy(float), bad, costs.fail_cost, costs.good_cost
-                ),
+                "best": best_saving(decided["probability"].to_numpy(float), bad, costs),
                 "expected": metrics.get("expected_saving_per_1000"),
                 "low": metrics.get("saving_low_per_1000"),
                 "high": metrics.get("saving_high_per_1000"),
@@ -282,7 +277,7 @@ class Line:
         return {
             "shadow": int(record["id"]),
             "would_lock": len(would),
-            "would_realize": float(costs.fail_cost * bad.sum() - costs.good_cost * (~bad).sum()),
+            "would_realize": float(costs.lockout_value(bad.astype(float)).sum()),
         }
 
     @property

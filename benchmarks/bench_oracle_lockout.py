@@ -50,7 +50,8 @@ from bench_plant_quality import (  # noqa: E402
 
 from qcllp.learn import BagKFold  # noqa: E402
 from qcllp.plant.config import load_plant_config  # noqa: E402
-from qcllp.station.lockout_rule import LockoutCosts, realized_saving_per_1000  # noqa: E402
+from qcllp.plant.lockout_costs import LockoutCosts  # noqa: E402
+from qcllp.station.lockout_rule import realized_saving_per_1000  # noqa: E402
 
 
 def oracle() -> object:
@@ -107,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
                 "station": station,
                 "labels": realized_saving_per_1000(p, bad, costs.bayes_threshold, costs),
                 "locked": float(np.mean(p >= costs.bayes_threshold)),
-                "best": best_in_hindsight(p, bad, costs.fail_cost, costs.good_cost),
+                "best": best_in_hindsight(p, bad, costs),
             }
         )
         print(

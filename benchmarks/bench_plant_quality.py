@@ -75,6 +75,7 @@ sys.path.insert(0, str(ROOT))
 from qcllp.features import build_station_features  # noqa: E402
 from qcllp.learn import PerDefectClassifier  # noqa: E402
 from qcllp.plant.config import load_plant_config  # noqa: E402
+from qcllp.plant.lockout_costs import LockoutCosts  # noqa: E402
 from qcllp.plant.simulate import SimulatedPlant, simulate_plant  # noqa: E402
 from qcllp.station.guard_bounds import (  # noqa: E402
     COUNT_INTERVAL,
@@ -143,13 +144,20 @@ def plants(config, scenario: str, seed: int, n_train: int, n_test: int):
     return train, test
 
 
-def best_in_hindsight(p: np.ndarray, bad: np.ndarray, fail: float, good: float) -> float:
-    """The largest realized saving per 1,000 sticks over all thresholds (0: lock out nothing)."""
+def best_saving(p: np.ndarray, bad: np.ndarray, costs: LockoutCosts) -> float:
+    """The largest realized saving (money) over all thresholds of ``p`` (0: lock out
+    nothing), each lock-out valued by ``costs.lockout_value`` (its look at the bay included)."""
+    if not len(p):
+        return 0.0
     order = np.argsort(-p, kind="stable")
-    gain = np.where(bad[order], fail, -good)
-    cumulative = np.cumsum(gain)
+    cumulative = np.cumsum(costs.lockout_value(bad[order].astype(float)))
     last_of_tie = np.r_[p[order][1:] != p[order][:-1], True]  # equal p lock out together
-    return float(1000 * max(cumulative[last_of_tie].max(initial=0.0), 0.0) / len(p))
+    return float(max(cumulative[last_of_tie].max(initial=0.0), 0.0))
+
+
+def best_in_hindsight(p: np.ndarray, bad: np.ndarray, costs: LockoutCosts) -> float:
+    """:func:`best_saving` per 1,000 sticks."""
+    return 1000 * best_saving(p, bad, costs) / len(p)
 
 
 def auc(truth: np.ndarray, p: np.ndarray) -> float:
@@ -234,7 +242,7 @@ def run_case(config, train: SimulatedPlant, test: SimulatedPlant, station: str, 
         "realized": guarded_saving(p, bad, fte.bags.to_numpy(), model, costs, config),
         "no_count": guarded_saving(p, bad, fte.bags.to_numpy(), model, costs, config, None),
         "unguarded": realized_saving_per_1000(p, bad, model.threshold, costs),
-        "best": best_in_hindsight(p, bad, costs.fail_cost, costs.good_cost),
+        "best": best_in_hindsight(p, bad, costs),
     }
     estimator = getattr(model.estimator, "estimator_", model.estimator)
     if isinstance(estimator, PerDefectClassifier):

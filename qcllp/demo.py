@@ -238,14 +238,10 @@ def _fresh_table(store: Store, config: PlantConfig, failing: pd.Series) -> pd.Da
         {
             "station": station,
             **fresh_figures(
-                _line_decisions(store, station),
-                failing,
-                costs,
-                config.station(station).inspection_cost,
+                _line_decisions(store, station), failing, station_costs(config, station)
             ),
         }
         for station in config.station_names
-        for costs in [station_costs(config, station)]
     ]
     return pd.DataFrame(rows).set_index("station")
 

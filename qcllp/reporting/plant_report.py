@@ -25,12 +25,13 @@ import pandas as pd
 from sklearn.metrics import roc_auc_score
 
 from qcllp.plant.config import PlantConfig
+from qcllp.plant.lockout_costs import LockoutCosts
 from qcllp.reporting.report import StationSection, write_report
 from qcllp.reporting.status import latest_alarms, shadow_trial_state
 from qcllp.scoring.share_guard import Suspension, suspended_models
 from qcllp.scoring.step import flags_frame
 from qcllp.station.artifacts import ArtifactError
-from qcllp.station.lockout_rule import LockoutCosts, lockout_saving_per_1000
+from qcllp.station.lockout_rule import lockout_saving_per_1000
 from qcllp.station.registry import list_models, load_model
 from qcllp.store import Store
 from qcllp.training.train import station_costs
@@ -76,15 +77,14 @@ def comparison_table(models: list[dict]) -> pd.DataFrame:
     return table.dropna(axis=1, how="all")
 
 
-def fresh_figures(
-    decided: pd.DataFrame, failing: pd.Series, costs: LockoutCosts, inspection_cost: float = 0.0
-) -> dict:
+def fresh_figures(decided: pd.DataFrame, failing: pd.Series, costs: LockoutCosts) -> dict:
     """What the flags of a station were worth against the per-stick truth ``failing`` (bool,
     index charge_id, stick_id): ROC AUC of the probabilities, lock-out precision and recall,
     the audit samples taken aside, and the realized saving per 1,000 sticks of the decisions
     the line got: a stick locked out or scrapped after its audit that fails saves
-    ``fail_cost``, a good one locked out costs ``good_cost``, every stick looked at costs
-    ``inspection_cost``. Unscorable sticks and sticks without truth are counted apart."""
+    ``fail_cost``, a good one locked out costs ``good_cost``, every stick looked at (each
+    lock-out and audit sample) costs ``costs.inspection_cost``. Unscorable sticks and sticks
+    without truth are counted apart."""
     unscorable = int((decided["decision"] == "unscorable").sum())
     scored = decided[decided["decision"] != "unscorable"]
     truth = failing.reindex(pd.MultiIndex.from_frame(scored[["charge_id", "stick_id"]]))
@@ -95,7 +95,7 @@ def fresh_figures(
     saving = 0.0
     if len(t):
         saving = lockout_saving_per_1000(locked | (audited & t), t, costs)
-        saving -= 1000 * inspection_cost * (locked | audited).sum() / len(t)
+        saving -= 1000 * costs.inspection_cost * (audited & ~t).sum() / len(t)
     return {
         "sticks": len(scored),
         "unscorable": unscorable,
@@ -236,7 +236,6 @@ def build_plant_report(
                 station_flags,
                 failing,
                 station_costs(config, station),
-                config.station(station).inspection_cost,
             )
         trial = shadow_trial_state(store, config, station)
         summary.append(

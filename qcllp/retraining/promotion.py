@@ -21,9 +21,9 @@ for both models:
   with the holdout's counts: the model's probabilities are recalibrated to the holdout
   charges' failing counts (:class:`qcllp.learn.calibration.CountCalibrator`, the likelihood of
   the counts, as ``qcllp train`` calibrates), and each stick the model locks out (``p >=``
-  its threshold, what the scorer would do) counts ``q * fail_cost - (1 - q) * good_cost`` with
-  its recalibrated ``q``. A model that locks out nothing saves 0; one whose lock-outs the
-  counts do not support loses.
+  its threshold, what the scorer would do) counts ``q * fail_cost - (1 - q) * good_cost -
+  inspection_cost`` (its look at the bay) with its recalibrated ``q``. A model that locks out
+  nothing saves 0; one whose lock-outs the counts do not support loses.
 
 **The rule** (the issue's): a candidate replaces the champion only if its bag-level error is
 lower by the configured relative margin *and* its saving is not lower. The first model of a
@@ -67,11 +67,11 @@ from sqlalchemy import Connection
 from qcllp.features import StationFeatures, station_features
 from qcllp.learn.calibration import CountCalibrator
 from qcllp.plant.config import PlantConfig
+from qcllp.plant.lockout_costs import LockoutCosts
 from qcllp.retraining.charge_windows import recent_charges
 from qcllp.retraining.shadow_trial import longest_trial, trial_figures
 from qcllp.station.artifacts import ArtifactError
 from qcllp.station.final_qc import sticks_qc_counted
-from qcllp.station.lockout_rule import LockoutCosts
 from qcllp.station.model import StationModel, logit
 from qcllp.station.registry import (
     LoadedModel,
@@ -159,7 +159,7 @@ def holdout_figures(
     f = logit(p)
     q = CountCalibrator().fit(f, codes, positives).predict(f)
     locked = p >= model.threshold
-    gain = q * costs.fail_cost - (1.0 - q) * costs.good_cost
+    gain = costs.lockout_value(q)
     return HoldoutFigures(
         model_id=model_id,
         n_charges=len(uniques),

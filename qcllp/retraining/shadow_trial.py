@@ -13,11 +13,12 @@ lock-outs ``k`` and the would-be saving per 1,000 sticks in three kinds, each la
   precision ``f / m`` with one-sided Clopper-Pearson bounds at ``shadow_confirm_level``
   (:func:`qcllp.station.lockout_rule.precision_bounds`: scipy's exact binomial test rather
   than a normal approximation that fails at the few dozen inspections a trial has), and the
-  saving this implies, ``1000 * k / sticks * (P * fail_cost - (1 - P) * good_cost)`` at ``P``
-  and at both bounds. Every inspection of a would-be lock-out counts (an audit, or the bay's
-  inspection of a stick the active model locked out too); where the bay inspects the active
-  model's lock-outs more often than audits sample the rest, the sample leans towards the
-  sticks both models lock out.
+  saving this implies, ``1000 * k / sticks * (P * fail_cost - (1 - P) * good_cost -
+  inspection_cost)`` at ``P`` and at both bounds (every lock-out is looked at at the bay:
+  :mod:`qcllp.plant.lockout_costs`). Every inspection of a would-be lock-out counts (an
+  audit, or the bay's inspection of a stick the active model locked out too); where the bay
+  inspects the active model's lock-outs more often than audits sample the rest, the sample
+  leans towards the sticks both models lock out.
 * **bounded by the counts**: which sticks reached final QC is known per charge as
   :mod:`qcllp.station.final_qc` knows it: the sticks scored minus those locked out at any
   station or inspected failing (scrapped) when that leaves exactly QC's ``n_sticks``, or all
@@ -27,9 +28,10 @@ lock-outs ``k`` and the would-be saving per 1,000 sticks in three kinds, each la
   off), its ``k'`` uninspected would-be lock-outs hold ``[max(0, c - (u - k')), min(k', c)]``
   failures; inspected would-be lock-outs are known; those neither counted nor inspected hold
   ``[0, k'']``. Summed, the failures ``F`` give the worst and best saving ``fail_cost * F -
-  good_cost * (k - F)``. No model enters: it is what the counts prove, however wide.
+  good_cost * (k - F) - inspection_cost * k``. No model enters: it is what the counts
+  prove, however wide.
 * **model-based (expected)**: ``sum over the would-be lock-outs of p * fail_cost - (1 - p) *
-  good_cost`` with the model's own probabilities: its claim, no evidence.
+  good_cost - inspection_cost`` with the model's own probabilities: its claim, no evidence.
 
 **The confirmation rule** (:func:`judge_trial`; ``retrainer.shadow_*``): judged once at
 least ``shadow_min_charges`` charges are counted (default 25: a week of an ordinary line, so
@@ -235,11 +237,14 @@ def _figures(
     per = 1000.0 / sticks if sticks else 0.0
 
     def implied(precision: float) -> float:
-        return per * k * (precision * st.fail_cost - (1.0 - precision) * st.good_cost)
+        return per * k * st.lockout_value(precision)
+
+    def counted(failing: int) -> float | None:
+        return (implied(failing / k) if k else 0.0) if sticks else None
 
     worst, best = count_bounds(rows, n_sticks, failures) if sticks else (0, 0)
     p = rows["probability"].to_numpy(float)[lock]
-    expected = per * float(np.sum(p * st.fail_cost - (1.0 - p) * st.good_cost))
+    expected = per * float(np.sum(st.lockout_value(p)))
     return TrialFigures(
         station=st.name,
         model_id=int(model["id"]),
@@ -257,12 +262,8 @@ def _figures(
         measured_per_1000=implied(f / m) if m else None,
         measured_low_per_1000=implied(low) if m else None,
         measured_high_per_1000=implied(high) if m else None,
-        bounded_low_per_1000=per * (st.fail_cost * worst - st.good_cost * (k - worst))
-        if sticks
-        else None,
-        bounded_high_per_1000=per * (st.fail_cost * best - st.good_cost * (k - best))
-        if sticks
-        else None,
+        bounded_low_per_1000=counted(worst),
+        bounded_high_per_1000=counted(best),
         expected_per_1000=expected if sticks else None,
         failing_low=worst,
         failing_high=best,

@@ -3,9 +3,11 @@
 Locking out a stick that would fail saves what the rest of the line would have spent on it
 (``fail_cost``: the later the station, the less is left to save); locking out a good stick
 loses its value (``good_cost``). With calibrated probabilities the Bayes rule locks out when
-``p * fail_cost > (1 - p) * good_cost``, i.e. ``p > good_cost / (good_cost + fail_cost)``, and
-the expected saving of locking out every stick with ``p >= t`` is ``sum over those sticks of
-p * fail_cost - (1 - p) * good_cost``.
+``p * fail_cost > (1 - p) * good_cost + inspection_cost`` (every locked-out stick is looked at
+at the lock-out bay before it is scrapped), i.e. ``p > (good_cost + inspection_cost) /
+(good_cost + fail_cost)``, and the expected saving of locking out every stick with ``p >= t``
+is ``sum over those sticks of p * fail_cost - (1 - p) * good_cost - inspection_cost``
+(:meth:`LockoutCosts.lockout_value`).
 
 An LLP model's probabilities are only as calibrated as the counts can make them: the
 calibration (:class:`qcllp.learn.calibration.CountCalibrator`, fitted on out-of-fold
@@ -54,9 +56,9 @@ from scipy.stats import norm
 from qcllp.learn.calibration import CountCalibrator
 from qcllp.learn.core.threads import single_threaded
 from qcllp.learn.count_batch import fit_count_calibrators
+from qcllp.plant.lockout_costs import LockoutCosts
 
 __all__ = [
-    "LockoutCosts",
     "SavingEstimate",
     "ThresholdChoice",
     "charge_savings",
@@ -75,46 +77,6 @@ ALPHA = 0.10
 GROUPS = 5
 LEVEL = 0.90
 _N_CANDIDATES = 40
-
-
-@dataclass(frozen=True)
-class LockoutCosts:
-    """Costs per stick at one station, in the plant's currency.
-
-    ``fail_cost``: saved per failing stick locked out here; ``good_cost``: lost per good stick
-    locked out here; ``inspection_cost``: the cost of looking at one stick here (as
-    ``qcllp.plant.config.Station``; 0 in models trained before it was recorded).
-    """
-
-    fail_cost: float
-    good_cost: float
-    inspection_cost: float = 0.0
-
-    def __post_init__(self) -> None:
-        if not (np.isfinite(self.fail_cost) and np.isfinite(self.good_cost)):
-            raise ValueError(
-                f"lock-out costs must be finite, got {self.fail_cost!r} and {self.good_cost!r}"
-            )
-        if not (np.isfinite(self.inspection_cost) and self.inspection_cost >= 0):
-            raise ValueError(
-                f"inspection_cost must be finite and >= 0, got {self.inspection_cost!r}"
-            )
-        if not (self.fail_cost >= 0 and self.good_cost > 0):
-            raise ValueError(
-                f"lock-out costs need fail_cost >= 0 and good_cost > 0, got {self.fail_cost!r} "
-                f"and {self.good_cost!r}"
-            )
-
-    @property
-    def bayes_threshold(self) -> float:
-        """The threshold that is optimal for perfectly calibrated probabilities."""
-        return self.good_cost / (self.good_cost + self.fail_cost)
-
-    @property
-    def audit_pays_from(self) -> float:
-        """The failure probability above which an audit sample pays for its look,
-        ``inspection_cost / fail_cost`` (``inf`` when a failing stick saves nothing here)."""
-        return self.inspection_cost / self.fail_cost if self.fail_cost > 0 else float("inf")
 
 
 @dataclass(frozen=True)
@@ -249,7 +211,7 @@ def charge_savings(
     p: np.ndarray, codes: np.ndarray, n_bags: int, thresholds: np.ndarray, costs: LockoutCosts
 ) -> np.ndarray:
     """(T, h) expected saving per charge of locking out ``p >= t``, trusting ``p``."""
-    gain = p * costs.fail_cost - (1.0 - p) * costs.good_cost
+    gain = costs.lockout_value(p)
     return locked_per_charge(p, codes, n_bags, thresholds, weights=gain)[1]
 
 
@@ -489,12 +451,17 @@ def lockout_saving_per_1000(
     locked: np.ndarray, defective: np.ndarray, costs: LockoutCosts
 ) -> float:
     """The saving per 1,000 sticks of the lock-outs ``locked`` (bool, one per stick) against
-    the per-stick truth ``defective`` (0/1), against locking out nothing."""
+    the per-stick truth ``defective`` (0/1), against locking out nothing; each lock-out's look
+    at the bay included (:meth:`LockoutCosts.lockout_value`)."""
     locked = np.asarray(locked, dtype=bool)
     bad = np.asarray(defective).astype(bool)
     if locked.shape != bad.shape:
         raise ValueError(f"{len(locked)} decisions but {len(bad)} truth values")
     if len(locked) == 0:
         raise ValueError("cannot measure a saving without sticks")
-    saving = costs.fail_cost * np.sum(locked & bad) - costs.good_cost * np.sum(locked & ~bad)
+    saving = (
+        costs.fail_cost * np.sum(locked & bad)
+        - costs.good_cost * np.sum(locked & ~bad)
+        - costs.inspection_cost * np.sum(locked)
+    )
     return float(1000 * saving / len(locked))

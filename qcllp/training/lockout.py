@@ -41,8 +41,9 @@ such that at least :data:`MIN_INSPECTED` of them lie at or above it and the one-
 lower bound of their precision (exact Clopper-Pearson) reaches break-even -- when that is
 below the threshold the counts chose, or the counts declined. Its figures are then the
 inspected precision's, not the counts': ``lockout rate x (precision x fail_cost - (1 -
-precision) x good_cost)`` per 1,000 sticks, with the precision's two-sided 90 % bounds (the
-lock-out rate is the training sticks', taken as known). Choices, written down:
+precision) x good_cost - inspection_cost)`` per 1,000 sticks, with the precision's two-sided
+90 % bounds (the lock-out rate is the training sticks', taken as known). Choices, written
+down:
 
 * the *lowest* such ``t``: the precision above it is an average over the lock-outs, and the
   last ones are the weakest; the bound is of that average, so the lock-outs as a whole
@@ -109,11 +110,11 @@ from sklearn.base import BaseEstimator, clone
 
 from qcllp.learn.calibration import CountCalibrator, poisson_binomial_logpmf
 from qcllp.plant.config import PlantConfig
+from qcllp.plant.lockout_costs import LockoutCosts
 from qcllp.station.audit_band import audit_band_floor
 from qcllp.station.guard_bounds import lockout_excess_bound, lockout_rate_bound
 from qcllp.station.lockout_rule import (
     LEVEL,
-    LockoutCosts,
     SavingEstimate,
     ThresholdChoice,
     count_calibration,
@@ -400,7 +401,7 @@ def inspected_saving(
 
 def _per_1000(rate: float, precision: float, costs: LockoutCosts) -> float:
     """Saving per 1,000 sticks of locking out ``rate`` of them at ``precision``."""
-    return 1000 * rate * (precision * costs.fail_cost - (1 - precision) * costs.good_cost)
+    return 1000 * rate * costs.lockout_value(precision)
 
 
 def decide_lockout(

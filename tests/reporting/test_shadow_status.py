@@ -16,6 +16,7 @@ from qcllp.store import Model
 from tests.retraining.test_shadow_trial import build_trial, judged, more_inspections
 
 PER = 1000 / 19  # the trial's 19 sticks
+LOOK = 15 * 8  # its 8 would-be lock-outs looked at the bay, 15 each (5 % of good_cost 300)
 
 
 def test_status_shows_the_trial_with_its_three_savings(store, tiny_config, tmp_path):
@@ -29,10 +30,13 @@ def test_status_shows_the_trial_with_its_three_savings(store, tiny_config, tmp_p
     json.dumps(trial["figures"])  # JSON-ready as --json prints it
     line = trial["line"]
     assert line.startswith(f"shadow trial of model {shadow} since 2025-01-06 05:00 UTC: ")
-    measured = PER * 8 * (100 * 2 / 3 - 300 / 3)
+    measured = PER * 8 * (100 * 2 / 3 - 300 / 3 - 15)
     assert f"measured {measured:+,.0f} [" in line and "EUR per 1,000 on 3 inspected" in line
-    assert f"bounded by the counts [{PER * -1200:+,.0f}, {PER * 400:+,.0f}] EUR" in line
-    assert f"expected {PER * (100 * 6.5 - 300 * 1.5):+,.0f} EUR (model-based)" in line
+    assert (
+        f"bounded by the counts [{PER * (-1200 - LOOK):+,.0f}, {PER * (400 - LOOK):+,.0f}] EUR"
+        in line
+    )
+    assert f"expected {PER * (100 * 6.5 - 300 * 1.5 - LOOK):+,.0f} EUR (model-based)" in line
     text = status_text(result)
     assert f"{line}; rule (auto): wait: 3 of 25 charges counted" in text
     (rolling,) = [s for s in result["stations"] if s["station"] == "rolling"]
@@ -43,7 +47,10 @@ def test_the_report_summary_names_the_trial(store, tiny_config, tmp_path):
     shadow = build_trial(store, tiny_config, tmp_path)
     page = build_plant_report(store, tiny_config, tmp_path / "report.html").read_text()
     assert f"shadow trial (model {shadow})" in page
-    assert f"bounded by the counts [{PER * -1200:+,.0f}, {PER * 400:+,.0f}] EUR" in page
+    assert (
+        f"bounded by the counts [{PER * (-1200 - LOOK):+,.0f}, {PER * (400 - LOOK):+,.0f}] EUR"
+        in page
+    )
     assert "rule: wait: 3 of 25 charges counted" in page
 
 

@@ -3,8 +3,9 @@ PostgreSQL: the scorer's rows (``shadow_flags``, the active model's ``flags``) i
 scorer writes them, one per model and stick; readings, inspections and final QC's counts
 through the real ingest functions. And the confirmation rule's three outcomes.
 
-The case, station ``furnace`` (fail_cost 100, good_cost 300: break-even 0.75), shadow model
-(target ``defective``, threshold 0.5) promoted at ``SINCE``:
+The case, station ``furnace`` (fail_cost 100, good_cost 300, inspection_cost by default 15:
+a lock-out brings ``100 p - 300 (1 - p) - 15``, break-even 0.7875), shadow model (target
+``defective``, threshold 0.5) promoted at ``SINCE``:
 
 * ``c1``: sticks s1..s10 scored; would-be lock-outs s1..s4 (p 0.9, 0.8, 0.7, 0.6), s10
   unscorable. Inspected here: s1 crack (scrapped), s2 ok, s5 ok (an audit of a pass). The
@@ -125,10 +126,11 @@ def test_the_figures_of_a_hand_built_trial(store, tiny_config, tmp_path):
     assert (fig.inspected, fig.inspected_failing) == (3, 2)
     assert (fig.failing_low, fig.failing_high) == (3, 7)
     per = 1000 / 19
-    assert fig.bounded_low_per_1000 == pytest.approx(per * (100 * 3 - 300 * 5))
-    assert fig.bounded_high_per_1000 == pytest.approx(per * (100 * 7 - 300 * 1))
+    look = 15 * 8  # each of the 8 would-be lock-outs looked at the bay
+    assert fig.bounded_low_per_1000 == pytest.approx(per * (100 * 3 - 300 * 5 - look))
+    assert fig.bounded_high_per_1000 == pytest.approx(per * (100 * 7 - 300 * 1 - look))
     p = sum(LOCKOUTS[s] for s in ("s1", "s2", "s3", "s4", "t1", "t2", "u1", "u2"))
-    assert fig.expected_per_1000 == pytest.approx(per * (100 * p - 300 * (8 - p)))
+    assert fig.expected_per_1000 == pytest.approx(per * (100 * p - 300 * (8 - p) - look))
     low = binomtest(2, 3, alternative="greater").proportion_ci(0.9, "exact").low
     high = binomtest(2, 3, alternative="less").proportion_ci(0.9, "exact").high
     assert (fig.precision_low, fig.precision_high) == pytest.approx((low, high))
@@ -137,10 +139,13 @@ def test_the_figures_of_a_hand_built_trial(store, tiny_config, tmp_path):
         (fig.measured_low_per_1000, low),
         (fig.measured_high_per_1000, high),
     ]:
-        assert value == pytest.approx(per * 8 * (100 * precision - 300 * (1 - precision)))
+        assert value == pytest.approx(per * 8 * (100 * precision - 300 * (1 - precision) - 15))
     line = fig.line("EUR")
     assert "3 charges counted, 8 would-be lock-outs of 19 sticks" in line
-    assert f"bounded by the counts [{per * -1200:+,.0f}, {per * 400:+,.0f}] EUR" in line
+    assert (
+        f"bounded by the counts [{per * (-1200 - look):+,.0f}, {per * (400 - look):+,.0f}] EUR"
+        in line
+    )
     assert "on 3 inspected (2 failing)" in line and "(model-based)" in line
 
 
@@ -270,8 +275,10 @@ def test_a_confirmed_model_whose_artifact_fails_stays_in_shadow_and_says_why(
     store, tiny_config, tmp_path
 ):
     shadow = build_trial(store, tiny_config, tmp_path)
-    config = judged(tiny_config, shadow_confirm_level=0.51)
-    more_inspections(store, config, tmp_path, "crack")  # 6 of 7 failing: lower bound 0.77
+    unseen = [replace(st, inspection_cost=0.0) for st in tiny_config.stations]
+    config = judged(replace(tiny_config, stations=tuple(unseen)), shadow_confirm_level=0.51)
+    # scrapped unseen: break-even 0.75; 6 of 7 failing: lower bound 0.77
+    more_inspections(store, config, tmp_path, "crack")
     check = check_trial(store, config, "furnace")
     assert check.outcome == "failed" and "cannot be promoted" in check.reason, check
     assert get_model(store, shadow)["status"] == "shadow"

@@ -36,7 +36,10 @@ from tests.support.eager_model import promote_locking_all
 from tests.support.plants import ROOT
 
 STATION = "cooling"
-BREAK_EVEN = 0.69  # the issue's: good_cost 69, fail_cost 31
+ISSUE_BREAK_EVEN = 0.69  # the issue's: good_cost 69, fail_cost 31 (the detection bound's case)
+# the issue's costs at cooling, and a look at the bay at 5 % of good_cost: break-even
+# (69 + 3.45) / (69 + 31)
+BREAK_EVEN = 0.7245
 
 
 def shortfall_loop(failed, b, start=0.0):
@@ -50,9 +53,10 @@ def shortfall_loop(failed, b, start=0.0):
 
 def test_the_shortfall_is_the_recursion_in_closed_form():
     failed = np.random.default_rng(0).random(500) < 0.6
-    assert np.allclose(shortfall_path(failed, BREAK_EVEN, 2.5), shortfall_loop(failed, 0.69, 2.5))
+    b = ISSUE_BREAK_EVEN
+    assert np.allclose(shortfall_path(failed, b, 2.5), shortfall_loop(failed, b, 2.5))
     # one good inspection moves it by break-even, less than one: no single one trips it
-    assert shortfall_path([False], BREAK_EVEN)[0] == pytest.approx(BREAK_EVEN)
+    assert shortfall_path([False], b)[0] == pytest.approx(b)
 
 
 def latest_run(failed, trip: int) -> tuple[int, int]:
@@ -68,7 +72,7 @@ def first_trips(precision: float, streams: int, length: int, rng) -> np.ndarray:
     """The inspected lock-out at which the guard trips (1-based; ``length + 1``: never) on
     ``streams`` seeded streams of lock-outs failing with ``precision``."""
     good = rng.random((streams, length)) >= precision
-    walk = np.cumsum(good - (1.0 - BREAK_EVEN), axis=1)
+    walk = np.cumsum(good - (1.0 - ISSUE_BREAK_EVEN), axis=1)
     path = walk - np.minimum(np.minimum.accumulate(walk, axis=1), 0.0)
     over = path > INSPECTION_INTERVAL
     return np.where(over.any(axis=1), over.argmax(axis=1) + 1, length + 1)
@@ -96,8 +100,8 @@ def test_the_detection_bound_at_the_issues_case_and_the_false_trips_at_the_claim
 
 # ----------------------------------------------------------------------------- with a database
 def issue_costs(config: PlantConfig) -> PlantConfig:
-    """The cooling station with the issue's break-even (0.69) and the default inspection cost
-    (5 % of good_cost)."""
+    """The cooling station with the issue's costs and the default inspection cost (5 % of
+    good_cost): break-even :data:`BREAK_EVEN`."""
     stations = tuple(
         replace(s, fail_cost=31.0, good_cost=69.0, inspection_cost=3.45) if s.name == STATION else s
         for s in config.stations
@@ -163,7 +167,7 @@ def test_lockouts_inspected_below_break_even_suspend_the_model_once_with_counts(
     store, config, model_id = eager_plant
     flags = [f for f in station_flags(store) if f.decision == "lock_out"]
     assert len(flags) > 60
-    failed = np.random.default_rng(7).random(len(flags)) < 0.45  # precision 0.45 < 0.69
+    failed = np.random.default_rng(7).random(len(flags)) < 0.45  # precision 0.45 < 0.7245
     path = shortfall_loop(failed, BREAK_EVEN)
     trip = int(np.flatnonzero(path > INSPECTION_INTERVAL)[0])  # the test knows where
     assert trip >= 10
@@ -184,7 +188,7 @@ def test_lockouts_inspected_below_break_even_suspend_the_model_once_with_counts(
     assert reason.startswith(
         f"lock-out suspended at {STATION}: the lock-outs of model {model_id} inspected at the bay "
         f"lately fail at {fail / n:.1%} ({fail} failing of the last {n} inspected; since "
-        f"promotion {failed[: trip + 1].sum()} of {trip + 1}), below break-even 69.0%"
+        f"promotion {failed[: trip + 1].sum()} of {trip + 1}), below break-even {BREAK_EVEN:.1%}"
     )
     guard = status["lockout_guard"]
     assert guard["inspected_failing"] == failed.sum()
@@ -213,17 +217,17 @@ def test_a_model_whose_lockouts_paid_is_stopped_as_soon_as_they_stop_paying(eage
     store, config, model_id = eager_plant
     flags = [f for f in station_flags(store) if f.decision == "lock_out"]
     assert len(flags) >= 100
-    # 80 lock-outs that all failed (they paid), then good steel only: 9 of them are 6.2
-    # failing sticks short of break-even (9 x 0.69), the first shortfall above 6
+    # 80 lock-outs that all failed (they paid), then good steel only: 9 of them are 6.5
+    # failing sticks short of break-even (9 x 0.7245), the first shortfall above 6
     failed = np.r_[np.ones(80, bool), np.zeros(len(flags) - 80, bool)]
     store_inspections(store, flags, failed)
     score_station(store, config, STATION)
     reason = cooling(store, config)["lockout_suspended"]
     assert (
         "lately fail at 0.0% (0 failing of the last 9 inspected; since promotion 80 of 89), "
-        "below break-even 69.0%"
+        f"below break-even {BREAK_EVEN:.1%}"
     ) in reason
-    assert "6.2 failing sticks short, above 6" in reason
+    assert "6.5 failing sticks short, above 6" in reason
 
 
 def test_lockouts_inspected_above_break_even_do_not_trip_and_audits_count_in_the_saving(
@@ -231,7 +235,7 @@ def test_lockouts_inspected_above_break_even_do_not_trip_and_audits_count_in_the
 ):
     store, config, model_id = eager_plant
     flags = [f for f in station_flags(store) if f.decision == "lock_out"]
-    failed = np.random.default_rng(8).random(len(flags)) < 0.9  # precision 0.9 > 0.69
+    failed = np.random.default_rng(8).random(len(flags)) < 0.9  # precision 0.9 > 0.7245
     path = shortfall_loop(failed, BREAK_EVEN)
     assert path.max() < INSPECTION_INTERVAL
     store_inspections(store, flags[:-5], failed[:-5])
@@ -242,7 +246,8 @@ def test_lockouts_inspected_above_break_even_do_not_trip_and_audits_count_in_the
     assert status["lockout_suspended"] is None
     guard = status["lockout_guard"]
     assert guard["inspected_failing"] + guard["inspected_good"] == len(flags) - 5
-    assert guard["inspection_shortfall"] == pytest.approx(shortfall_loop(failed[:-5], 0.69)[-1])
+    shortfall = shortfall_loop(failed[:-5], BREAK_EVEN)[-1]
+    assert guard["inspection_shortfall"] == pytest.approx(shortfall)
     realized = status["realized_inspected"]["since_promotion"]
     fail, good = int(failed[:-5].sum()), int((~failed[:-5]).sum())
     assert (realized["lockouts_failing"], realized["lockouts_good"]) == (fail, good)

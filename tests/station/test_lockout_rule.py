@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from qcllp.learn.calibration import CountCalibrator
+from qcllp.plant.lockout_costs import LockoutCosts
 from qcllp.station.lockout_rule import (
-    LockoutCosts,
     charge_savings,
     count_calibration,
     expected_saving,

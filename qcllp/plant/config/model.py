@@ -14,11 +14,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from qcllp.plant import lockout_costs as costs
 from qcllp.plant.config import document as doc
 from qcllp.plant.config.document import default_of
 from qcllp.plant.config.problems import ConfigError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -64,17 +68,21 @@ class Station:
 
     @property
     def break_even(self) -> float:
-        """The precision at which a lock-out here neither saves nor loses:
-        ``good_cost / (good_cost + fail_cost)`` (1 when both are 0: nothing to gain)."""
-        total = self.good_cost + self.fail_cost
-        return self.good_cost / total if total > 0 else 1.0
+        """The failure probability at which a lock-out here neither saves nor loses,
+        ``(good_cost + inspection_cost) / (good_cost + fail_cost)``: every locked-out stick
+        is looked at before it is scrapped (:mod:`qcllp.plant.lockout_costs`)."""
+        return costs.break_even(self.fail_cost, self.good_cost, self.inspection_cost)
+
+    def lockout_value(self, precision: np.ndarray | float) -> np.ndarray | float:
+        """What one lock-out here brings when its stick fails with probability
+        ``precision``, its look included (:mod:`qcllp.plant.lockout_costs`)."""
+        return costs.lockout_value(precision, self.fail_cost, self.good_cost, self.inspection_cost)
 
     @property
     def audit_pays_from(self) -> float:
         """The failure probability above which an audit sample pays for its look:
-        ``inspection_cost / fail_cost`` (a failing sample saves ``fail_cost``, every sample
-        costs ``inspection_cost``); ``inf`` when nothing is saved here."""
-        return self.inspection_cost / self.fail_cost if self.fail_cost > 0 else float("inf")
+        ``inspection_cost / fail_cost`` (:mod:`qcllp.plant.lockout_costs`)."""
+        return costs.audit_pays_from(self.fail_cost, self.inspection_cost)
 
     def sensor(self, name: str) -> Sensor:
         if (found := _by_name(self.sensors, name)) is not None:

@@ -87,7 +87,9 @@ class Station(Section):
         None,
         ge=0,
         description="Cost of looking at one stick here (a lock-out at the bay or an audit "
-        "sample), in the realized saving from inspections; default: 5 % of good_cost.",
+        "sample). Every lock-out pays it, so a lock-out breaks even at a failure probability "
+        "of (good_cost + inspection_cost) / (good_cost + fail_cost); set 0 where locked-out "
+        "sticks are scrapped unseen. Default: 5 % of good_cost.",
     )
     audit_share: Number = Field(
         0.25,
