@@ -51,7 +51,7 @@ from bench_plant_quality import CHARGE_EFFECT, best_in_hindsight  # noqa: E402
 from qcllp.features import StationFeatures, build_station_features  # noqa: E402
 from qcllp.plant.config import load_plant_config  # noqa: E402
 from qcllp.plant.simulate import SimulatedPlant, simulate_plant  # noqa: E402
-from qcllp.station.lockout_rule import realized_saving_per_1000  # noqa: E402
+from qcllp.station.realized import realized_saving_per_1000  # noqa: E402
 from qcllp.training.inspected import with_inspections  # noqa: E402
 from qcllp.training.train import (  # noqa: E402
     fit_station_model,

@@ -39,8 +39,8 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from qcllp.learn.calibration import CountCalibrator
-from qcllp.plant.lockout_costs import LockoutCosts  # noqa: E402
 from qcllp.station.lockout_rule import (
+    LockoutCosts,
     count_calibration,
     held_out_saving,
     lockout_rule,

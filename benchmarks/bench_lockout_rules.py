@@ -50,7 +50,6 @@ from bench_plant_quality import (  # noqa: E402
 )
 
 from qcllp.learn.calibration import CountCalibrator, _CountLayout  # noqa: E402
-from qcllp.plant.lockout_costs import LockoutCosts  # noqa: E402
 from qcllp.station.guard_bounds import (  # noqa: E402
     COUNT_INTERVAL,
     COUNT_REFERENCE,
@@ -59,7 +58,7 @@ from qcllp.station.guard_bounds import (  # noqa: E402
     lockout_excess_bound,
     lockout_rate_bound,
 )
-from qcllp.station.lockout_rule import ALPHA, charge_savings, lockout_rule  # noqa: E402
+from qcllp.station.lockout_rule import ALPHA, LockoutCosts, charge_savings, lockout_rule  # noqa: E402
 
 GUARD_MIN_STICKS = 300  # plant_config/example.yaml scorer.guard_min_sticks
 N_BOOT = 30  # plant_config/example.yaml training.bootstrap

@@ -50,8 +50,8 @@ from bench_plant_quality import (  # noqa: E402
 
 from qcllp.learn import BagKFold  # noqa: E402
 from qcllp.plant.config import load_plant_config  # noqa: E402
-from qcllp.plant.lockout_costs import LockoutCosts  # noqa: E402
-from qcllp.station.lockout_rule import realized_saving_per_1000  # noqa: E402
+from qcllp.station.lockout_rule import LockoutCosts  # noqa: E402
+from qcllp.station.realized import realized_saving_per_1000  # noqa: E402
 
 
 def oracle() -> object:

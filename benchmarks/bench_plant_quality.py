@@ -75,7 +75,6 @@ sys.path.insert(0, str(ROOT))
 from qcllp.features import build_station_features  # noqa: E402
 from qcllp.learn import PerDefectClassifier  # noqa: E402
 from qcllp.plant.config import load_plant_config  # noqa: E402
-from qcllp.plant.lockout_costs import LockoutCosts  # noqa: E402
 from qcllp.plant.simulate import SimulatedPlant, simulate_plant  # noqa: E402
 from qcllp.station.guard_bounds import (  # noqa: E402
     COUNT_INTERVAL,
@@ -84,8 +83,9 @@ from qcllp.station.guard_bounds import (  # noqa: E402
     count_excess_path,
     guard_step,
 )
-from qcllp.station.lockout_rule import realized_saving_per_1000  # noqa: E402
+from qcllp.station.lockout_rule import LockoutCosts  # noqa: E402
 from qcllp.station.model import defect_probability  # noqa: E402
+from qcllp.station.realized import realized_saving_per_1000  # noqa: E402
 from qcllp.training.train import (  # noqa: E402
     LabeledData,
     fit_station_model,

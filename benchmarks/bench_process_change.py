@@ -47,7 +47,7 @@ from qcllp.plant.config import Connectors, FileConnector, load_plant_config
 from qcllp.plant.simulate import SimulatedPlant, simulate_plant, write_simulation
 from qcllp.service.retrainer import RetrainerService
 from qcllp.station.guard_bounds import GuardCounts, guard_step
-from qcllp.station.lockout_rule import lockout_saving_per_1000
+from qcllp.station.realized import lockout_saving_per_1000
 from qcllp.station.registry import active_model, load_model
 from qcllp.store import Store
 from qcllp.training.train import station_costs

@@ -25,13 +25,13 @@ import pandas as pd
 from sklearn.metrics import roc_auc_score
 
 from qcllp.plant.config import PlantConfig
-from qcllp.plant.lockout_costs import LockoutCosts
 from qcllp.reporting.report import StationSection, write_report
 from qcllp.reporting.status import latest_alarms, shadow_trial_state
 from qcllp.scoring.share_guard import Suspension, suspended_models
 from qcllp.scoring.step import flags_frame
 from qcllp.station.artifacts import ArtifactError
-from qcllp.station.lockout_rule import lockout_saving_per_1000
+from qcllp.station.lockout_rule import LockoutCosts
+from qcllp.station.realized import lockout_saving_per_1000
 from qcllp.station.registry import list_models, load_model
 from qcllp.store import Store
 from qcllp.training.train import station_costs

@@ -67,11 +67,11 @@ from sqlalchemy import Connection
 from qcllp.features import StationFeatures, station_features
 from qcllp.learn.calibration import CountCalibrator
 from qcllp.plant.config import PlantConfig
-from qcllp.plant.lockout_costs import LockoutCosts
 from qcllp.retraining.charge_windows import recent_charges
 from qcllp.retraining.shadow_trial import longest_trial, trial_figures
 from qcllp.station.artifacts import ArtifactError
 from qcllp.station.final_qc import sticks_qc_counted
+from qcllp.station.lockout_rule import LockoutCosts
 from qcllp.station.model import StationModel, logit
 from qcllp.station.registry import (
     LoadedModel,

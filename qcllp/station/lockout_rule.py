@@ -56,9 +56,10 @@ from scipy.stats import norm
 from qcllp.learn.calibration import CountCalibrator
 from qcllp.learn.core.threads import single_threaded
 from qcllp.learn.count_batch import fit_count_calibrators
-from qcllp.plant.lockout_costs import LockoutCosts
+from qcllp.plant import lockout_costs
 
 __all__ = [
+    "LockoutCosts",
     "SavingEstimate",
     "ThresholdChoice",
     "charge_savings",
@@ -68,8 +69,6 @@ __all__ = [
     "held_out_saving",
     "lockout_rule",
     "locked_per_charge",
-    "lockout_saving_per_1000",
-    "realized_saving_per_1000",
 ]
 
 N_BOOT = 30
@@ -77,6 +76,57 @@ ALPHA = 0.10
 GROUPS = 5
 LEVEL = 0.90
 _N_CANDIDATES = 40
+
+
+@dataclass(frozen=True)
+class LockoutCosts:
+    """Costs per stick at one station, in the plant's currency.
+
+    ``fail_cost``: saved per failing stick locked out here; ``good_cost``: lost per good stick
+    locked out here; ``inspection_cost``: the cost of looking at one stick here (as
+    ``qcllp.plant.config.Station``; 0 in models trained before it was recorded).
+    """
+
+    fail_cost: float
+    good_cost: float
+    inspection_cost: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not (np.isfinite(self.fail_cost) and np.isfinite(self.good_cost)):
+            raise ValueError(
+                f"lock-out costs must be finite, got {self.fail_cost!r} and {self.good_cost!r}"
+            )
+        if not (np.isfinite(self.inspection_cost) and self.inspection_cost >= 0):
+            raise ValueError(
+                f"inspection_cost must be finite and >= 0, got {self.inspection_cost!r}"
+            )
+        if not (self.fail_cost >= 0 and self.good_cost > 0):
+            raise ValueError(
+                f"lock-out costs need fail_cost >= 0 and good_cost > 0, got {self.fail_cost!r} "
+                f"and {self.good_cost!r}"
+            )
+
+    @property
+    def bayes_threshold(self) -> float:
+        """The threshold that is optimal for perfectly calibrated probabilities, where a
+        lock-out neither saves nor loses: ``(good_cost + inspection_cost) / (good_cost +
+        fail_cost)`` (:func:`qcllp.plant.lockout_costs.break_even`). Above 1 when a look costs
+        more than a failing stick saves: no lock-out pays."""
+        return lockout_costs.break_even(self.fail_cost, self.good_cost, self.inspection_cost)
+
+    def lockout_value(self, precision: np.ndarray | float) -> np.ndarray | float:
+        """What one lock-out brings when its stick fails with probability ``precision``:
+        ``precision x fail_cost - (1 - precision) x good_cost - inspection_cost``, the look at
+        the lock-out bay included (:func:`qcllp.plant.lockout_costs.lockout_value`)."""
+        return lockout_costs.lockout_value(
+            precision, self.fail_cost, self.good_cost, self.inspection_cost
+        )
+
+    @property
+    def audit_pays_from(self) -> float:
+        """The failure probability above which an audit sample pays for its look,
+        ``inspection_cost / fail_cost`` (``inf`` when a failing stick saves nothing here)."""
+        return lockout_costs.audit_pays_from(self.fail_cost, self.inspection_cost)
 
 
 @dataclass(frozen=True)
@@ -430,38 +480,3 @@ def expected_saving(
     if choice.declined:
         return SavingEstimate.nothing(rule.get("level", LEVEL))
     return held_out_saving(decision, codes, positives, costs, calibrate, **rule)
-
-
-def realized_saving_per_1000(
-    probability: np.ndarray,
-    defective: np.ndarray,
-    threshold: float | np.ndarray,
-    costs: LockoutCosts,
-) -> float:
-    """The saving per 1,000 sticks that locking out ``probability >= threshold`` (one
-    threshold, or one per stick) actually brings when the per-stick truth ``defective`` (0/1)
-    is known, against locking out nothing."""
-    p = np.asarray(probability, dtype=float)
-    if p.shape != np.shape(defective):
-        raise ValueError(f"{len(p)} probabilities but {len(defective)} truth values")
-    return lockout_saving_per_1000(p >= threshold, defective, costs)
-
-
-def lockout_saving_per_1000(
-    locked: np.ndarray, defective: np.ndarray, costs: LockoutCosts
-) -> float:
-    """The saving per 1,000 sticks of the lock-outs ``locked`` (bool, one per stick) against
-    the per-stick truth ``defective`` (0/1), against locking out nothing; each lock-out's look
-    at the bay included (:meth:`LockoutCosts.lockout_value`)."""
-    locked = np.asarray(locked, dtype=bool)
-    bad = np.asarray(defective).astype(bool)
-    if locked.shape != bad.shape:
-        raise ValueError(f"{len(locked)} decisions but {len(bad)} truth values")
-    if len(locked) == 0:
-        raise ValueError("cannot measure a saving without sticks")
-    saving = (
-        costs.fail_cost * np.sum(locked & bad)
-        - costs.good_cost * np.sum(locked & ~bad)
-        - costs.inspection_cost * np.sum(locked)
-    )
-    return float(1000 * saving / len(locked))

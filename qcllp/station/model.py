@@ -29,7 +29,7 @@ import pandas as pd
 from sklearn.base import BaseEstimator
 
 from qcllp.features import apply_imputation
-from qcllp.plant.lockout_costs import LockoutCosts
+from qcllp.station.lockout_rule import LockoutCosts
 
 __all__ = [
     "FailureView",

@@ -30,8 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from qcllp.plant.lockout_costs import LockoutCosts
-from qcllp.station.lockout_rule import SavingEstimate, ThresholdChoice
+from qcllp.station.lockout_rule import LockoutCosts, SavingEstimate, ThresholdChoice
 from qcllp.station.model import StationModel
 from qcllp.training.inspected import inspection_counts
 from qcllp.training.labeled import LabeledData

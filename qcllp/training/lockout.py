@@ -110,11 +110,11 @@ from sklearn.base import BaseEstimator, clone
 
 from qcllp.learn.calibration import CountCalibrator, poisson_binomial_logpmf
 from qcllp.plant.config import PlantConfig
-from qcllp.plant.lockout_costs import LockoutCosts
 from qcllp.station.audit_band import audit_band_floor
 from qcllp.station.guard_bounds import lockout_excess_bound, lockout_rate_bound
 from qcllp.station.lockout_rule import (
     LEVEL,
+    LockoutCosts,
     SavingEstimate,
     ThresholdChoice,
     count_calibration,

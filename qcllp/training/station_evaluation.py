@@ -27,7 +27,7 @@ import pandas as pd
 
 from qcllp.learn import BagKFold
 from qcllp.plant.config import PlantConfig
-from qcllp.station.lockout_rule import realized_saving_per_1000
+from qcllp.station.realized import realized_saving_per_1000
 from qcllp.store import Store
 from qcllp.training.evaluate import Evaluation, score_probabilities
 from qcllp.training.train import (

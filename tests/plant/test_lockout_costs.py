@@ -7,13 +7,12 @@ import numpy as np
 import pytest
 
 from qcllp.plant.config import load_plant_config
-from qcllp.plant.lockout_costs import LockoutCosts
 from qcllp.station.lockout_rule import (
+    LockoutCosts,
     charge_savings,
     lockout_rule,
-    lockout_saving_per_1000,
-    realized_saving_per_1000,
 )
+from qcllp.station.realized import lockout_saving_per_1000, realized_saving_per_1000
 from qcllp.training.lockout import station_costs
 from tests.support.plants import ROOT
 

@@ -7,15 +7,15 @@ import numpy as np
 import pytest
 
 from qcllp.learn.calibration import CountCalibrator
-from qcllp.plant.lockout_costs import LockoutCosts
 from qcllp.station.lockout_rule import (
+    LockoutCosts,
     charge_savings,
     count_calibration,
     expected_saving,
     held_out_saving,
     lockout_rule,
-    realized_saving_per_1000,
 )
+from qcllp.station.realized import realized_saving_per_1000
 
 COSTS = LockoutCosts(fail_cost=60.0, good_cost=440.0)
 

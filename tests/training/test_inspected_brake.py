@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from qcllp.plant.lockout_costs import LockoutCosts
-from qcllp.station.lockout_rule import ThresholdChoice
+from qcllp.station.lockout_rule import LockoutCosts, ThresholdChoice
 from qcllp.training.lockout import BRAKE_LEVEL, MIN_INSPECTED, inspected_brake
 
 COSTS = LockoutCosts(fail_cost=10.0, good_cost=22.0)  # break-even 0.6875

@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from qcllp.plant.lockout_costs import LockoutCosts
 from qcllp.station.lockout_rule import (
+    LockoutCosts,
     ThresholdChoice,
     declined_choice,
 )
