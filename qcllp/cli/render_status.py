@@ -57,11 +57,14 @@ ALARM_COLUMNS = (
 
 
 def _interval(metrics: Mapping[str, Any]) -> str | None:
-    """The 90 % interval of the expected saving, ``[low, high]``; ``None`` without one."""
+    """The 90 % interval of the expected saving, ``[low, high]``, marked ``in-sample`` when
+    it stands on the training charges (:func:`qcllp.station.lockout_rule.held_out_saving`);
+    ``None`` without one."""
     low, high = metrics.get("saving_low_per_1000"), metrics.get("saving_high_per_1000")
     if is_missing(low) and is_missing(high):
         return None
-    return f"[{signed(low)}, {signed(high)}]"
+    label = " in-sample" if metrics.get("saving_in_sample") else ""
+    return f"[{signed(low)}, {signed(high)}]{label}"
 
 
 def _realized(s: Mapping[str, Any], span: str) -> float | None:

@@ -156,6 +156,8 @@ def _summary_row(
         low, high = m.get("saving_low_per_1000"), m.get("saving_high_per_1000")
         interval = f" [{low:+,.0f}, {high:+,.0f}]" if low is not None and high is not None else ""
         saving = f"{expected:+,.0f}{interval} {currency}"
+        if m.get("saving_in_sample"):
+            saving += " (in-sample: no held-out figure)"
         if m.get("threshold_inspected"):
             saving += (
                 f" (threshold from inspected precision {m['threshold_inspected_failing']:.0f}/"

@@ -53,6 +53,7 @@ HEADLINE_METRICS = (
     "audits_declined",
     "audit_inspected",
     "audit_inspected_failing",
+    "saving_in_sample",
 )
 
 

@@ -260,6 +260,7 @@ def _station_model(
         **(data.subsample.metrics() if data.subsample is not None else {}),
         **inspection_counts(data.labels),
         **({"held_back_charges": float(data.held_back)} if data.held_back else {}),
+        **({"saving_in_sample": 1.0} if decision.saving.basis == "in-sample" else {}),
     }
     X = data.features.X
     return StationModel(

@@ -396,7 +396,8 @@ def inspected_saving(
     lo, hi = precision_bounds(choice.inspected_failing, choice.inspected, 0.5 + level / 2)
     rate = choice.lockout_rate
     point = _per_1000(rate, choice.inspected_failing / choice.inspected, costs)
-    return SavingEstimate(point, _per_1000(rate, lo, costs), _per_1000(rate, hi, costs), level)
+    low, high = _per_1000(rate, lo, costs), _per_1000(rate, hi, costs)
+    return SavingEstimate(point, low, high, level, basis="inspected")
 
 
 def _per_1000(rate: float, precision: float, costs: LockoutCosts) -> float:

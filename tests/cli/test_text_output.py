@@ -181,3 +181,43 @@ def test_one_value_is_printed_by_one_rule(value, spec, printed):
     from qcllp.cli import render
 
     assert render.text(value, spec) == printed
+
+
+def test_a_saving_that_stands_on_the_training_charges_says_so_wherever_it_is_shown(plant, tmp_path):
+    """A model whose held-out refits all declined states its in-sample figure
+    (:func:`qcllp.station.lockout_rule.held_out_saving`); ``qcllp status``, the report's
+    summary and ``qcllp train`` mark it."""
+    import shutil
+
+    from sqlalchemy import select, update
+
+    from qcllp.cli.render import IN_SAMPLE_NOTE, trained_line
+    from qcllp.reporting.plant_report import build_plant_report
+    from qcllp.store import Model
+    from qcllp.training.registering import TrainingResult
+
+    url = f"sqlite:///{tmp_path / 'plant.sqlite'}"
+    shutil.copy(plant.removeprefix("sqlite:///"), tmp_path / "plant.sqlite")
+    config = load_plant_config(EXAMPLE)
+    with Store.open(url) as store, store.engine.begin() as conn:
+        row = conn.execute(select(Model.id, Model.metrics).where(Model.station == "rolling")).one()
+        metrics = {
+            **row.metrics,
+            "lockout_declined": 0.0,
+            "expected_saving_per_1000": 420.0,
+            "saving_low_per_1000": 120.0,
+            "saving_high_per_1000": 720.0,
+            "saving_in_sample": 1.0,
+        }
+        conn.execute(update(Model).where(Model.id == row.id).values(metrics=metrics))
+    _, rows = header_and_rows(qcllp(url, "status"), "station ")
+    (rolling,) = [r for r in rows if r.startswith("rolling ")]
+    assert "[+120, +720] in-sample" in rolling, rolling
+    with Store.open(url) as store:
+        page = build_plant_report(store, config, tmp_path / "report.html").read_text()
+    assert "+420 [+120, +720] EUR (in-sample: no held-out figure)" in page
+    result = TrainingResult(
+        row.id, "rolling", "em-llp", "defective", {}, metrics, 120, 6000, Path("m"), None
+    )
+    assert f"(90 % interval +120 to +720, {IN_SAMPLE_NOTE})" in trained_line(result)
+    assert "did not see" not in trained_line(result)

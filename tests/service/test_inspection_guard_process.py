@@ -21,6 +21,7 @@ from qcllp.scoring.inspection_guard import INSPECTION_INTERVAL
 from qcllp.scoring.share_guard import guard_state
 from qcllp.store import Inspection
 from tests.scoring.test_inspection_guard import (
+    BREAK_EVEN,
     latest_run,
     shortfall_loop,
     station_flags,
@@ -37,11 +38,10 @@ from tests.service.test_scorer_process import (  # noqa: F401 (fixtures)
 )
 from tests.support.eager_model import promote_locking_all
 
-BREAK_EVEN = 0.69
-
 
 def issue_costs(plant) -> None:  # noqa: ANN001
-    """Cooling with the issue's break-even (fail_cost 31, good_cost 69) in the plant file."""
+    """Cooling with the issue's costs (fail_cost 31, good_cost 69) in the plant file: with the
+    default look at the bay (3.45), break-even :data:`BREAK_EVEN`."""
     raw = yaml.safe_load(plant.config_path.read_text())
     for station in raw["stations"]:
         if station["name"] == STATION:

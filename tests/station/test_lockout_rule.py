@@ -136,6 +136,26 @@ def test_a_model_that_declines_states_a_saving_of_exactly_zero():
     )
 
 
+def test_a_model_that_locks_out_where_every_held_out_refit_declines_states_its_own_figure():
+    """The other side of marginal evidence: the rule locks out on all charges, but declines
+    on each held-out group's subset, so the held-out figure is 0 [0, 0], "saves nothing", of
+    a model that locks out. The model states the rule's figure on its training charges,
+    labelled in-sample: from the bootstrap's bound up to the point's mirror image."""
+    f, codes, counts, _ = _plant(24, signal=3.0, n_bags=60)
+    rule = {"n_boot": 10, "random_state": 0}
+    choice = lockout_rule(f, codes, counts, COSTS, warm(f, codes, counts), **rule)
+    assert not choice.declined and 0 < choice.saving_bound_per_1000 < choice.saving_per_1000
+    procedure = held_out_saving(f, codes, counts, COSTS, warm(f, codes, counts), **rule)
+    assert procedure.per_1000 == procedure.low == procedure.high == 0.0
+    assert procedure.basis == "held-out"
+    stated = expected_saving(choice, f, codes, counts, COSTS, warm(f, codes, counts), **rule)
+    assert stated.basis == "in-sample"
+    point, bound = choice.saving_per_1000, choice.saving_bound_per_1000
+    assert (stated.per_1000, stated.low, stated.high) == pytest.approx(
+        (point, bound, 2 * point - bound)
+    )
+
+
 def test_overconfident_probabilities_do_not_buy_a_lock_out_the_counts_deny():
     """A tenth of the sticks claim p > 0.9 (taken as they are), but 5 of 30 per charge fail
     at random: the calibration the counts allow says they are ordinary sticks."""
