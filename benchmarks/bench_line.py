@@ -12,8 +12,9 @@ week by week (``--charges-per-week``, default 25; ``--weeks``, default 12) as th
    at once (``--no-inspections``: none are), each at ``--inspection-share`` (default 5 %) of
    the station's good cost (the product's ``inspection_cost`` is set to it; 0 without
    inspections), so the scorer's guard sees them at its next step; so is every
-   audit sample (decision ``inspect``, the station's ``audit_share``, ``--audit-share``
-   overrides it): a failing one is scrapped there, a good one goes on down the line;
+   audit sample (decision ``inspect``, the station's ``audit_share`` and
+   ``trial_audit_share``; ``--audit-share`` and ``--trial-audit-share`` override them): a
+   failing one is scrapped there, a good one goes on down the line;
 2. at the week's end final QC reports each charge's defect counts over the sticks that
    reached it (locked-out sticks are not counted), ingested as the plant would;
 3. the retraining daemon's own jobs judge each station's shadow trial
@@ -137,10 +138,12 @@ def _costed(station, args):
     """The station as the benchmark runs it: each look at the bay costs ``--inspection-share``
     of its good cost (0 with ``--no-inspections``: locked-out sticks are scrapped unseen), the
     same figure in the product's config, the oracles' break-even and every saving here; its
-    ``audit_share`` from ``--audit-share`` when given."""
+    ``audit_share`` and ``trial_audit_share`` from ``--audit-share`` and
+    ``--trial-audit-share`` when given."""
     look = 0.0 if args.no_inspections else args.inspection_share * station.good_cost
     share = station.audit_share if args.audit_share is None else args.audit_share
-    return replace(station, inspection_cost=look, audit_share=share)
+    trial = station.trial_audit_share if args.trial_audit_share is None else args.trial_audit_share
+    return replace(station, inspection_cost=look, audit_share=share, trial_audit_share=trial)
 
 
 class Line:
@@ -427,6 +430,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--inspection-share", type=float, default=0.05)
     parser.add_argument("--no-inspections", action="store_true")
     parser.add_argument("--audit-share", type=float, help="every station's audit_share")
+    parser.add_argument("--trial-audit-share", type=float, help="every station's trial_audit_share")
     parser.add_argument("--out", type=Path, default=Path("line.jsonl"))
     parser.add_argument("--summary", type=Path, nargs="*")
     parser.add_argument("--case", nargs=3, metavar=("SCENARIO", "SEED", "STATION"))

@@ -14,7 +14,11 @@ later and without saying which stick failed. Audits look where the evidence is t
   disagree);
 * with a shadow model alone, the shadow's would-be lock-outs.
 
-Of these *eligible* sticks the share ``audit_share`` (a station config key) is drawn. The draw
+Of these *eligible* sticks a share is drawn (station config keys): ``trial_audit_share``
+(default 1) of the sticks a shadow model would lock out -- its trial's evidence, and a look
+that pays wherever its probabilities are right, since they lie above break-even; in the
+active model's band too, at the larger of the two shares --, and ``audit_share`` (default
+0.25) of the rest of the active model's audit band. The draw
 is a keyed hash of (station, charge, stick) mapped to [0, 1) (:func:`audit_draw`), not a
 random generator: a step repeated after a crash, or run in other batches, draws the same
 sticks, and no state is kept. Unscorable sticks are never audited, and an audit is no
@@ -74,13 +78,16 @@ def draw_audits(
     threshold = float(active.model.threshold)
     floor = audit_floor(st, active)
     band = passed & (p >= floor) & (p < threshold)
-    disagree = np.zeros(len(out), dtype=bool)
+    tried = np.zeros(len(out), dtype=bool)  # passes the shadow would lock out
     if shadow is not None and shadow_scores is not None:
-        disagree = passed & ~band & (shadow_scores["decision"] == "lock_out").to_numpy()
+        tried = passed & (shadow_scores["decision"] == "lock_out").to_numpy()
+    disagree = tried & ~band
     drawn = np.zeros(len(out), dtype=bool)
     eligible = np.flatnonzero(band | disagree)  # only they are hashed
     keys = out.iloc[eligible]
-    drawn[eligible] = audit_draw(st.name, keys["charge_id"], keys["stick_id"]) < st.audit_share
+    trial_share = max(st.trial_audit_share, st.audit_share)
+    share = np.where(tried[eligible], trial_share, st.audit_share)
+    drawn[eligible] = audit_draw(st.name, keys["charge_id"], keys["stick_id"]) < share
     in_band, of_shadow = band & drawn, disagree & drawn
     if in_band.any():
         out.loc[in_band, "decision"] = AUDIT
@@ -122,7 +129,7 @@ def shadow_audits(st: Station, shadow: LoadedModel, shadow_scores: pd.DataFrame)
     """With no active model: the flags for the drawn share of the shadow's would-be
     lock-outs (the only flags the line gets), with ``model_id`` and ``threshold``."""
     locks = shadow_scores[shadow_scores["decision"] == "lock_out"]
-    drawn = audit_draw(st.name, locks["charge_id"], locks["stick_id"]) < st.audit_share
+    drawn = audit_draw(st.name, locks["charge_id"], locks["stick_id"]) < st.trial_audit_share
     picked = locks.loc[drawn]
     base = picked.assign(model_id=shadow.id, threshold=float(shadow.model.threshold))
     return _shadow_rows(shadow, picked, base).reset_index(drop=True)

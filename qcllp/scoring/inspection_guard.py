@@ -5,8 +5,9 @@ whether the model's lock-outs were right, and the share rules (:mod:`.share_guar
 how many there are. The plant can: a person at the lock-out bay looks at a stick before it is
 scrapped (table ``inspections``, one row per station and stick; ``flag_id`` names the
 station's flag of the stick, ``audit`` is false when that flag locked it out). A lock-out pays
-only when the stick fails with a probability above **break-even**, ``b = good_cost /
-(good_cost + fail_cost)`` (:attr:`qcllp.plant.config.Station.break_even`); a quality engineer
+only when the stick fails with a probability above **break-even**, ``b = (good_cost +
+inspection_cost) / (good_cost + fail_cost)``, its look at the bay included
+(:attr:`qcllp.plant.config.Station.break_even`); a quality engineer
 does not let a machine scrap steel whose inspected precision is below it. On the issue's
 plant, a first-station model claimed 0.81-0.86 for its lock-outs, they failed at 0.636 (175 of
 275) against a break-even of 0.69, and it lost 2,681 per 1,000 sticks while the share rule did

@@ -127,7 +127,8 @@ def test_config_check_lists_every_problem_one_line_each_and_exits_1(tmp_path):
     lines = done.stderr.strip().splitlines()
     assert lines == [
         f"{path}: stations[1].colour: unknown key; allowed: name, fail_cost, good_cost, "
-        "inspection_cost, audit_share, scoring_interval_s, completion, sensors",
+        "inspection_cost, audit_share, trial_audit_share, scoring_interval_s, completion, "
+        "sensors",
         f"{path}: stations[2].sensors[0].min: min (0) must be < max (-10)",
     ]
     assert not (tmp_path / "mill.sqlite").exists()

@@ -84,7 +84,7 @@ def test_a_shadow_model_decides_the_same_sticks_into_shadow_flags_and_never_the_
     store, config, trained, eager = plant
     promote(store, trained)
     promote(store, eager, shadow=True)
-    config = with_station(config, audit_share=0.0)
+    config = with_station(config, audit_share=0.0, trial_audit_share=0.0)
     first = score_station(store, config, STATION)
     again = score_station(store, config, STATION)
     flags = flags_frame(store, STATION)
@@ -144,10 +144,34 @@ def test_every_eligible_pass_is_audited_at_share_1_as_the_active_models_flag(pla
     assert not flags["flagged"][flags["decision"] == "inspect"].any()
 
 
+def test_a_trials_would_be_lockouts_are_drawn_at_the_trial_share_the_rest_at_the_audit_share(
+    plant, history_plant
+):
+    """``trial_audit_share`` 1 and ``audit_share`` 0: every pass the shadow would lock out is
+    looked at, in the active model's band or not, and no other pass is."""
+    store, config, trained, _ = plant
+    promote(store, trained)
+    active = load_model(store, trained).model
+    fresh = sorted(history_plant.fresh.truth["charge_id"].astype(str).unique())
+    X = station_features(store, config, STATION, charge_ids=fresh, imputation=active.imputation).X
+    p = active.failure_probability(X)
+    between = float(np.median(p[p < active.threshold]))  # the shadow locks out half the passes
+    promote(store, register_copy(store, config, trained, threshold=between), shadow=True)
+    config = with_station(config, audit_share=0.0, trial_audit_share=1.0)
+    score_station(store, config, STATION)
+    flags = flags_frame(store, STATION)
+    passes = flags["probability"] < active.threshold
+    tried = passes & (flags["probability"] >= between)
+    assert tried.any() and (passes & ~tried).any()
+    assert (flags.loc[tried, "decision"] == "inspect").all()
+    assert (flags.loc[passes & ~tried, "decision"] == "pass").all()
+
+
 def test_a_shadow_model_alone_reaches_the_line_only_through_its_audits(plant, tmp_path):
     store, config, _, eager = plant
     promote(store, eager, shadow=True)
     shadow = load_shadow(store, STATION)
+    config = with_station(config, trial_audit_share=0.25)  # a bay that takes a quarter
     sink = tmp_path / "flags-cooling.jsonl"
     steps = []
     while not steps or steps[-1].more or steps[-1].batches_taken:
@@ -236,7 +260,7 @@ def test_the_share_drawn_is_binomial_and_0_draws_none_and_1_all():
 def test_the_audits_drawn_do_not_depend_on_how_the_sticks_are_cut_into_steps(
     history_plant, tmp_path
 ):
-    config = with_station(history_plant.config, audit_share=0.5)
+    config = with_station(history_plant.config, trial_audit_share=0.5)
     drawn = []
     for name, bound in (("whole", None), ("in_steps", 7)):
         folder = tmp_path / name

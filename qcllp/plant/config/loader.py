@@ -152,6 +152,7 @@ def _station(station: doc.Station, scoring_interval_s: float) -> Station:
             else station.inspection_cost
         ),
         audit_share=station.audit_share,
+        trial_audit_share=station.trial_audit_share,
         settle_s=station.completion.settle_s,
         timeout_s=station.completion.timeout_s,
     )

@@ -44,7 +44,8 @@ class Station:
     here (the lost value of a good stick). ``inspection_cost``: cost of looking at one stick
     here (at the lock-out bay or as an audit sample; the YAML's default, 5 % of ``good_cost``,
     is resolved by the loader). ``audit_share``: the share of the sticks eligible for an audit
-    that the scorer marks ``inspect`` (:mod:`qcllp.scoring.audits`).
+    that the scorer marks ``inspect``, ``trial_audit_share`` that of a shadow model's would-be
+    lock-outs (:mod:`qcllp.scoring.audits`).
 
     When a stick has *completed* the station (its scorer may decide): it has a reading at a
     later station, or every sensor of this station has reported and no new reading of the
@@ -61,6 +62,7 @@ class Station:
     timeout_s: float = default_of(doc.Completion, "timeout_s")
     inspection_cost: float = 0.0
     audit_share: float = default_of(doc.Station, "audit_share")
+    trial_audit_share: float = default_of(doc.Station, "trial_audit_share")
 
     @property
     def sensor_names(self) -> tuple[str, ...]:

@@ -99,8 +99,18 @@ class Station(Section):
         "instead of pass: the active model's passes between break-even (or the top 2 % of "
         "its training ranking, when its probabilities stay below break-even; never below "
         "inspection_cost / fail_cost, where a look costs more than it saves) and its "
-        "threshold, and the passes a shadow model would lock out (with a shadow model alone: its "
-        "would-be lock-outs). Drawn per stick by a hash, so a repeated step draws the same.",
+        "threshold. Drawn per stick by a hash, so a repeated step draws the same.",
+    )
+    trial_audit_share: Number = Field(
+        1.0,
+        ge=0,
+        le=1,
+        description="Share of a shadow model's would-be lock-outs that the scorer marks "
+        "inspect (the active model's passes the shadow would lock out; with a shadow model "
+        "alone, all its would-be lock-outs): its trial's evidence. Each is worth a look when "
+        "the shadow's probabilities are right (they lie above break-even), and a trial needs "
+        "20 of them inspected (retrainer.shadow_min_audits): at 0.25 a trial took weeks and "
+        "often ended undecided. Lower it where the lock-out bay cannot take them all.",
     )
     scoring_interval_s: Number = Field(
         None,
