@@ -12,7 +12,9 @@ from dataclasses import replace
 
 import pandas as pd
 import pytest
+import yaml
 
+from qcllp.plant.config import load_plant_config
 from qcllp.scoring.audits import audit_draw
 from qcllp.scoring.step import flags_frame
 from qcllp.service.scorer import ScorerService
@@ -34,6 +36,15 @@ from tests.support.plants import (
     fast_config,  # noqa: F401 (fixture)
     history_plant,  # noqa: F401 (fixture)
 )
+
+
+def quarter_of_a_trial(config):  # noqa: ANN001, ANN201
+    """The config with a quarter of a shadow's would-be lock-outs audited at cooling (a bay
+    that takes a quarter): the draw then leaves some out."""
+    stations = tuple(
+        replace(s, trial_audit_share=0.25) if s.name == STATION else s for s in config.stations
+    )
+    return replace(config, stations=stations)
 
 
 def register_copy(store: Store, config, model_id: int, threshold: float) -> int:  # noqa: ANN001
@@ -98,7 +109,7 @@ def test_a_shadow_alone_in_the_service_is_degraded_and_counts_its_decisions_and_
     history_plant,  # noqa: F811
     tmp_path,
 ):
-    config = history_plant.config
+    config = quarter_of_a_trial(history_plant.config)
     store = Store.open(history_plant.copy_to(tmp_path))
     trained = train_station(store, config, STATION).model_id
     eager = register_copy(store, config, trained, 0.0)
@@ -132,8 +143,15 @@ def test_a_shadow_alone_in_the_service_is_degraded_and_counts_its_decisions_and_
 @pytest.fixture
 def shadow_plant(tmp_path, history) -> Plant:  # noqa: F811
     """A SQLite plant with no active cooling model and a copy of the trained one that locks
-    out every stick on a shadow trial (``model_b``)."""
+    out every stick on a shadow trial (``model_b``); a quarter of its would-be lock-outs are
+    audited (``trial_audit_share`` in the plant file)."""
     plant = make_plant(tmp_path, history, promote_first=False)
+    raw = yaml.safe_load(plant.config_path.read_text())
+    for station in raw["stations"]:
+        if station["name"] == STATION:
+            station["trial_audit_share"] = 0.25  # the scorer process reads the file
+    plant.config_path.write_text(yaml.safe_dump(raw))
+    plant.config = load_plant_config(plant.config_path)
     plant.model_b = register_copy(plant.store, plant.config, plant.model_a, 0.0)
     promote(plant.store, plant.model_b, shadow=True)
     yield plant
