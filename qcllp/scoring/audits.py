@@ -85,9 +85,9 @@ def draw_audits(
     drawn = np.zeros(len(out), dtype=bool)
     eligible = np.flatnonzero(band | disagree)  # only they are hashed
     keys = out.iloc[eligible]
-    trial_share = max(st.trial_audit_share, st.audit_share)
-    share = np.where(tried[eligible], trial_share, st.audit_share)
-    drawn[eligible] = audit_draw(st.name, keys["charge_id"], keys["stick_id"]) < share
+    share = np.where(tried, st.trial_audit_share, 0.0)
+    share = np.where(band, np.maximum(share, st.audit_share), share)
+    drawn[eligible] = audit_draw(st.name, keys["charge_id"], keys["stick_id"]) < share[eligible]
     in_band, of_shadow = band & drawn, disagree & drawn
     if in_band.any():
         out.loc[in_band, "decision"] = AUDIT

@@ -167,6 +167,36 @@ def test_a_trials_would_be_lockouts_are_drawn_at_the_trial_share_the_rest_at_the
     assert (flags.loc[passes & ~tried, "decision"] == "pass").all()
 
 
+def test_a_bay_that_takes_no_trial_audits_still_gets_the_active_models_band(plant, history_plant):
+    """``trial_audit_share`` 0 and ``audit_share`` 1: the shadow's would-be lock-outs outside
+    the active model's band are not looked at; the band is, the shadow's or not."""
+    store, config, trained, eager = plant
+    promote(store, trained)
+    promote(store, eager, shadow=True)  # would lock out every stick
+    model = load_model(store, trained).model
+    fresh = sorted(history_plant.fresh.truth["charge_id"].astype(str).unique())
+    X = station_features(store, config, STATION, charge_ids=fresh, imputation=model.imputation).X
+    p = model.failure_probability(X)
+    be = float(np.median(p[p < model.threshold]))  # the band: the upper half of the passes
+    config = with_station(
+        config,
+        audit_share=1.0,
+        trial_audit_share=0.0,
+        good_cost=be,
+        fail_cost=1.0 - be,
+        inspection_cost=0.0,
+    )
+    score_station(store, config, STATION)
+    flags = flags_frame(store, STATION)
+    active = load_model(store, trained)
+    floor = audit_floor(config.station(STATION), active)
+    passes = flags["probability"] < active.model.threshold
+    band = passes & (flags["probability"] >= floor)
+    assert band.any() and (passes & ~band).any()
+    assert (flags.loc[band, "decision"] == "inspect").all()
+    assert (flags.loc[passes & ~band, "decision"] == "pass").all()
+
+
 def test_a_shadow_model_alone_reaches_the_line_only_through_its_audits(plant, tmp_path):
     store, config, _, eager = plant
     promote(store, eager, shadow=True)
