@@ -16,8 +16,9 @@ later and without saying which stick failed. Audits look where the evidence is t
 
 Of these *eligible* sticks a share is drawn (station config keys): ``trial_audit_share``
 (default 1) of the sticks a shadow model would lock out -- its trial's evidence, and a look
-that pays wherever its probabilities are right, since they lie above break-even; in the
-active model's band too, at the larger of the two shares --, and ``audit_share`` (default
+expected to pay wherever the shadow is roughly right (a look pays from ``inspection_cost /
+fail_cost``, far below break-even); in the active model's band too, at the larger of the
+two shares --, and ``audit_share`` (default
 0.25) of the rest of the active model's audit band. The draw
 is a keyed hash of (station, charge, stick) mapped to [0, 1) (:func:`audit_draw`), not a
 random generator: a step repeated after a crash, or run in other batches, draws the same

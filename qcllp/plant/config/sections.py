@@ -107,8 +107,8 @@ class Station(Section):
         le=1,
         description="Share of a shadow model's would-be lock-outs that the scorer marks "
         "inspect (the active model's passes the shadow would lock out; with a shadow model "
-        "alone, all its would-be lock-outs): its trial's evidence. Each is worth a look when "
-        "the shadow's probabilities are right (they lie above break-even), and a trial needs "
+        "alone, all its would-be lock-outs): its trial's evidence. A look pays from "
+        "inspection_cost / fail_cost, far below break-even, and a trial needs "
         "20 of them inspected (retrainer.shadow_min_audits): at 0.25 a trial took weeks and "
         "often ended undecided. Lower it where the lock-out bay cannot take them all.",
     )
