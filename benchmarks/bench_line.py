@@ -79,6 +79,7 @@ from qcllp.plant.simulate import simulate_plant  # noqa: E402
 from qcllp.retraining.retrain import retrain_station  # noqa: E402
 from qcllp.retraining.shadow_check import check_trial  # noqa: E402
 from qcllp.scoring.step import score_station  # noqa: E402
+from qcllp.station.realized import decisions_saving  # noqa: E402
 from qcllp.station.registry import RegistryError, get_model, shadow_model  # noqa: E402
 from qcllp.store import ShadowFlag, Store  # noqa: E402
 
@@ -248,10 +249,7 @@ class Line:
                 "failing": int((locked & bad).sum()),
                 "audits": int(audited.sum()),
                 "audits_failing": int((audited & bad).sum()),
-                "realized": float(
-                    costs.lockout_value(bad[locked].astype(float)).sum()
-                    + (costs.fail_cost * bad[audited] - costs.inspection_cost).sum()
-                ),
+                "realized": decisions_saving(locked, audited, bad, costs),
                 "best": best_saving(decided["probability"].to_numpy(float), bad, costs),
                 "expected": metrics.get("expected_saving_per_1000"),
                 "low": metrics.get("saving_low_per_1000"),

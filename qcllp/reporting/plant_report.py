@@ -31,7 +31,7 @@ from qcllp.scoring.share_guard import Suspension, suspended_models
 from qcllp.scoring.step import flags_frame
 from qcllp.station.artifacts import ArtifactError
 from qcllp.station.lockout_rule import LockoutCosts
-from qcllp.station.realized import lockout_saving_per_1000
+from qcllp.station.realized import decisions_saving
 from qcllp.station.registry import list_models, load_model
 from qcllp.store import Store
 from qcllp.training.train import station_costs
@@ -94,8 +94,7 @@ def fresh_figures(decided: pd.DataFrame, failing: pd.Series, costs: LockoutCosts
     audited = (scored["decision"] == "inspect").to_numpy()
     saving = 0.0
     if len(t):
-        saving = lockout_saving_per_1000(locked | (audited & t), t, costs)
-        saving -= 1000 * costs.inspection_cost * (audited & ~t).sum() / len(t)
+        saving = 1000 * decisions_saving(locked, audited, t, costs) / len(t)
     return {
         "sticks": len(scored),
         "unscorable": unscorable,

@@ -18,12 +18,12 @@ Of these *eligible* sticks a share is drawn (station config keys): ``trial_audit
 (default 1) of the sticks a shadow model would lock out -- its trial's evidence, and a look
 expected to pay wherever the shadow is roughly right (a look pays from ``inspection_cost /
 fail_cost``, far below break-even); in the active model's band too, at the larger of the
-two shares --, and ``audit_share`` (default
-0.25) of the rest of the active model's audit band. The draw
-is a keyed hash of (station, charge, stick) mapped to [0, 1) (:func:`audit_draw`), not a
-random generator: a step repeated after a crash, or run in other batches, draws the same
-sticks, and no state is kept. Unscorable sticks are never audited, and an audit is no
-lock-out for any guard: the guards count the decisions before the draw. The flag's ``reason``
+two shares --, and ``audit_share`` (default 0.25) of the rest of the active model's audit
+band. The draw is a keyed hash of (station, charge, stick) mapped to [0, 1)
+(:func:`audit_draw`), not a random generator: a step repeated after a crash, or run in
+other batches, draws the same sticks, and no state is kept. Unscorable sticks are never
+audited, and an audit is no lock-out for any guard: the guards count the decisions before the
+draw. The flag's ``reason``
 says why in an inspector's words. Its ``model_id``, ``probability`` and ``threshold`` are the
 active model's whenever there is one, also for a stick sampled because the shadow would lock
 it out (the shadow's probability is in ``shadow_flags`` and the reason): final QC's counts of

@@ -10,7 +10,7 @@ import numpy as np
 
 from qcllp.station.lockout_rule import LockoutCosts
 
-__all__ = ["lockout_saving_per_1000", "realized_saving_per_1000"]
+__all__ = ["decisions_saving", "lockout_saving_per_1000", "realized_saving_per_1000"]
 
 
 def realized_saving_per_1000(
@@ -35,14 +35,23 @@ def lockout_saving_per_1000(
     the per-stick truth ``defective`` (0/1), against locking out nothing; each lock-out's look
     at the bay included (:meth:`qcllp.station.lockout_rule.LockoutCosts.lockout_value`)."""
     locked = np.asarray(locked, dtype=bool)
-    bad = np.asarray(defective).astype(bool)
-    if locked.shape != bad.shape:
-        raise ValueError(f"{len(locked)} decisions but {len(bad)} truth values")
+    saving = decisions_saving(locked, np.zeros_like(locked), defective, costs)
     if len(locked) == 0:
         raise ValueError("cannot measure a saving without sticks")
-    saving = (
-        costs.fail_cost * np.sum(locked & bad)
-        - costs.good_cost * np.sum(locked & ~bad)
-        - costs.inspection_cost * np.sum(locked)
-    )
-    return float(1000 * saving / len(locked))
+    return 1000 * saving / len(locked)
+
+
+def decisions_saving(
+    locked: np.ndarray, audited: np.ndarray, defective: np.ndarray, costs: LockoutCosts
+) -> float:
+    """The money the line's decisions brought against the per-stick truth ``defective``
+    (0/1): each lock-out its :meth:`~qcllp.station.lockout_rule.LockoutCosts.lockout_value`,
+    each audit sample (``audited``) ``fail_cost`` when it fails (scrapped at the station) less
+    its look, ``inspection_cost`` (a good one returns to the line)."""
+    locked, audited = np.asarray(locked, dtype=bool), np.asarray(audited, dtype=bool)
+    bad = np.asarray(defective).astype(bool)
+    if not locked.shape == audited.shape == bad.shape:
+        raise ValueError(f"{len(locked)} decisions but {len(bad)} truth values")
+    lockouts = np.sum(costs.lockout_value(bad[locked].astype(float)))
+    audits = costs.fail_cost * np.sum(bad[audited]) - costs.inspection_cost * np.sum(audited)
+    return float(lockouts + audits)

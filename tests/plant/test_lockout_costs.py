@@ -12,7 +12,11 @@ from qcllp.station.lockout_rule import (
     charge_savings,
     lockout_rule,
 )
-from qcllp.station.realized import lockout_saving_per_1000, realized_saving_per_1000
+from qcllp.station.realized import (
+    decisions_saving,
+    lockout_saving_per_1000,
+    realized_saving_per_1000,
+)
 from qcllp.training.lockout import station_costs
 from tests.support.plants import ROOT
 
@@ -70,3 +74,14 @@ def test_where_a_look_costs_more_than_a_failing_stick_saves_nothing_is_locked_ou
 
     choice = lockout_rule(f, codes, counts, costs, identity, n_boot=20, random_state=0)
     assert choice.threshold > 1.0 and choice.lockout_rate == 0.0
+
+
+def test_the_lines_decisions_count_lockouts_at_their_price_and_audits_at_their_look():
+    costs = LockoutCosts(fail_cost=60.0, good_cost=440.0, inspection_cost=22.0)
+    locked = np.array([True, True, False, False, False])
+    audited = np.array([False, False, True, True, False])
+    bad = np.array([1, 0, 1, 0, 1])
+    # lock-outs: 60 - 22 and -440 - 22; audits: 60 - 22 (scrapped) and -22 (returned)
+    assert decisions_saving(locked, audited, bad, costs) == pytest.approx(38 - 462 + 38 - 22)
+    with pytest.raises(ValueError, match="5 decisions but 4 truth values"):
+        decisions_saving(locked, audited, bad[:4], costs)
