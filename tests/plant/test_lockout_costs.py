@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import yaml
 
-from qcllp.plant.config import load_plant_config
+from qcllp.plant.config import ConfigError, load_plant_config
 from qcllp.station.lockout_rule import (
     LockoutCosts,
     charge_savings,
@@ -85,3 +86,20 @@ def test_the_lines_decisions_count_lockouts_at_their_price_and_audits_at_their_l
     assert decisions_saving(locked, audited, bad, costs) == pytest.approx(38 - 462 + 38 - 22)
     with pytest.raises(ValueError, match="5 decisions but 4 truth values"):
         decisions_saving(locked, audited, bad[:4], costs)
+
+
+def test_trial_audit_share_defaults_to_every_would_be_lockout_and_above_1_is_one_line(tmp_path):
+    doc = yaml.safe_load((ROOT / "plant_config" / "example.yaml").read_text())
+    doc["stations"][2]["trial_audit_share"] = 1.5
+    path = tmp_path / "plant.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    with pytest.raises(ConfigError) as refused:
+        load_plant_config(path)
+    assert (
+        str(refused.value) == f"{path}: stations[2].trial_audit_share: must be at most 1, got 1.5"
+    )
+    doc["stations"][2]["trial_audit_share"] = 0.25
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    config = load_plant_config(path)
+    assert config.stations[2].trial_audit_share == 0.25
+    assert config.stations[0].trial_audit_share == 1.0
