@@ -19,7 +19,6 @@ from qcllp.scoring.step import record_alarm, score_station
 from qcllp.station.registry import get_model, list_models, promote
 from qcllp.store import RETRAINER_JOBS, Store
 from qcllp.store.events import QUEUED_PREFIX, record_event
-from qcllp.training.train import train_station
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "plant_config" / "example.yaml"
@@ -52,7 +51,7 @@ def plant(history_plant, tmp_path_factory) -> str:
     url = history_plant.copy_to(tmp_path_factory.mktemp("text_output"))
     with Store.open(url) as store:
         for station in STATIONS:
-            model_id = train_station(store, config, station).model_id
+            model_id = history_plant.record_trained(store, config, station)
             promote(store, model_id)
             score_station(store, config, station)
             record_event(

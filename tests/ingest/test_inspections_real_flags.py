@@ -14,14 +14,13 @@ from qcllp.plant.simulate import simulate_plant, write_simulation
 from qcllp.scoring.step import flags_frame, score_station
 from qcllp.station.registry import promote
 from qcllp.store import Store
-from qcllp.training.train import train_station
 from tests.support.eager_model import promote_locking_all
 
 
 def test_lock_outs_and_passes_of_a_real_scorer_mark_the_inspections(history_plant, tmp_path):
     config = replace(history_plant.config, path=tmp_path / "plant.yaml")
     with Store.open(history_plant.copy_to(tmp_path)) as store:
-        trained = train_station(store, config, "cooling").model_id
+        trained = history_plant.record_trained(store, config, "cooling")
         promote(store, trained)
         score_station(store, config, "cooling")
         promote_locking_all(store, config, "cooling", trained)

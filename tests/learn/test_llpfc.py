@@ -164,10 +164,10 @@ def test_three_classes_fit_one_vs_rest_with_probabilities_summing_to_one(base):
 @pytest.mark.parametrize("base", ["hgb", "logistic"])
 def test_fixed_seed_gives_the_same_model(base):
     X, bags, shares, _ = xor(600, 30)
-    a = LLPFC(base=base, max_iter=50, random_state=3).fit(X, bags, shares).predict_proba(X)
-    b = LLPFC(base=base, max_iter=50, random_state=3).fit(X, bags, shares).predict_proba(X)
+    a = LLPFC(base=base, max_iter=10, random_state=3).fit(X, bags, shares).predict_proba(X)
+    b = LLPFC(base=base, max_iter=10, random_state=3).fit(X, bags, shares).predict_proba(X)
     assert np.array_equal(a, b)
-    c = LLPFC(base=base, max_iter=50, random_state=3, n_threads=2).fit(X, bags, shares)
+    c = LLPFC(base=base, max_iter=10, random_state=3, n_threads=2).fit(X, bags, shares)
     assert np.array_equal(a, c.predict_proba(X))
 
 

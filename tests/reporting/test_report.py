@@ -140,13 +140,12 @@ def plant_report(history_plant, tmp_path_factory):
     from qcllp.scoring.step import score_station
     from qcllp.station.registry import promote
     from qcllp.store import Store
-    from qcllp.training.train import train_station
 
     folder = tmp_path_factory.mktemp("plant_report")
     config = history_plant.config
     with Store.open(history_plant.copy_to(folder)) as store:
         for station in config.station_names:
-            promote(store, train_station(store, config, station).model_id)
+            promote(store, history_plant.record_trained(store, config, station))
             score_station(store, config, station)
         truth = history_plant.fresh.truth.astype(str).set_index(["charge_id", "stick_id"])
         path = build_plant_report(store, config, folder / "report.html", truth=truth["defect"])

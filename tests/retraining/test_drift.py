@@ -15,7 +15,6 @@ from qcllp.retraining.drift import (
     population_stability,
     watch_station,
 )
-from qcllp.retraining.retrain import retrain_station
 from qcllp.station.registry import load_model
 from qcllp.store import Alarm
 from qcllp.store.events import events
@@ -58,9 +57,7 @@ def test_null_psi_is_reproducible_and_reflects_charge_to_charge_variation():
 @pytest.fixture
 def trained(retrain_plant, tmp_path):
     """The history's model of STATION promoted by the retraining, in a private database."""
-    store = retrain_plant.copy_to(tmp_path)
-    outcome = retrain_station(store, retrain_plant.config, STATION)
-    assert outcome.outcome == "promoted", outcome.reason
+    store = retrain_plant.retrained_copy(tmp_path, STATION)
     yield store
     store.close()
 

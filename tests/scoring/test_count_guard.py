@@ -24,7 +24,7 @@ from qcllp.station.guard_bounds import (
 )
 from qcllp.station.registry import load_model, promote
 from qcllp.store import Store
-from qcllp.training.train import labeled_data, record_model, train_station
+from qcllp.training.train import labeled_data, record_model
 from tests.support.eager_model import promote_locking_all
 
 TYPES = ["crack", "bend", "scale"]
@@ -190,11 +190,11 @@ def expected_path(flags: pd.DataFrame, n_sticks: pd.Series, failures: pd.Series)
     return cusum(predicted, variance, observed)
 
 
-def eager_cooling(store, config) -> int:
+def eager_cooling(store, config, plant) -> int:
     """An active cooling model trained on the store's history that locks out every stick (a
     model trained before the share rules: none apply); its id."""
     return promote_locking_all(
-        store, config, "cooling", train_station(store, config, "cooling").model_id
+        store, config, "cooling", plant.record_trained(store, config, "cooling")
     )
 
 
@@ -206,7 +206,7 @@ def counted_plant(store, history_plant, tmp_path):
     ingest_measurements(store, config, folder / "history" / "measurements")
     ingest_defect_counts(store, config, folder / "history" / "defects")
     ingest_measurements(store, config, folder / "fresh" / "measurements")
-    return store, config, eager_cooling(store, config)
+    return store, config, eager_cooling(store, config, history_plant)
 
 
 @pytest.fixture
@@ -215,7 +215,7 @@ def sqlite_plant(history_plant, tmp_path):
     plant's database, the eager cooling model."""
     config = replace(history_plant.config, path=tmp_path / "plant.yaml")
     store = Store.open(history_plant.copy_to(tmp_path))
-    yield store, config, eager_cooling(store, config)
+    yield store, config, eager_cooling(store, config, history_plant)
     store.close()
 
 

@@ -31,7 +31,6 @@ from qcllp.scoring.inspection_guard import (
 from qcllp.scoring.step import score_station, score_step
 from qcllp.station.registry import load_model, promote
 from qcllp.store import Flag, Inspection, Store, dialect_insert
-from qcllp.training.train import train_station
 from tests.support.eager_model import promote_locking_all
 from tests.support.plants import ROOT
 
@@ -119,7 +118,7 @@ def eager_plant(store, history_plant, tmp_path):
     ingest_defect_counts(store, config, folder / "history" / "defects")
     ingest_measurements(store, config, folder / "fresh" / "measurements")
     model_id = promote_locking_all(
-        store, config, STATION, train_station(store, config, STATION).model_id
+        store, config, STATION, history_plant.record_trained(store, config, STATION)
     )
     score_station(store, config, STATION)
     return store, config, model_id

@@ -20,7 +20,7 @@ from qcllp.scoring.inspection_guard import model_realized, realized_line
 from qcllp.scoring.step import flags_frame, score_station, score_step
 from qcllp.station.registry import load_model, load_shadow, promote
 from qcllp.store import Store
-from qcllp.training.train import labeled_data, record_model, train_station
+from qcllp.training.train import labeled_data, record_model
 
 STATION = "cooling"
 
@@ -75,7 +75,7 @@ def plant(store, history_plant, tmp_path):
     ingest_measurements(store, config, folder / "history" / "measurements")
     ingest_defect_counts(store, config, folder / "history" / "defects")
     ingest_measurements(store, config, folder / "fresh" / "measurements")
-    trained = train_station(store, config, STATION).model_id
+    trained = history_plant.record_trained(store, config, STATION)
     eager = register_copy(store, config, trained, threshold=0.0)
     return store, config, trained, eager
 
@@ -296,7 +296,7 @@ def test_the_audits_drawn_do_not_depend_on_how_the_sticks_are_cut_into_steps(
         folder = tmp_path / name
         folder.mkdir()
         with Store.open(history_plant.copy_to(folder)) as store:
-            trained = train_station(store, config, STATION).model_id
+            trained = history_plant.record_trained(store, config, STATION)
             promote(store, register_copy(store, config, trained, threshold=0.0), shadow=True)
             shadow = load_shadow(store, STATION)
             while True:

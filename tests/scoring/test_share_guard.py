@@ -21,7 +21,6 @@ from qcllp.station.guard_bounds import (
     lockout_rate_bound,
 )
 from qcllp.station.registry import promote
-from qcllp.training.train import train_station
 from tests.support.eager_model import promote_locking_all
 
 MIN_STICKS = 30
@@ -112,7 +111,7 @@ def eager_plant(store, history_plant, tmp_path):
     ingest_measurements(store, config, folder / "history" / "measurements")
     ingest_defect_counts(store, config, folder / "history" / "defects")
     ingest_measurements(store, config, folder / "fresh" / "measurements")
-    trained = train_station(store, config, "cooling").model_id
+    trained = history_plant.record_trained(store, config, "cooling")
     # the share rule alone (the excess rule: tests above)
     eager = promote_locking_all(store, config, "cooling", trained, rate_bound=0.05)
     return store, config, trained, eager

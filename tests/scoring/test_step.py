@@ -18,7 +18,6 @@ from qcllp.scoring.flag_sink import SinkError, claim_sink, claimed_sink
 from qcllp.scoring.step import FlagSink, flags_frame, score_file, score_station, score_step
 from qcllp.station.registry import load_model, promote
 from qcllp.store import Store
-from qcllp.training.train import train_station
 from tests.support.plants import FRESH_CHARGES
 
 
@@ -34,7 +33,7 @@ def scored_plant(store, history_plant, tmp_path):
     ingest_measurements(store, config, folder / "history" / "measurements")
     ingest_defect_counts(store, config, folder / "history" / "defects")
     ingest_measurements(store, config, folder / "fresh" / "measurements")
-    model_id = train_station(store, config, "cooling").model_id
+    model_id = history_plant.record_trained(store, config, "cooling")
     promote(store, model_id)
     return store, config, model_id
 
@@ -76,7 +75,7 @@ def straightening(history_plant, tmp_path):
     the settle time completes a stick there) and the fresh charges' arrival time."""
     url = history_plant.copy_to(tmp_path)
     store = Store.open(url)
-    promote(store, train_station(store, history_plant.config, "straightening").model_id)
+    promote(store, history_plant.record_trained(store, history_plant.config, "straightening"))
     [(arrived,)] = store.execute_sql(
         "SELECT max(finished_at) FROM ingestion_batches WHERE kind = 'measurements'"
     )

@@ -112,8 +112,7 @@ def test_a_wanted_retraining_that_never_ran_is_queued_again_at_start(retrain_pla
     suspension's job handed to a worker just before a kill (stored, then gone, no training):
     both leave an event no retraining answered, and the next start queues the station -- into
     the stored job table -- until a retraining of that station is recorded."""
-    store = retrain_plant.copy_to(tmp_path)
-    assert retrain_station(store, retrain_plant.config, "rolling").outcome == "promoted"
+    store = retrain_plant.retrained_copy(tmp_path, "rolling")
     config = retrain_plant.dropping("worse", tmp_path, stations=("rolling", "cooling"))
     stopping = RetrainerService(store, config)  # its queue refuses: the daemon is stopping
     stopping.run("ingest")  # defects at three times the rate: the count signal fires

@@ -11,7 +11,6 @@ from dataclasses import replace
 import pytest
 
 from qcllp.plant.config import Connectors, FileConnector
-from qcllp.retraining.retrain import retrain_station
 from qcllp.service import retrainer
 from qcllp.service.retrainer import RetrainerService
 from qcllp.station.registry import list_models
@@ -23,9 +22,8 @@ def test_a_database_away_is_retried_reported_and_caught_up_after(
     retrain_plant, tmp_path, monkeypatch
 ):
     monkeypatch.setattr(retrainer, "_BACKOFF_S", (0.05, 0.1))
-    store = retrain_plant.copy_to(tmp_path)
+    store = retrain_plant.retrained_copy(tmp_path, "rolling")
     database = tmp_path / "plant.sqlite"
-    assert retrain_station(store, retrain_plant.config, "rolling").outcome == "promoted"
     config = retrain_plant.dropping("worse", tmp_path, stations=("rolling",))
     service = RetrainerService(store, config)
     queued: list[str] = []

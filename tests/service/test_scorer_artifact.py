@@ -13,7 +13,6 @@ from sqlalchemy import update
 from qcllp.service.scorer import ScorerService
 from qcllp.station.registry import get_model, promote, register_model
 from qcllp.store import Alarm, Model, Store
-from qcllp.training.train import train_station
 from tests.support.plants import (
     fast_config,  # noqa: F401 (fixture)
     history_plant,  # noqa: F401 (fixture)
@@ -27,7 +26,7 @@ def test_the_scorer_refuses_an_active_model_outside_the_models_folder_and_keeps_
     how,
 ):
     store = Store.open(history_plant.copy_to(tmp_path))
-    good = train_station(store, history_plant.config, "cooling").model_id
+    good = history_plant.record_trained(store, history_plant.config, "cooling")
     promote(store, good)
     service = ScorerService(store, history_plant.config, "cooling")
     service.refresh_model()

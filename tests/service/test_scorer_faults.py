@@ -11,7 +11,6 @@ from qcllp.scoring.step import flags_frame
 from qcllp.service.scorer import ScorerService
 from qcllp.station.registry import promote
 from qcllp.store import Store
-from qcllp.training.train import train_station
 from tests.support.plants import (
     fast_config,  # noqa: F401 (fixture)
     history_plant,  # noqa: F401 (fixture)
@@ -21,7 +20,7 @@ from tests.support.plants import (
 def _cooling_scorer(history_plant, tmp_path, **options) -> tuple[Store, ScorerService]:  # noqa: F811
     """A copy of the history plant with a promoted cooling model and its scorer (in-process)."""
     store = Store.open(history_plant.copy_to(tmp_path))
-    promote(store, train_station(store, history_plant.config, "cooling").model_id)
+    promote(store, history_plant.record_trained(store, history_plant.config, "cooling"))
     return store, ScorerService(store, history_plant.config, "cooling", **options)
 
 

@@ -20,7 +20,7 @@ from qcllp.scoring.step import flags_frame
 from qcllp.service.scorer import ScorerService
 from qcllp.station.registry import artifact_location, get_model, load_model, promote
 from qcllp.store import Store
-from qcllp.training.train import labeled_data, record_model, train_station
+from qcllp.training.train import labeled_data, record_model
 from tests.service.test_scorer_process import (
     KILL_SEED,
     KILLS,
@@ -72,7 +72,7 @@ def test_a_corrupt_shadow_is_one_alarm_and_no_shadow_and_the_active_model_scores
 ):
     config = history_plant.config
     store = Store.open(history_plant.copy_to(tmp_path))
-    active = train_station(store, config, STATION).model_id
+    active = history_plant.record_trained(store, config, STATION)
     promote(store, active)
     broken = register_copy(store, config, active, 0.0)
     promote(store, broken, shadow=True)
@@ -111,7 +111,7 @@ def test_a_shadow_alone_in_the_service_is_degraded_and_counts_its_decisions_and_
 ):
     config = quarter_of_a_trial(history_plant.config)
     store = Store.open(history_plant.copy_to(tmp_path))
-    trained = train_station(store, config, STATION).model_id
+    trained = history_plant.record_trained(store, config, STATION)
     eager = register_copy(store, config, trained, 0.0)
     promote(store, eager, shadow=True)
     service = ScorerService(store, config, STATION)

@@ -237,7 +237,8 @@ def test_qcllp_score_says_plainly_when_a_station_has_no_sink_and_its_first_sink_
 
 # ----------------------------------------------------------------------------- 8. SIGTERM
 def test_sigterm_stops_a_scorer_draining_a_backlog_after_its_current_step(plant, start_scorer):
-    raw = yaml.safe_load(plant.config_path.read_text())
+    original = plant.config_path.read_text()
+    raw = yaml.safe_load(original)
     raw["scorer"]["max_batch_sticks"] = 1  # one stick per step: hundreds of steps
     plant.config_path.write_text(yaml.safe_dump(raw))
     plant.config = load_plant_config(plant.config_path)
@@ -261,6 +262,8 @@ def test_sigterm_stops_a_scorer_draining_a_backlog_after_its_current_step(plant,
     assert after[-1] == "stopped" and after.count("step") <= 1, after  # the one it was in
     assert_sink_holds_each_flag_once(plant, sink)
 
+    plant.config_path.write_text(original)  # the restart drains the rest in ordinary steps
+    plant.config = load_plant_config(plant.config_path)
     again = start_scorer(plant, sink=sink)
     wait_until(lambda: all_flagged(plant), what="the rest after a restart", procs=[again])
     assert again.terminate() == 0, again.log()

@@ -16,7 +16,7 @@ from qcllp.retraining.promotion import labeled_counts, window_data
 from qcllp.scoring.step import flags_frame, score_station
 from qcllp.station.final_qc import qc_counted, sticks_qc_counted
 from qcllp.store import Flag, IngestionBatch, Inspection, Store
-from qcllp.training.train import labeled_data, train_station
+from qcllp.training.train import labeled_data
 from tests.ingest.inspection_helpers import insert_model_row
 from tests.support.eager_model import promote_locking_all
 
@@ -27,7 +27,7 @@ def test_a_bag_holds_the_sticks_final_qc_counted(history_plant, tmp_path):
         scorer=replace(history_plant.config.scorer, guard_min_sticks=30),
     )
     store = Store.open(history_plant.copy_to(tmp_path))
-    trained = train_station(store, config, "cooling").model_id
+    trained = history_plant.record_trained(store, config, "cooling")
     promote_locking_all(store, config, "cooling", trained, rate_bound=0.05)
     score_station(store, config, "cooling")  # 29 sticks locked out, then the guard stops it
     flags = flags_frame(store, "cooling")

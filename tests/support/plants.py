@@ -43,6 +43,35 @@ class HistoryPlant:
         shutil.copy(self.folder / "plant.sqlite", target)
         return f"sqlite:///{target}"
 
+    def ingest_into(self, store: Store, config: PlantConfig) -> None:
+        """The history's measurements and counts and the fresh charges' measurements, into
+        ``store`` as the plant's files bring them (what this plant's own database holds)."""
+        ingest_measurements(store, config, self.folder / "history" / "measurements")
+        ingest_defect_counts(store, config, self.folder / "history" / "defects")
+        ingest_measurements(store, config, self.folder / "fresh" / "measurements")
+
+    def record_trained(self, store: Store, config: PlantConfig, station: str) -> int:
+        """Register in ``store`` (holding this plant's charges, :meth:`ingest_into`) the model
+        :func:`~qcllp.training.train.train_station` gives for ``station`` under ``config``, as
+        a candidate; its id. The training runs once per station and config in the session, on
+        a private copy of the plant's database: for the tests whose subject is what a model
+        does, not how it was trained (a training takes seconds; registering it, a fraction)."""
+        from qcllp.station.registry import load_model
+        from qcllp.training.train import labeled_data, record_model, train_station
+
+        key = f"{self.folder}\x1f{station}\x1f{replace(config, path=self.config.path)!r}"
+        if key not in _TRAINED:
+            folder = self.folder / f"trained-{len(_TRAINED)}"
+            folder.mkdir()
+            with Store.open(self.copy_to(folder)) as own:
+                trained = load_model(own, train_station(own, config, station).model_id).model
+                _TRAINED[key] = (trained, labeled_data(own, config, station))
+        model, data = _TRAINED[key]
+        return record_model(store, config, model, data).model_id
+
+
+_TRAINED: dict[str, tuple] = {}  # HistoryPlant.record_trained's models and their data
+
 
 @pytest.fixture(scope="session")
 def fast_config() -> PlantConfig:

@@ -45,6 +45,26 @@ class RetrainPlant:
         shutil.copy(self.folder / "plant.sqlite", target)
         return Store.open(f"sqlite:///{target}")
 
+    def retrained_copy(self, folder: Path, station: str) -> Store:
+        """A private copy, opened, of the history database after one retraining of
+        ``station`` promoted its first model (:func:`qcllp.retraining.retrain.retrain_station`).
+        The retraining runs once per station in the session, on a template of its own; each
+        copy takes the database and its ``models/`` folder (the registry names artifacts
+        relative to it)."""
+        from qcllp.retraining.retrain import retrain_station
+
+        template = self.folder / f"retrained-{station}"
+        if not template.exists():
+            building = self.folder / f".retrained-{station}"
+            building.mkdir()
+            with self.copy_to(building) as store:
+                outcome = retrain_station(store, self.config, station)
+            assert outcome.outcome == "promoted", outcome.reason
+            building.rename(template)
+        shutil.copy(template / "plant.sqlite", folder / "plant.sqlite")
+        shutil.copytree(template / "models", folder / "models", dirs_exist_ok=True)
+        return Store.open(f"sqlite:///{folder / 'plant.sqlite'}")
+
     def later(self, kind: str) -> Path:
         """Folder of the later charges' files: ``"same"``, ``"shifted"`` or ``"worse"``."""
         return self.folder / kind
