@@ -2,11 +2,12 @@
 
 The fixtures are registered for the whole suite by ``tests/conftest.py``.
 
-``history_plant`` is one SQLite file per test module: 16 charges of the example plant ingested
-from the simulator's files with their final-QC counts, plus 3 fresh charges (measurements
-only, still on the line). ``fast_config`` trains InvCal with one grid point, 2 charge folds
-and 5 bootstrap resamples: these tests check the pipeline's plumbing, the learners have their
-own.
+``history_plant`` is one SQLite file per test session (per pytest-xdist worker): 16 charges
+of the example plant ingested from the simulator's files with their final-QC counts, plus 3
+fresh charges (measurements only, still on the line); a test that needs a trained model of it
+registers the session's one (:meth:`HistoryPlant.record_trained`). ``fast_config`` trains
+InvCal with one grid point, 2 charge folds and 5 bootstrap resamples: these tests check the
+pipeline's plumbing, the learners have their own.
 """
 
 from __future__ import annotations
