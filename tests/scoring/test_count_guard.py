@@ -202,10 +202,7 @@ def eager_cooling(store, config, plant) -> int:
 def counted_plant(store, history_plant, tmp_path):
     """Both engines: history and fresh measurements ingested, the eager cooling model."""
     config = replace(history_plant.config, path=tmp_path / "plant.yaml")
-    folder = history_plant.folder
-    ingest_measurements(store, config, folder / "history" / "measurements")
-    ingest_defect_counts(store, config, folder / "history" / "defects")
-    ingest_measurements(store, config, folder / "fresh" / "measurements")
+    history_plant.ingest_into(store, config)
     return store, config, eager_cooling(store, config, history_plant)
 
 

@@ -19,7 +19,6 @@ from sqlalchemy import select
 
 from qcllp.cli import main
 from qcllp.cli.render_status import status_text
-from qcllp.ingest import ingest_defect_counts, ingest_measurements
 from qcllp.ingest.batches import run_batch
 from qcllp.plant.config import PlantConfig, load_plant_config
 from qcllp.reporting.status import plant_status
@@ -113,10 +112,7 @@ def eager_plant(store, history_plant, tmp_path):
     """Both engines: the history plant's measurements and counts, a cooling model that locks
     out every stick (no share rule applies), the fresh charges scored by it."""
     config = issue_costs(replace(history_plant.config, path=tmp_path / "plant.yaml"))
-    folder = history_plant.folder
-    ingest_measurements(store, config, folder / "history" / "measurements")
-    ingest_defect_counts(store, config, folder / "history" / "defects")
-    ingest_measurements(store, config, folder / "fresh" / "measurements")
+    history_plant.ingest_into(store, config)
     model_id = promote_locking_all(
         store, config, STATION, history_plant.record_trained(store, config, STATION)
     )

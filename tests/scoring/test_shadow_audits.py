@@ -13,7 +13,7 @@ import pytest
 
 from qcllp.cli.render import score_line
 from qcllp.features import station_features
-from qcllp.ingest import ingest_defect_counts, ingest_inspections, ingest_measurements
+from qcllp.ingest import ingest_inspections
 from qcllp.plant.config import PlantConfig
 from qcllp.scoring.audits import audit_draw, audit_floor
 from qcllp.scoring.inspection_guard import model_realized, realized_line
@@ -71,10 +71,7 @@ def plant(store, history_plant, tmp_path):
     """``store`` (both engines) with the history and the fresh charges, a trained cooling
     model (a candidate) and a copy of it that locks out every stick (threshold 0)."""
     config = replace(history_plant.config, path=tmp_path / "plant.yaml")
-    folder = history_plant.folder
-    ingest_measurements(store, config, folder / "history" / "measurements")
-    ingest_defect_counts(store, config, folder / "history" / "defects")
-    ingest_measurements(store, config, folder / "fresh" / "measurements")
+    history_plant.ingest_into(store, config)
     trained = history_plant.record_trained(store, config, STATION)
     eager = register_copy(store, config, trained, threshold=0.0)
     return store, config, trained, eager

@@ -9,7 +9,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from qcllp.ingest import ingest_defect_counts, ingest_measurements
 from qcllp.reporting.status import plant_status
 from qcllp.scoring.step import flags_frame, score_station
 from qcllp.station.guard_bounds import (
@@ -107,10 +106,7 @@ def eager_plant(store, history_plant, tmp_path):
         path=tmp_path / "plant.yaml",
         scorer=replace(history_plant.config.scorer, guard_min_sticks=MIN_STICKS),
     )
-    folder = history_plant.folder
-    ingest_measurements(store, config, folder / "history" / "measurements")
-    ingest_defect_counts(store, config, folder / "history" / "defects")
-    ingest_measurements(store, config, folder / "fresh" / "measurements")
+    history_plant.ingest_into(store, config)
     trained = history_plant.record_trained(store, config, "cooling")
     # the share rule alone (the excess rule: tests above)
     eager = promote_locking_all(store, config, "cooling", trained, rate_bound=0.05)

@@ -13,7 +13,6 @@ import pandas as pd
 import pytest
 
 from qcllp.features import station_features
-from qcllp.ingest import ingest_defect_counts, ingest_measurements
 from qcllp.scoring.flag_sink import SinkError, claim_sink, claimed_sink
 from qcllp.scoring.step import FlagSink, flags_frame, score_file, score_station, score_step
 from qcllp.station.registry import load_model, promote
@@ -26,13 +25,8 @@ def scored_plant(store, history_plant, tmp_path):
     """``store`` (both engines) with the history and fresh charges and an active cooling model.
 
     The config is placed in ``tmp_path``: a server database keeps its model files beside it."""
-    config, folder = (
-        replace(history_plant.config, path=tmp_path / "plant.yaml"),
-        history_plant.folder,
-    )
-    ingest_measurements(store, config, folder / "history" / "measurements")
-    ingest_defect_counts(store, config, folder / "history" / "defects")
-    ingest_measurements(store, config, folder / "fresh" / "measurements")
+    config = replace(history_plant.config, path=tmp_path / "plant.yaml")
+    history_plant.ingest_into(store, config)
     model_id = history_plant.record_trained(store, config, "cooling")
     promote(store, model_id)
     return store, config, model_id
