@@ -31,7 +31,7 @@ from qcllp.scoring.step import score_station, score_step
 from qcllp.station.registry import load_model, promote
 from qcllp.store import Flag, Inspection, Store, dialect_insert
 from tests.support.eager_model import promote_locking_all
-from tests.support.plants import ROOT
+from tests.support.plants import ROOT, with_station
 
 STATION = "cooling"
 ISSUE_BREAK_EVEN = 0.69  # the issue's: good_cost 69, fail_cost 31 (the detection bound's case)
@@ -100,11 +100,7 @@ def test_the_detection_bound_at_the_issues_case_and_the_false_trips_at_the_claim
 def issue_costs(config: PlantConfig) -> PlantConfig:
     """The cooling station with the issue's costs and the default inspection cost (5 % of
     good_cost): break-even :data:`BREAK_EVEN`."""
-    stations = tuple(
-        replace(s, fail_cost=31.0, good_cost=69.0, inspection_cost=3.45) if s.name == STATION else s
-        for s in config.stations
-    )
-    return replace(config, stations=stations)
+    return with_station(config, STATION, fail_cost=31.0, good_cost=69.0, inspection_cost=3.45)
 
 
 @pytest.fixture

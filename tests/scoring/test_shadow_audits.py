@@ -21,14 +21,9 @@ from qcllp.scoring.step import flags_frame, score_station, score_step
 from qcllp.station.registry import load_model, load_shadow, promote
 from qcllp.store import Store
 from qcllp.training.train import labeled_data, record_model
+from tests.support.plants import with_station
 
 STATION = "cooling"
-
-
-def with_station(config: PlantConfig, **changes) -> PlantConfig:
-    """The config with the cooling station changed (audit share, costs)."""
-    stations = tuple(replace(s, **changes) if s.name == STATION else s for s in config.stations)
-    return replace(config, stations=stations)
 
 
 def register_copy(store: Store, config: PlantConfig, model_id: int, **changes) -> int:
@@ -81,7 +76,7 @@ def test_a_shadow_model_decides_the_same_sticks_into_shadow_flags_and_never_the_
     store, config, trained, eager = plant
     promote(store, trained)
     promote(store, eager, shadow=True)
-    config = with_station(config, audit_share=0.0, trial_audit_share=0.0)
+    config = with_station(config, STATION, audit_share=0.0, trial_audit_share=0.0)
     first = score_station(store, config, STATION)
     again = score_station(store, config, STATION)
     flags = flags_frame(store, STATION)
@@ -114,7 +109,7 @@ def test_every_eligible_pass_is_audited_at_share_1_as_the_active_models_flag(pla
     # break-even in the middle of the passes' probabilities: both kinds of audit occur
     be = float(np.median(p[p < active.threshold]))
     config = with_station(
-        config, audit_share=1.0, good_cost=be, fail_cost=1.0 - be, inspection_cost=0.0
+        config, STATION, audit_share=1.0, good_cost=be, fail_cost=1.0 - be, inspection_cost=0.0
     )
     st = config.station(STATION)
     assert st.break_even == pytest.approx(be)
@@ -154,7 +149,7 @@ def test_a_trials_would_be_lockouts_are_drawn_at_the_trial_share_the_rest_at_the
     p = active.failure_probability(X)
     between = float(np.median(p[p < active.threshold]))  # the shadow locks out half the passes
     promote(store, register_copy(store, config, trained, threshold=between), shadow=True)
-    config = with_station(config, audit_share=0.0, trial_audit_share=1.0)
+    config = with_station(config, STATION, audit_share=0.0, trial_audit_share=1.0)
     score_station(store, config, STATION)
     flags = flags_frame(store, STATION)
     passes = flags["probability"] < active.threshold
@@ -177,6 +172,7 @@ def test_a_bay_that_takes_no_trial_audits_still_gets_the_active_models_band(plan
     be = float(np.median(p[p < model.threshold]))  # the band: the upper half of the passes
     config = with_station(
         config,
+        STATION,
         audit_share=1.0,
         trial_audit_share=0.0,
         good_cost=be,
@@ -198,7 +194,7 @@ def test_a_shadow_model_alone_reaches_the_line_only_through_its_audits(plant, tm
     store, config, _, eager = plant
     promote(store, eager, shadow=True)
     shadow = load_shadow(store, STATION)
-    config = with_station(config, trial_audit_share=0.25)  # a bay that takes a quarter
+    config = with_station(config, STATION, trial_audit_share=0.25)  # a bay that takes a quarter
     sink = tmp_path / "flags-cooling.jsonl"
     steps = []
     while not steps or steps[-1].more or steps[-1].batches_taken:
@@ -287,7 +283,7 @@ def test_the_share_drawn_is_binomial_and_0_draws_none_and_1_all():
 def test_the_audits_drawn_do_not_depend_on_how_the_sticks_are_cut_into_steps(
     history_plant, tmp_path
 ):
-    config = with_station(history_plant.config, trial_audit_share=0.5)
+    config = with_station(history_plant.config, STATION, trial_audit_share=0.5)
     drawn = []
     for name, bound in (("whole", None), ("in_steps", 7)):
         folder = tmp_path / name
@@ -325,7 +321,7 @@ def test_a_model_below_break_even_is_audited_at_the_top_of_its_ranking(plant, hi
     top = float(np.median(np.unique(p[p < active.threshold])))
     model = active_with_audit_from(store, config, trained, top)
     config = with_station(
-        config, audit_share=1.0, good_cost=999.0, fail_cost=1.0, inspection_cost=0.0
+        config, STATION, audit_share=1.0, good_cost=999.0, fail_cost=1.0, inspection_cost=0.0
     )
     st = config.station(STATION)
     assert st.break_even > 0.99 > top
@@ -348,11 +344,11 @@ def test_no_audit_sample_where_a_look_costs_more_than_a_failing_stick_saves(plan
     low = float(np.quantile([0.0, active.threshold], 0.1))
     model = active_with_audit_from(store, config, trained, low)
     config = with_station(
-        config, audit_share=1.0, good_cost=999.0, fail_cost=10.0, inspection_cost=10.0
+        config, STATION, audit_share=1.0, good_cost=999.0, fail_cost=10.0, inspection_cost=10.0
     )
     st = config.station(STATION)
     assert st.audit_pays_from == pytest.approx(1.0) and audit_floor(st, model) == 1.0
-    relaxed = with_station(config, inspection_cost=0.0).station(STATION)
+    relaxed = with_station(config, STATION, inspection_cost=0.0).station(STATION)
     assert audit_floor(relaxed, model) == low  # the same model audits there without the cost
     score_station(store, config, STATION)
     flags = flags_frame(store, STATION)
@@ -385,8 +381,8 @@ def test_no_band_audit_where_training_found_the_inspected_top_fails_too_rarely(p
     store, config, trained, _ = plant
     active = load_model(store, trained).model
     low = float(np.quantile([0.0, active.threshold], 0.1))
-    config = with_station(config, audit_share=1.0, good_cost=999.0, fail_cost=10.0)
-    config = with_station(config, inspection_cost=0.0)
+    config = with_station(config, STATION, audit_share=1.0, good_cost=999.0, fail_cost=10.0)
+    config = with_station(config, STATION, inspection_cost=0.0)
     st = config.station(STATION)
     auditing = active_with_audit_from(store, config, trained, low)
     assert audit_floor(st, auditing) == low

@@ -35,16 +35,14 @@ from tests.service.test_scorer_process import (
 from tests.support.plants import (
     fast_config,  # noqa: F401 (fixture)
     history_plant,  # noqa: F401 (fixture)
+    with_station,
 )
 
 
 def quarter_of_a_trial(config):  # noqa: ANN001, ANN201
     """The config with a quarter of a shadow's would-be lock-outs audited at cooling (a bay
     that takes a quarter): the draw then leaves some out."""
-    stations = tuple(
-        replace(s, trial_audit_share=0.25) if s.name == STATION else s for s in config.stations
-    )
-    return replace(config, stations=stations)
+    return with_station(config, STATION, trial_audit_share=0.25)
 
 
 def register_copy(store: Store, config, model_id: int, threshold: float) -> int:  # noqa: ANN001

@@ -74,6 +74,12 @@ class HistoryPlant:
 _TRAINED: dict[str, tuple] = {}  # HistoryPlant.record_trained's models and their data
 
 
+def with_station(config: PlantConfig, station: str, **changes) -> PlantConfig:
+    """The config with station ``station``'s fields ``changes`` (costs, audit shares...)."""
+    stations = tuple(replace(s, **changes) if s.name == station else s for s in config.stations)
+    return replace(config, stations=stations)
+
+
 @pytest.fixture(scope="session")
 def fast_config() -> PlantConfig:
     config = load_plant_config(ROOT / "plant_config" / "example.yaml")
