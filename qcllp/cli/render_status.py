@@ -132,8 +132,9 @@ def _station_notes(stations: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _notes(s: Mapping[str, Any]) -> list[str]:
-    """One station's notes: who trains it, its drift checks, its lock-out guard, its realized
-    saving and its shadow trial."""
+    """One station's notes: who trains it, its drift checks, its lock-out guard, what its
+    training asks of an operator, its lock-out bay's volume, its realized saving and its
+    shadow trial."""
     notes = [] if not s["training_by"] else [f"being trained by {s['training_by']}"]
     notes += [f"{kind} {line}" for kind, line in s["drift"].items()]
     if s["lockout_suspended"]:
@@ -141,12 +142,26 @@ def _notes(s: Mapping[str, Any]) -> list[str]:
     elif s["lockout_guard"]:
         notes += _guard_notes(s["lockout_guard"])
     notes += _training_notes(s["model_metrics"])
+    notes += _bay_note(s.get("bay"))
     if _inspected(s.get("realized_inspected")):
         notes.append(_realized_note(s["realized_inspected"]))
     trial = s.get("shadow_trial")
     if trial:
         notes.append(f"{trial['line']}; rule ({trial['confirm']}): {trial['state']}")
     return notes
+
+
+def _bay_note(bay: Mapping[str, Any] | None) -> list[str]:
+    """What the station sent to the lock-out bay lately, as a share of what it decided: the
+    volume the bay has to look at; nothing when it sent none."""
+    if not bay or not bay["lock_out"] + bay["inspect"]:
+        return []
+    looked = bay["lock_out"] + bay["inspect"]
+    return [
+        f"lock-out bay, last {bay['days']} days: {looked:,} sticks to look at "
+        f"({bay['lock_out']:,} lock-outs, {bay['inspect']:,} audit samples) of "
+        f"{bay['decided']:,} decided ({looked / bay['decided']:.1%})"
+    ]
 
 
 def _training_notes(m: Mapping[str, Any]) -> list[str]:

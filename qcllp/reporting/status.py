@@ -8,7 +8,9 @@ of each); the recent promotion decisions with their reasons; the latest alarms; 
 active model its realized (inspected) saving, since its promotion and over the last
 :data:`REALIZED_DAYS` days (:func:`qcllp.scoring.inspection_guard.realized_saving`); and a
 station's shadow trial with its figures and what the confirmation rule says of it now
-(:func:`shadow_trial_state`). It works whether or not the services are running.
+(:func:`shadow_trial_state`); and what each station sent to the lock-out bay over those days
+(``bay``: lock-outs and audit samples of the sticks it decided). It works whether or not
+the services are running.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Row, func, select
+from sqlalchemy import Connection, Row, case, func, select
 
 from qcllp.plant.config import PlantConfig
 from qcllp.retraining.shadow_trial import judge_trial, trial_figures
@@ -67,6 +69,7 @@ class _Tables:
     checkpoints: dict[str, Row]
     pending: dict[str, int]
     flags: dict[str, dict[str, int]]
+    recent_flags: dict[str, dict[str, int]]
     alarms: list[dict[str, Any]]
     guards: dict[tuple[str, int], Row]
     months: list[str]
@@ -75,8 +78,8 @@ class _Tables:
 
 def plant_status(store: Store, config: PlantConfig, *, alarms: int = 10) -> dict[str, Any]:
     """A JSON-ready summary of the scorers, the retrainer, the ingestion and the alarms."""
-    tables = _read_tables(store, alarms)
     now = datetime.now(UTC)
+    tables = _read_tables(store, alarms, now - timedelta(days=REALIZED_DAYS))
     stations = [_station(store, config, name, tables, now) for name in config.station_names]
     return {
         "database": store.display_url,
@@ -110,10 +113,11 @@ def latest_alarms(conn: Connection, limit: int) -> list[dict[str, Any]]:
     ]
 
 
-def _read_tables(store: Store, alarms: int) -> _Tables:
+def _read_tables(store: Store, alarms: int, recent: datetime) -> _Tables:
     """The plant-wide figures, read on one connection: the newest batch, every checkpoint,
-    the pending sticks and flags counted by station, the ``alarms`` latest alarms, every
-    lock-out guard and the months of readings."""
+    the pending sticks and flags counted by station (all of them, and those scored since
+    ``recent``), the ``alarms`` latest alarms, every lock-out guard and the months of
+    readings."""
     b, c, p, f, g = (
         IngestionBatch.__table__,
         ScorerCheckpoint.__table__,
@@ -128,15 +132,22 @@ def _read_tables(store: Store, alarms: int) -> _Tables:
         checkpoints = {r.station: r for r in conn.execute(select(c)).all()}
         pending = dict(conn.execute(select(p.c.station, func.count()).group_by(p.c.station)).all())
         flags: dict[str, dict[str, int]] = {}
-        for station, decision, n in conn.execute(
-            select(f.c.station, f.c.decision, func.count()).group_by(f.c.station, f.c.decision)
+        recent_flags: dict[str, dict[str, int]] = {}
+        since = func.sum(case((f.c.scored_at >= recent, 1), else_=0))
+        for station, decision, n, n_recent in conn.execute(
+            select(f.c.station, f.c.decision, func.count(), since).group_by(
+                f.c.station, f.c.decision
+            )
         ):
             flags.setdefault(station, {})[decision] = int(n)
+            recent_flags.setdefault(station, {})[decision] = int(n_recent or 0)
         latest = latest_alarms(conn, alarms)
         guards = {(r.station, r.model_id): r for r in conn.execute(select(g)).all()}
         months = [p.month for p in list_partitions(conn)]
         detached = [p.month for p in list_partitions(conn, archiving=True)]
-    return _Tables(newest, checkpoints, pending, flags, latest, guards, months, detached)
+    return _Tables(
+        newest, checkpoints, pending, flags, recent_flags, latest, guards, months, detached
+    )
 
 
 def _station(
@@ -165,6 +176,7 @@ def _station(
         "checkpoint_at": None if cp is None else cp.updated_at,
         "pending_sticks": int(tables.pending.get(name, 0)),
         "flags": tables.flags.get(name, {}),
+        "bay": _bay(tables.recent_flags.get(name, {})),
         "lockout_suspended": None if guard is None else guard.reason,
         "lockout_guard": None if guard is None else _guard(guard, model, config),
         "realized_inspected": None if model is None else _realized(store, config, name, model, now),
@@ -235,6 +247,19 @@ def _guard(guard: Row, model: dict[str, Any], config: PlantConfig) -> dict[str, 
         "inspection_shortfall": float(guard.inspect_excess),
         "inspection_interval": config.scorer.inspection_guard_interval,
         "break_even": config.station(guard.station).break_even,
+    }
+
+
+def _bay(recent: dict[str, int]) -> dict[str, int]:
+    """What the station sent to the lock-out bay over the last :data:`REALIZED_DAYS` days:
+    its lock-outs and audit samples (each stick of both is looked at there, at the station's
+    ``inspection_cost``) of all the sticks it decided. The figure a plant sizes its bay and
+    its ``audit_share`` by."""
+    return {
+        "days": REALIZED_DAYS,
+        "decided": sum(recent.values()),
+        "lock_out": recent.get("lock_out", 0),
+        "inspect": recent.get("inspect", 0),
     }
 
 

@@ -3,7 +3,7 @@ break-even, its detection bound on seeded streams, and the real scorer step on S
 PostgreSQL taking in inspection rows (stored through a real ingestion batch) of the real flags
 of a model that locks out every stick: a suspension once below break-even, none above, every
 inspection counted once; ``qcllp status`` (text and JSON) shows the realized (inspected) saving
-and the reason."""
+and the reason, and what the station sent to the lock-out bay lately."""
 
 from __future__ import annotations
 
@@ -298,6 +298,40 @@ def test_status_text_and_json_show_the_realized_saving_and_the_reason(
         "audit_samples_scrapped": 0,
         "saving": pytest.approx(saving),
     }
+
+
+def test_status_shows_what_the_station_sent_to_the_bay_in_the_last_seven_days(eager_plant):
+    store, config, _ = eager_plant
+    flags = station_flags(store)
+    old = [f.id for f in flags[:10]]  # scored 8 days ago: out of the window
+    f = Flag.__table__
+    with store.engine.begin() as conn:
+        conn.execute(
+            f.update()
+            .where(f.c.id.in_(old))
+            .values(scored_at=datetime.now(UTC) - timedelta(days=8))
+        )
+    recent = flags[10:]
+    locked = sum(r.decision == "lock_out" for r in recent)
+    audits = sum(r.decision == "inspect" for r in recent)
+    assert locked > 0
+    status = plant_status(store, config)
+    station = next(s for s in status["stations"] if s["station"] == STATION)
+    assert station["bay"] == {
+        "days": 7,
+        "decided": len(recent),
+        "lock_out": locked,
+        "inspect": audits,
+    }
+    assert sum(station["flags"].values()) == len(flags)  # the flags column: all of them
+    looked = locked + audits
+    assert (
+        f"lock-out bay, last 7 days: {looked:,} sticks to look at ({locked:,} lock-outs, "
+        f"{audits:,} audit samples) of {len(recent):,} decided ({looked / len(recent):.1%})"
+    ) in status_text(status)
+    others = [s for s in status["stations"] if s["station"] != STATION]
+    assert all(s["bay"]["lock_out"] + s["bay"]["inspect"] == 0 for s in others)
+    assert status_text(status).count("lock-out bay") == 1
 
 
 def test_promoting_the_model_again_does_not_hold_earlier_inspections_against_it(eager_plant):
