@@ -24,11 +24,14 @@ Choices made (and why):
   and the fill values are returned in ``StationFeatures.imputation``, so that a model records
   them and scoring applies the same (:func:`apply_imputation`). A feature that is missing in all
   training rows is filled with 0. Counts are never missing (0 readings is a count).
-* Vectorized: ids are factorized to integer codes (``pd.factorize``), the readings sorted once
-  by (stick, sensor, time) with ``np.lexsort``, then every aggregate is an ``np.bincount`` sum
-  or a ``ufunc.reduceat`` over the contiguous runs -- the same group-by as pandas', without its
-  per-aggregate overhead, and no Python loop over sticks or readings (~0.4 s for 1M readings,
-  ``benchmarks/bench_features.py``).
+* Vectorized: ids are factorized to integer codes (``pd.factorize``), the readings reduced
+  to their series' mergeable statistics (:mod:`qcllp.store.series_stats`: one sort by
+  (series, time), ``np.bincount`` sums and ``ufunc.reduceat`` over the runs), and every
+  feature is then a function of those few numbers per series -- no Python loop over sticks
+  or readings (``benchmarks/bench_features.py``). The same statistics merge exactly across
+  batches, so they can be kept as readings arrive (:func:`build_station_features_from_stats`
+  builds the same table from them). Times stay integer microseconds until they are
+  differences within a series: epoch seconds as floats resolve only about 0.24 µs.
 """
 
 from __future__ import annotations
@@ -42,12 +45,15 @@ import numpy as np
 import pandas as pd
 
 from qcllp.plant.config import PlantConfig
+from qcllp.store.kept_stats import SERIES_COLUMNS
+from qcllp.store.series_stats import STAT_COLUMNS, SeriesStats, series_stats
 
 __all__ = [
     "SENSOR_STATS",
     "StationFeatures",
     "apply_imputation",
     "build_station_features",
+    "build_station_features_from_stats",
     "feature_names",
     "station_features",
 ]
@@ -55,7 +61,7 @@ __all__ = [
 SENSOR_STATS = ("mean", "std", "min", "max", "last", "count", "slope")
 STATION_STATS = ("dwell_s", "missing")
 READING_COLUMNS = ("charge_id", "stick_id", "station", "timestamp", "sensor", "value")
-CHUNK_CHARGES = 100  # charges read at a time by station_features (~5k sticks, ~335k readings)
+CHUNK_CHARGES = 100  # charges read at a time by station_features (~5k sticks, ~60k series)
 _NO_FILL: Mapping[str, float] = MappingProxyType({})  # a chunk's holes wait for all sticks' medians
 
 
@@ -105,76 +111,121 @@ def build_station_features(
     ``readings``: long format (``charge_id, stick_id, station, timestamp, sensor, value``), as
     returned by ``Store.read_readings`` or the simulator. With ``imputation=None`` missing
     values are filled with the per-feature median of these readings (training); pass a recorded
-    ``imputation`` to fill new sticks the same way (scoring).
+    ``imputation`` to fill new sticks the same way (scoring). The readings are first reduced to
+    their series' statistics (:func:`qcllp.store.series_stats.series_stats`), from which every
+    feature follows, as it does in :func:`build_station_features_from_stats`.
     """
-    _check_columns(readings)
+    _check_columns(readings, READING_COLUMNS)
     stations = config.stations_up_to(station)  # raises ConfigError for an unknown station
-    names = feature_names(config, station)
     pairs = [(st.name, se.name) for st in stations for se in st.sensors]
-    n_pairs = len(pairs)
-    keep, pair, v, t = _configured_readings(readings, pairs)
-
-    # stick codes, sorted by (charge_id, stick_id)
+    pair = _pair_codes(readings["station"], readings["sensor"], pairs)
+    v = readings["value"].to_numpy(dtype=np.float64, na_value=np.nan)
+    keep = np.flatnonzero((pair >= 0) & ~np.isnan(v))
     stick_codes, stick_index = _stick_codes(readings["charge_id"], readings["stick_id"], keep)
-    n_sticks = len(stick_index)
-
-    # per (stick, pair) aggregates; sort by time so "last" is the latest reading
-    group = stick_codes.astype(np.int64) * n_pairs + pair
-    order = np.lexsort((t, group))
-    group, t, v = group[order], t[order], v[order]
-    table = _aggregate(group, t, v, n_sticks * n_pairs)
-    counts = table[:, SENSOR_STATS.index("count")]
-    sensor_block = table.reshape(n_sticks, n_pairs, len(SENSOR_STATS))
-
-    # per (stick, station): dwell time and missing indicator
-    station_of_pair = np.repeat(np.arange(len(stations)), [len(s.sensors) for s in stations])
-    sgroup = stick_codes[order].astype(np.int64) * len(stations) + station_of_pair[pair[order]]
-    dwell = _dwell(sgroup, t, n_sticks, len(stations))
-    missing = _missing(counts.reshape(n_sticks, n_pairs) > 0, station_of_pair, len(stations))
-
-    values = _in_feature_order(stations, sensor_block, dwell, missing)
+    group = stick_codes.astype(np.int64) * len(pairs) + pair[keep]
+    stats = series_stats(group, _microseconds(readings["timestamp"])[keep], v[keep])
+    values = _feature_values(stats, len(stick_index), stations)
+    names = feature_names(config, station)
     return _imputed(station, pd.DataFrame(values, index=stick_index, columns=names), imputation)
 
 
-def _check_columns(readings: pd.DataFrame) -> None:
-    """Readings must have every column of :data:`READING_COLUMNS`; the error lists those
-    lacking."""
-    missing_cols = [c for c in READING_COLUMNS if c not in readings.columns]
-    if missing_cols:
-        raise ValueError(f"readings lack column(s) {', '.join(missing_cols)}")
+def build_station_features_from_stats(
+    stats: pd.DataFrame,
+    config: PlantConfig,
+    station: str,
+    *,
+    imputation: Mapping[str, float] | None = None,
+) -> StationFeatures:
+    """The table of :func:`build_station_features` from the series' statistics rather than
+    their readings: ``stats`` has one row per series, columns ``charge_id, stick_id, station,
+    sensor`` and :data:`qcllp.store.series_stats.STAT_COLUMNS` (a series without readings has
+    no row). The same features up to rounding (1e-9 relative, ``tests/features``)."""
+    _check_columns(stats, (*SERIES_COLUMNS, *STAT_COLUMNS))
+    stations = config.stations_up_to(station)
+    pairs = [(st.name, se.name) for st in stations for se in st.sensors]
+    pair = _pair_codes(stats["station"], stats["sensor"], pairs)
+    keep = np.flatnonzero((pair >= 0) & (stats["n"].to_numpy() > 0))
+    stick_codes, stick_index = _stick_codes(stats["charge_id"], stats["stick_id"], keep)
+    group = stick_codes.astype(np.int64) * len(pairs) + pair[keep]
+    order = np.argsort(group, kind="stable")
+    columns = {c: stats[c].to_numpy()[keep][order] for c in STAT_COLUMNS}
+    series = SeriesStats(ids=group[order], **columns)
+    values = _feature_values(series, len(stick_index), stations)
+    names = feature_names(config, station)
+    return _imputed(station, pd.DataFrame(values, index=stick_index, columns=names), imputation)
 
 
-def _configured_readings(
-    readings: pd.DataFrame, pairs: list[tuple[str, str]]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The readings of the configured (station, sensor) ``pairs`` with a value: no leakage of
-    later stations, unknown stations or unconfigured sensors. Returns their row positions in
-    ``readings``, the index of each one's pair in ``pairs``, their values and their times
-    (seconds)."""
-    st_codes, st_uniques = pd.factorize(readings["station"])
-    se_codes, se_uniques = pd.factorize(readings["sensor"])
+def _check_columns(frame: pd.DataFrame, columns: Sequence[str]) -> None:
+    """``frame`` must have every one of ``columns``; the error lists those lacking."""
+    lacking = [c for c in columns if c not in frame.columns]
+    if lacking:
+        what = "readings" if tuple(columns) == READING_COLUMNS else "series statistics"
+        raise ValueError(f"{what} lack column(s) {', '.join(lacking)}")
+
+
+def _pair_codes(stations: pd.Series, sensors: pd.Series, pairs: list[tuple[str, str]]):
+    """Per row the index of its (station, sensor) in ``pairs``; -1 for a later or unknown
+    station or an unconfigured sensor (no leakage: such rows are dropped)."""
+    st_codes, st_uniques = pd.factorize(stations)
+    se_codes, se_uniques = pd.factorize(sensors)
     lookup = np.full((len(st_uniques) + 1, len(se_uniques) + 1), -1, dtype=np.int64)
     st_pos = {v: i for i, v in enumerate(st_uniques)}
     se_pos = {v: i for i, v in enumerate(se_uniques)}
     for p, (st, se) in enumerate(pairs):
         if st in st_pos and se in se_pos:
             lookup[st_pos[st], se_pos[se]] = p
-    pair = lookup[st_codes, se_codes]  # code -1 (missing) hits the extra last row/column
-    v = readings["value"].to_numpy(dtype=np.float64, na_value=np.nan)
-    keep = np.flatnonzero((pair >= 0) & ~np.isnan(v))
-    pair, v = pair[keep], v[keep]
-    t = _seconds(readings["timestamp"])[keep]
-    return keep, pair, v, t
+    return lookup[st_codes, se_codes]  # code -1 (missing) hits the extra last row/column
 
 
-def _dwell(sgroup: np.ndarray, t: np.ndarray, n_sticks: int, n_stations: int) -> np.ndarray:
-    """Per stick and station (``sgroup``: stick code x stations + station of each reading),
-    its last minus first reading time; NaN where the stick has no reading at the station."""
-    t_first = np.full(n_sticks * n_stations, np.inf)
-    t_last = np.full(n_sticks * n_stations, -np.inf)
-    np.minimum.at(t_first, sgroup, t)
-    np.maximum.at(t_last, sgroup, t)
-    dwell = np.where(np.isfinite(t_first), t_last - t_first, np.nan)
+def _feature_values(stats: SeriesStats, n_sticks: int, stations: Sequence) -> np.ndarray:
+    """The feature matrix in :func:`feature_names` order from the statistics of the series
+    ``stats.ids`` = stick code x pairs + pair: per stick and pair the SENSOR_STATS, per stick
+    and station its dwell and missing."""
+    n_pairs = sum(len(st.sensors) for st in stations)
+    station_of_pair = np.repeat(np.arange(len(stations)), [len(s.sensors) for s in stations])
+    sensor_block = _sensor_stats(stats, n_sticks * n_pairs)
+    counts = sensor_block[:, SENSOR_STATS.index("count")]
+    sensor_block = sensor_block.reshape(n_sticks, n_pairs, len(SENSOR_STATS))
+    sgroup = (stats.ids // max(n_pairs, 1)) * len(stations) + station_of_pair[
+        stats.ids % max(n_pairs, 1)
+    ]
+    dwell = _dwell(sgroup, stats, n_sticks, len(stations))
+    missing = _missing(counts.reshape(n_sticks, n_pairs) > 0, station_of_pair, len(stations))
+    return _in_feature_order(stations, sensor_block, dwell, missing)
+
+
+def _sensor_stats(stats: SeriesStats, n_groups: int) -> np.ndarray:
+    """Per series (``stats.ids`` < ``n_groups``) the SENSOR_STATS columns; a series without
+    readings NaN with count 0. std is the population one, sqrt(m2_v / n); the slope is the
+    least-squares c_tv / m2_t, per second, NaN without two distinct times."""
+    out = np.full((n_groups, len(SENSOR_STATS)), np.nan)
+    out[:, SENSOR_STATS.index("count")] = 0.0
+    g = stats.ids
+    out[g, SENSOR_STATS.index("count")] = stats.n
+    out[g, SENSOR_STATS.index("mean")] = stats.mean_v
+    out[g, SENSOR_STATS.index("std")] = np.sqrt(stats.m2_v / stats.n)
+    out[g, SENSOR_STATS.index("min")] = stats.min_v
+    out[g, SENSOR_STATS.index("max")] = stats.max_v
+    out[g, SENSOR_STATS.index("last")] = stats.v_last
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out[g, SENSOR_STATS.index("slope")] = np.where(
+            stats.m2_t > 0, stats.c_tv / stats.m2_t, np.nan
+        )
+    return out
+
+
+def _dwell(sgroup: np.ndarray, stats: SeriesStats, n_sticks: int, n_stations: int) -> np.ndarray:
+    """Per stick and station (``sgroup``: stick code x stations + station of each series), its
+    last minus first reading time in seconds, from integer microseconds; NaN where the stick
+    has no reading at the station."""
+    size = n_sticks * n_stations
+    t_first = np.full(size, np.iinfo(np.int64).max)
+    t_last = np.full(size, np.iinfo(np.int64).min)
+    np.minimum.at(t_first, sgroup, stats.t0_us)
+    np.maximum.at(t_last, sgroup, stats.t1_us)
+    seen = np.zeros(size, dtype=bool)
+    seen[sgroup] = True
+    dwell = np.where(seen, (t_last - np.where(seen, t_first, t_last)) / 1e6, np.nan)
     return dwell.reshape(n_sticks, n_stations)
 
 
@@ -255,17 +306,16 @@ def station_features(
     imputation: Mapping[str, float] | None = None,
     chunk_charges: int | None = CHUNK_CHARGES,
 ) -> StationFeatures:
-    """Read the readings of the stations up to ``station`` from ``store`` and build the table.
+    """The table of the stations up to ``station`` for these charges (all: ``None``), from
+    the statistics the store keeps per series (``store.read_series_stats``,
+    :mod:`qcllp.store.kept_stats`): one row per series, not its readings
+    (:func:`build_station_features_from_stats`).
 
-    The readings are read and turned into features ``chunk_charges`` charges at a time (every
-    feature is one stick's own; only the training imputation, the medians, needs all sticks,
-    and it is taken once over the assembled table), so the peak memory is that of one chunk's
-    readings plus the feature table, not of all readings at once: the readings are about 66
-    rows per stick against one row of features, and reading them costs about 0.5 kB each at
-    the peak. 1,000 charges (3.4M readings) at straightening: 1,844 MiB peak all at once, 564
-    MiB by 100 charges, in the same time (``benchmarks/bench_feature_memory.py``).
-    The table is the same for any chunk size: charges are taken in sorted order, which is the
-    table's own. ``chunk_charges=None``: all at once.
+    They are read ``chunk_charges`` charges at a time (every feature is one stick's own;
+    only the training imputation, the medians, needs all sticks, and it is taken once over
+    the assembled table), so the peak memory is that of one chunk plus the feature table.
+    The table is the same for any chunk size: charges are taken in sorted order, which is
+    the table's own. ``chunk_charges=None``: all at once.
     """
     names = [s.name for s in config.stations_up_to(station)]
     if chunk_charges is not None and chunk_charges < 1:
@@ -273,17 +323,19 @@ def station_features(
     ids = sorted(map(str, charge_ids)) if charge_ids is not None else None
     if chunk_charges is not None and ids is None:
         ids = list(store.read_charge_times().index)
-    if chunk_charges is None or len(ids) <= chunk_charges:
-        readings = store.read_readings(stations=names, charge_ids=ids)
-        return build_station_features(readings, config, station, imputation=imputation)
+    chunks = (
+        [ids]
+        if chunk_charges is None or len(ids) <= chunk_charges
+        else [ids[i : i + chunk_charges] for i in range(0, len(ids), chunk_charges)]
+    )
+    if len(chunks) == 1:
+        stats = store.read_series_stats(names, chunks[0])
+        return build_station_features_from_stats(stats, config, station, imputation=imputation)
     parts = [
-        build_station_features(
-            store.read_readings(stations=names, charge_ids=ids[i : i + chunk_charges]),
-            config,
-            station,
-            imputation=_NO_FILL,
+        build_station_features_from_stats(
+            store.read_series_stats(names, chunk), config, station, imputation=_NO_FILL
         ).X
-        for i in range(0, len(ids), chunk_charges)
+        for chunk in chunks
     ]
     return _imputed(station, pd.concat(parts), imputation)
 
@@ -307,39 +359,7 @@ def _stick_codes(
     return rank[pair_codes], index
 
 
-def _seconds(ts: pd.Series) -> np.ndarray:
-    """Timestamps as float seconds since the epoch (UTC for aware, as-is for naive)."""
-    return pd.DatetimeIndex(pd.to_datetime(ts)).as_unit("ns").asi8 / 1e9
-
-
-def _aggregate(group: np.ndarray, t: np.ndarray, v: np.ndarray, n_groups: int) -> np.ndarray:
-    """Per group the SENSOR_STATS columns; rows sorted by (group, t); absent groups NaN, count 0.
-
-    Sums via ``np.bincount``; min/max via ``ufunc.reduceat`` over the contiguous group runs;
-    ``last`` is the final element of each run. The slope is ``sum(dt dv) / sum(dt^2)`` with
-    ``dt``, ``dv`` centred per group (numerically safe with epoch seconds).
-    """
-    out = np.full((n_groups, len(SENSOR_STATS)), np.nan)
-    n = np.bincount(group, minlength=n_groups).astype(np.float64)
-    out[:, SENSOR_STATS.index("count")] = n
-    if len(group) == 0:
-        return out
-    starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
-    ends = np.r_[starts[1:], len(group)] - 1
-    g = group[starts]
-    ng = n[g]
-    mean_t = np.bincount(group, weights=t, minlength=n_groups)[g] / ng
-    mean_v = np.bincount(group, weights=v, minlength=n_groups)[g] / ng
-    run = np.repeat(np.arange(len(g)), ends - starts + 1)
-    dt, dv = t - mean_t[run], v - mean_v[run]
-    sxx = np.bincount(run, weights=dt * dt)
-    sxy = np.bincount(run, weights=dt * dv)
-    syy = np.bincount(run, weights=dv * dv)
-    out[g, SENSOR_STATS.index("mean")] = mean_v
-    out[g, SENSOR_STATS.index("std")] = np.sqrt(syy / ng)
-    out[g, SENSOR_STATS.index("min")] = np.minimum.reduceat(v, starts)
-    out[g, SENSOR_STATS.index("max")] = np.maximum.reduceat(v, starts)
-    out[g, SENSOR_STATS.index("last")] = v[ends]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out[g, SENSOR_STATS.index("slope")] = np.where(sxx > 0, sxy / sxx, np.nan)
-    return out
+def _microseconds(ts: pd.Series) -> np.ndarray:
+    """Timestamps as int64 microseconds since the epoch (UTC for aware, as-is for naive),
+    the store's unit; finer parts are dropped."""
+    return pd.DatetimeIndex(pd.to_datetime(ts)).as_unit("us").asi8

@@ -15,7 +15,7 @@ The package, a module a family of commands, each added to the root group :func:`
 * :mod:`.errors` -- which errors are a person's to fix (one line, no traceback);
 * :mod:`.render` -- every table, key/value block and line the commands print as text;
 * :mod:`.render_status` -- the text of ``status``;
-* :mod:`.data` -- ``init``, ``ingest``, ``simulate``;
+* :mod:`.data` -- ``init``, ``ingest``, ``simulate``, ``features rebuild``;
 * :mod:`.training` -- ``train``, ``evaluate``;
 * :mod:`.models` -- ``models`` (the registry);
 * :mod:`.scoring` -- ``score``, ``sink``;
@@ -83,6 +83,7 @@ def main(ctx: click.Context) -> None:
 main.add_command(data.init)
 main.add_command(data.ingest)
 main.add_command(data.simulate)
+main.add_command(data.features)
 main.add_command(training.train)
 main.add_command(training.evaluate)
 main.add_command(models.models)

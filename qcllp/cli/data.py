@@ -1,5 +1,6 @@
-"""Commands that bring data in: ``init`` (the database), ``ingest`` (files and SQL sources)
-and ``simulate`` (a simulated plant's files)."""
+"""Commands that bring data in: ``init`` (the database), ``ingest`` (files and SQL sources),
+``simulate`` (a simulated plant's files) and ``features rebuild`` (the series statistics
+kept at ingest, recomputed from the readings)."""
 
 from __future__ import annotations
 
@@ -114,4 +115,30 @@ def simulate(ctx: Context, folder, charges, seed, first_charge, fmt, layout) -> 
         result,
         f"{len(sim.truth):,} sticks in {charges} charges "
         f"({sim.defect_rate:.1%} defective) written to {folder}",
+    )
+
+
+@click.group(cls=QcllpGroup)
+def features() -> None:
+    """The series statistics every feature follows from, kept as readings arrive."""
+
+
+@features.command(cls=QcllpCommand)
+@pass_ctx
+def rebuild(ctx: Context) -> None:
+    """Recompute every series' statistics from the stored readings.
+
+    The ingester keeps them as readings arrive; run this after a change of their definition
+    (a new qcllp says so) or to check them. Batches go on meanwhile."""
+    import time
+
+    from qcllp.store.kept_stats import rebuild_all_series_stats
+
+    started = time.perf_counter()
+    with ctx.store() as store:
+        written = rebuild_all_series_stats(store)
+    seconds = time.perf_counter() - started
+    ctx.emit(
+        {"series": written, "seconds": round(seconds, 2)},
+        f"rebuilt the statistics of {written:,} series from their readings in {seconds:.1f} s",
     )

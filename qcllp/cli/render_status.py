@@ -142,7 +142,7 @@ def _notes(s: Mapping[str, Any]) -> list[str]:
     elif s["lockout_guard"]:
         notes += _guard_notes(s["lockout_guard"])
     notes += _training_notes(s["model_metrics"])
-    notes += _bay_note(s.get("bay"))
+    notes += _bay_note(s.get("bay"), s["active_model"])
     if _inspected(s.get("realized_inspected")):
         notes.append(_realized_note(s["realized_inspected"]))
     trial = s.get("shadow_trial")
@@ -151,15 +151,18 @@ def _notes(s: Mapping[str, Any]) -> list[str]:
     return notes
 
 
-def _bay_note(bay: Mapping[str, Any] | None) -> list[str]:
+def _bay_note(bay: Mapping[str, Any] | None, active: Any) -> list[str]:
     """What the station sent to the lock-out bay lately, as a share of what it decided: the
-    volume the bay has to look at; nothing when it sent none."""
+    volume the bay has to look at; nothing when it sent none. Without an active model the
+    line gets flags only for a shadow trial's audit samples: no share then."""
     if not bay or not bay["lock_out"] + bay["inspect"]:
         return []
     looked = bay["lock_out"] + bay["inspect"]
+    head = f"lock-out bay, last {bay['days']} days: {looked:,} sticks to look at"
+    if active is None:
+        return [f"{head} (audit samples of its shadow model's would-be lock-outs)"]
     return [
-        f"lock-out bay, last {bay['days']} days: {looked:,} sticks to look at "
-        f"({bay['lock_out']:,} lock-outs, {bay['inspect']:,} audit samples) of "
+        f"{head} ({bay['lock_out']:,} lock-outs, {bay['inspect']:,} audit samples) of "
         f"{bay['decided']:,} decided ({looked / bay['decided']:.1%})"
     ]
 

@@ -21,7 +21,11 @@ How a chunk of valid readings is stored, inside the batch's exclusive transactio
 5. sticks and charges are upserted with ``first_seen_us = min(stored, new)`` (charges also
    ``last_seen_us = max(stored, new)``: the time bounds readers prune partitions by), and every
    (station, charge, stick) with new readings is listed in ``batch_sticks`` under the batch,
-   which is how the station scorers find new work without scanning ``readings``.
+   which is how the station scorers find new work without scanning ``readings``;
+6. the statistics of the new readings are merged into their series' rows of
+   ``series_stats`` (:func:`qcllp.store.kept_stats.keep_series_stats`), from which every
+   feature follows: only the readings this batch stored count, so a re-sent file adds
+   nothing.
 
 Because the batch holds the writer lock, steps 2 and 3 see the same database state, so the
 numbers reported are exact; ``ON CONFLICT DO NOTHING`` is the belt to those braces.
@@ -37,7 +41,9 @@ from qcllp.ingest.report import IngestReport
 from qcllp.ingest.sources import Chunk, raw_json
 from qcllp.ingest.validate import SERIES_KEY
 from qcllp.store import IN_CHUNK, QuarantineRow, Reading, Series, placeholders, rows_frame
+from qcllp.store.kept_stats import keep_series_stats
 from qcllp.store.partitions import ensure_partitions
+from qcllp.store.series_stats import series_stats
 
 __all__ = ["ReadingWriter", "insert_quarantine", "raw_json", "read_rejects"]
 
@@ -101,6 +107,8 @@ class ReadingWriter:
                 f"expected to store {int(new.sum())} readings, the database took {stored}"
             )
         self._upsert_sticks(keys, code[new], ts[new])
+        kept = series_stats(sid[new], ts[new], value[new])
+        keep_series_stats(self.conn, kept, existed=ids[existed])
         conflicts = pd.DataFrame(
             {
                 "pos": valid["pos"].to_numpy()[conflict],

@@ -1,9 +1,8 @@
 """``Store``: one plant database (SQLite file by default, PostgreSQL for bigger plants).
 
-``Store.open(url)`` creates the database if needed and migrates it to the newest schema
-(:mod:`qcllp.store.migrate`), so an existing plant database upgrades in place. Sessions are one
-transaction each (SQLAlchemy 2.0 "unit of work"); the read helpers return pandas frames with
-the dtypes the feature builder and the learners expect.
+``Store.open(url)`` creates or migrates the database to the newest schema
+(:mod:`qcllp.store.migrate`): a plant database upgrades in place. The read helpers return
+pandas frames with the dtypes the feature builder and the learners expect.
 
 SQLite settings, and why: WAL journal (readers -- scorers, the feature builder -- never block
 the ingester and vice versa), ``synchronous=NORMAL`` (durable at each checkpoint, safe against
@@ -322,10 +321,17 @@ class Store:
             yield conn
 
     # ---------------------------------------------------------------- read helpers
+    def read_series_stats(
+        self, stations: Sequence[str], charge_ids: Sequence[str] | None = None
+    ) -> pd.DataFrame:
+        """:func:`qcllp.store.kept_stats.read_series_stats`: what training reads."""
+        from qcllp.store.kept_stats import read_series_stats
+
+        with self.engine.connect() as conn:
+            return read_series_stats(conn, stations, charge_ids)
+
     def read_readings(
-        self,
-        stations: Sequence[str] | None = None,
-        charge_ids: Sequence[str] | None = None,
+        self, stations: Sequence[str] | None = None, charge_ids: Sequence[str] | None = None
     ) -> pd.DataFrame:
         """Readings as a long frame (optionally only some stations and/or charges).
 

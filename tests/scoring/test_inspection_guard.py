@@ -332,6 +332,11 @@ def test_status_shows_what_the_station_sent_to_the_bay_in_the_last_seven_days(ea
     others = [s for s in status["stations"] if s["station"] != STATION]
     assert all(s["bay"]["lock_out"] + s["bay"]["inspect"] == 0 for s in others)
     assert status_text(status).count("lock-out bay") == 1
+    station["active_model"] = None  # a shadow trial alone: the line's flags are its audits
+    assert (
+        f"lock-out bay, last 7 days: {looked:,} sticks to look at (audit samples of its "
+        "shadow model's would-be lock-outs)"
+    ) in status_text(status)
 
 
 def test_promoting_the_model_again_does_not_hold_earlier_inspections_against_it(eager_plant):

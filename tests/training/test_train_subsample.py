@@ -114,7 +114,8 @@ def test_the_config_refuses_a_bad_max_sticks_naming_the_key(
 
 
 class RecordingStore:
-    """A real store that remembers the charges whose readings were read."""
+    """A real store that remembers the charges whose readings or series statistics were
+    read."""
 
     def __init__(self, store: Store):
         self._store = store
@@ -124,6 +125,11 @@ class RecordingStore:
         assert charge_ids is not None, "training must read the readings of named charges"
         self.read_charges |= set(map(str, charge_ids))
         return self._store.read_readings(stations=stations, charge_ids=charge_ids)
+
+    def read_series_stats(self, stations, charge_ids=None):  # noqa: ANN001 - as Store's
+        assert charge_ids is not None, "training must read the statistics of named charges"
+        self.read_charges |= set(map(str, charge_ids))
+        return self._store.read_series_stats(stations, charge_ids)
 
     def __getattr__(self, name: str):
         return getattr(self._store, name)

@@ -1,0 +1,241 @@
+"""The ``series_stats`` table: the series' statistics kept as readings arrive, rebuilt from
+the readings on demand, and read back per station and charge.
+
+* :func:`keep_series_stats` merges the statistics of a batch's new readings into the stored
+  rows (:meth:`qcllp.store.series_stats.SeriesStats.merge`), inside the ingester's
+  transaction: the rows and the readings commit together, and the writer lock the batch
+  holds means no other batch merges into the same rows meanwhile. A stored row of another
+  :data:`~qcllp.store.series_stats.STATS_VERSION` is not merged into: its series is rebuilt
+  from its readings instead.
+* :func:`rebuild_series_stats` recomputes rows from the readings (some series, or all of
+  them a chunk of series at a time): ``qcllp features rebuild``, the migration that created
+  the table, and retention after it drops a month.
+* :func:`read_series_stats` is what training and the scorers read instead of the readings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import Connection, delete, func, select
+
+from qcllp.store.core import IN_CHUNK, Store, placeholders, rows_frame
+from qcllp.store.schema import Reading, Series, SeriesStatistics
+from qcllp.store.series_stats import (
+    COUNT_COLUMNS,
+    MOMENT_COLUMNS,
+    STATS_VERSION,
+    SeriesStats,
+    series_stats,
+)
+
+__all__ = [
+    "SERIES_COLUMNS",
+    "keep_series_stats",
+    "read_series_stats",
+    "rebuild_all_series_stats",
+    "rebuild_series_stats",
+    "stats_count",
+]
+
+REBUILD_CHUNK = 20_000  # series recomputed at a time (~1.3M readings, ~100 MB)
+SERIES_COLUMNS = ("charge_id", "stick_id", "station", "sensor")
+STORED = ("version", *COUNT_COLUMNS, "moments")  # a row's columns after its series_id
+MOMENTS_DTYPE = np.dtype("<f8")  # the moments' byte order, whatever the machine's
+
+
+def keep_series_stats(
+    conn: Connection, new: SeriesStats, existed: np.ndarray | None = None
+) -> None:
+    """Merge ``new`` (the statistics of readings just stored, none of them counted before)
+    into the rows of their series; a series without a row gets one. ``existed``: the ids of
+    the series that may have a row (the writer knows which series it created; ``None``: any
+    may), the only ones looked up."""
+    if not len(new):
+        return
+    maybe = new.ids if existed is None else np.intersect1d(new.ids, existed)
+    stored, stale = _stored(conn, maybe)
+    if len(stale):
+        rebuild_series_stats(conn, stale)  # the readings include the new ones already
+        new = new.take(np.flatnonzero(~np.isin(new.ids, stale)))
+    _upsert(conn, stored.merge(new) if len(stored) else new)
+
+
+def rebuild_series_stats(conn: Connection, series_ids: Iterable[int] | None = None) -> int:
+    """Recompute the rows of ``series_ids`` (all series: ``None``) from their stored
+    readings, in ``conn``'s transaction; a series without readings loses its row. All
+    series go by ranges of :data:`REBUILD_CHUNK` ids (a primary-key range scan of
+    ``readings``), given ones by lists of :data:`~qcllp.store.core.IN_CHUNK`. Returns the
+    rows written."""
+    if series_ids is None:
+        return sum(_rebuild(conn, *where) for where in _id_ranges(conn))
+    listed = np.unique(np.fromiter(series_ids, dtype=np.int64)).tolist()
+    r, t = Reading.__table__, SeriesStatistics.__table__
+    return sum(
+        _rebuild(conn, r.c.series_id.in_(chunk), t.c.series_id.in_(chunk))
+        for chunk in (listed[i : i + IN_CHUNK] for i in range(0, len(listed), IN_CHUNK))
+    )
+
+
+def rebuild_all_series_stats(store: Store) -> int:
+    """:func:`rebuild_series_stats` of every series, one writing transaction (the ingestion
+    lock) per range of ids: batches go on between the ranges, and a range is consistent with
+    the readings when it commits. Returns the rows written."""
+    with store.engine.connect() as conn:
+        ranges = list(_id_ranges(conn))
+    written = 0
+    for where in ranges:
+        with store.write() as conn:
+            written += _rebuild(conn, *where)
+    return written
+
+
+def _id_ranges(conn: Connection):
+    """Per range of :data:`REBUILD_CHUNK` series ids, the conditions on ``readings`` and on
+    ``series_stats``."""
+    r, t = Reading.__table__, SeriesStatistics.__table__
+    top = int(conn.execute(select(func.max(Series.__table__.c.id))).scalar() or 0)
+    for lo in range(1, top + 1, REBUILD_CHUNK):
+        hi = lo + REBUILD_CHUNK - 1
+        yield r.c.series_id.between(lo, hi), t.c.series_id.between(lo, hi)
+
+
+def _rebuild(conn: Connection, of_readings, of_rows) -> int:  # noqa: ANN001 - conditions
+    """Replace the rows ``of_rows`` by the statistics of the readings ``of_readings``."""
+    r = Reading.__table__
+    rows = conn.execute(
+        select(r.c.series_id, r.c.ts_us, r.c.value)
+        .where(of_readings)
+        .order_by(r.c.series_id, r.c.ts_us)
+    ).all()
+    frame = rows_frame(rows, ["series_id", "ts_us", "value"])
+    stats = series_stats(frame["series_id"], frame["ts_us"], frame["value"])
+    conn.execute(delete(SeriesStatistics.__table__).where(of_rows))
+    _upsert(conn, stats)
+    return len(stats)
+
+
+def read_series_stats(
+    conn: Connection, stations: Sequence[str], charge_ids: Sequence[str] | None = None
+) -> pd.DataFrame:
+    """The rows of these stations' series (of these charges), with the series' names:
+    columns :data:`SERIES_COLUMNS` and :data:`~qcllp.store.series_stats.STAT_COLUMNS`, one
+    row per series that has readings. Rows of another version raise: rebuild them first.
+
+    Through the driver's own cursor, its tuples made columns by NumPy: SQLAlchemy's result
+    rows and pandas' per-column checks cost as much again as the database's fetch."""
+    listed = list(stations)
+    sql = (
+        f"SELECT {', '.join(f's.{c}' for c in SERIES_COLUMNS)}, "
+        f"{', '.join(f't.{c}' for c in STORED)} "
+        "FROM series s JOIN series_stats t ON t.series_id = s.id "
+        f"WHERE s.station IN ({placeholders(conn, len(listed))})"
+    )
+    rows: list[tuple] = []
+    cursor = conn.connection.dbapi_connection.cursor()
+    try:
+        for part in _id_chunks(charge_ids):
+            if part is None:
+                cursor.execute(sql, listed)
+            else:
+                where = f" AND s.charge_id IN ({placeholders(conn, len(part))})"
+                cursor.execute(sql + where, [*listed, *part])
+            rows += cursor.fetchall()
+    finally:
+        cursor.close()
+    columns = list(zip(*rows, strict=True)) if rows else [()] * (len(SERIES_COLUMNS) + len(STORED))
+    data = {c: np.array(v, dtype=object) for c, v in zip(SERIES_COLUMNS, columns, strict=False)}
+    data.update(_decoded(columns[len(SERIES_COLUMNS) :]))
+    stale = data.pop("version") != STATS_VERSION
+    if stale.any():
+        raise ValueError(
+            f"{int(stale.sum())} rows of series_stats are of another version than "
+            f"{STATS_VERSION}: run qcllp features rebuild"
+        )
+    return pd.DataFrame(data, copy=False)
+
+
+def stats_count(conn: Connection) -> int:
+    """The rows of ``series_stats`` (the check after a rebuild)."""
+    return int(conn.execute(select(func.count()).select_from(SeriesStatistics.__table__)).scalar())
+
+
+def _stored(conn: Connection, ids: np.ndarray) -> tuple[SeriesStats, np.ndarray]:
+    """The stored rows of these series of the current version, and the ids of those stored
+    under another version."""
+    rows: list[tuple] = []
+    listed = ids.tolist()
+    cursor = conn.connection.dbapi_connection.cursor()
+    try:
+        for start in range(0, len(listed), IN_CHUNK):
+            part = listed[start : start + IN_CHUNK]
+            cursor.execute(
+                f"SELECT series_id, {', '.join(STORED)} FROM series_stats "
+                f"WHERE series_id IN ({placeholders(conn, len(part))})",
+                part,
+            )
+            rows += cursor.fetchall()
+    finally:
+        cursor.close()
+    rows.sort()
+    columns = list(zip(*rows, strict=True)) if rows else [()] * (1 + len(STORED))
+    ids = np.array(columns[0], dtype=np.int64)
+    data = _decoded(columns[1:])
+    current = data.pop("version") == STATS_VERSION
+    kept = SeriesStats(ids=ids, **{c: v for c, v in data.items()})
+    return kept.take(np.flatnonzero(current)), ids[~current]
+
+
+def _decoded(columns: Sequence[tuple]) -> dict[str, np.ndarray]:
+    """The fetched columns of :data:`STORED` as arrays: version and counts int64, the
+    ``moments`` unpacked into one float64 array per figure."""
+    *ints, moments = columns
+    out = {
+        name: np.array(values, dtype=np.int64)
+        for name, values in zip(STORED[:-1], ints, strict=True)
+    }
+    packed = np.frombuffer(b"".join(moments), dtype=MOMENTS_DTYPE)
+    packed = packed.reshape(-1, len(MOMENT_COLUMNS))
+    out.update({c: packed[:, k].astype(np.float64) for k, c in enumerate(MOMENT_COLUMNS)})
+    return out
+
+
+def _packed(stats: SeriesStats) -> list[bytes]:
+    """Per series its ``moments`` value: the eight figures as little-endian float64."""
+    raw = np.column_stack([getattr(stats, c) for c in MOMENT_COLUMNS]).astype(MOMENTS_DTYPE)
+    data, width = raw.tobytes(), raw.shape[1] * 8
+    return [data[i : i + width] for i in range(0, len(data), width)]
+
+
+def _upsert(conn: Connection, stats: SeriesStats) -> None:
+    """Write the rows of ``stats``, replacing the stored ones of the same series: one
+    ``INSERT ... ON CONFLICT (series_id) DO UPDATE`` through the driver's ``executemany``
+    with plain tuples (SQLAlchemy's per-row parameter handling cost more than the insert)."""
+    if not len(stats):
+        return
+    names = ("series_id", *STORED)
+    columns = [stats.ids.tolist(), [STATS_VERSION] * len(stats)]
+    columns += [getattr(stats, c).tolist() for c in COUNT_COLUMNS]
+    columns.append(_packed(stats))
+    update = ", ".join(f"{c} = excluded.{c}" for c in names[1:])
+    cursor = conn.connection.dbapi_connection.cursor()
+    try:
+        cursor.executemany(
+            f"INSERT INTO series_stats ({', '.join(names)}) "
+            f"VALUES ({placeholders(conn, len(names))}) "
+            f"ON CONFLICT (series_id) DO UPDATE SET {update}",
+            list(zip(*columns, strict=True)),
+        )
+    finally:
+        cursor.close()
+
+
+def _id_chunks(ids: Sequence[str] | None):
+    if ids is None:
+        yield None
+        return
+    listed = list(dict.fromkeys(str(i) for i in ids))
+    for start in range(0, len(listed), IN_CHUNK):
+        yield listed[start : start + IN_CHUNK]

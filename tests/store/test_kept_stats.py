@@ -1,0 +1,160 @@
+"""The series statistics kept at ingest (``series_stats``), on SQLite and PostgreSQL, through
+the real ingestion of real files: readings split over files (a series spanning several), a
+file re-sent with new and already stored rows, then the statistics read back give the
+features of the readings within 1e-9, and equal what ``qcllp features rebuild`` computes
+from the readings. The migration that creates the table fills it from the readings already
+stored; retention's drop of a month takes its series' statistics with it, so the month's
+archive ingested again is counted once."""
+
+from __future__ import annotations
+
+import gzip
+from datetime import UTC, datetime
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from sqlalchemy import create_engine
+
+from qcllp.cli import main
+from qcllp.features import (
+    build_station_features,
+    build_station_features_from_stats,
+)
+from qcllp.ingest.measurements import ingest_measurements
+from qcllp.plant.config import load_plant_config
+from qcllp.plant.simulate import simulate_plant
+from qcllp.store import Store
+from qcllp.store.kept_stats import read_series_stats, rebuild_series_stats, stats_count
+from qcllp.store.migrate import upgrade
+from qcllp.store.retention import apply_retention
+from qcllp.store.series_stats import STAT_COLUMNS
+from tests.store.test_partitions import _ingest_three_months, retention_config
+from tests.support.plants import ROOT
+
+RTOL = 1e-9
+STATIONS = ["furnace", "rolling", "cooling"]
+
+
+@pytest.fixture(scope="module")
+def example():
+    return load_plant_config(ROOT / "plant_config" / "example.yaml")
+
+
+def write_files(readings: pd.DataFrame, folder, parts: int = 3) -> list:
+    """The readings in ``parts`` CSV files, each row in a random one: series span files."""
+    which = np.random.default_rng(1).integers(0, parts, len(readings))
+    paths = []
+    for k in range(parts):
+        path = folder / f"part{k}.csv"
+        readings[which == k].to_csv(path, index=False)
+        paths.append(path)
+    return paths
+
+
+def stats_of(store: Store, stations) -> pd.DataFrame:
+    with store.engine.connect() as conn:
+        frame = read_series_stats(conn, stations)
+    return frame.sort_values(["station", "charge_id", "stick_id", "sensor"], ignore_index=True)
+
+
+def assert_close_frames(got: pd.DataFrame, want: pd.DataFrame) -> None:
+    pd.testing.assert_frame_equal(
+        got.drop(columns=list(STAT_COLUMNS)), want.drop(columns=list(STAT_COLUMNS))
+    )
+    for column in STAT_COLUMNS:
+        a, b = got[column].to_numpy(float), want[column].to_numpy(float)
+        scale = np.abs(b).max() if len(b) else 0.0
+        assert np.all(np.abs(a - b) <= RTOL * (np.abs(b) + scale)), column
+
+
+def test_kept_statistics_give_the_features_of_the_readings(store, example, tmp_path):
+    plant = simulate_plant(example, 6, random_state=2, missing_rate=0.1)
+    paths = write_files(plant.readings, tmp_path)
+    for path in paths:
+        ingest_measurements(store, example, path)
+    resent = tmp_path / "resent.csv"  # a third of part 0 again, and a late reading
+    again = pd.read_csv(paths[0]).iloc[::3]
+    late = again.iloc[:1].copy()
+    late["timestamp"] = (pd.to_datetime(late["timestamp"]) + pd.Timedelta(hours=1)).astype(str)
+    pd.concat([again, late]).to_csv(resent, index=False)
+    report = ingest_measurements(store, example, resent)
+    assert report.duplicates == len(again) and report.stored == 1
+
+    kept = stats_of(store, STATIONS)
+    readings = store.read_readings(stations=STATIONS)
+    for station in STATIONS:
+        raw = build_station_features(readings, example, station)
+        ours = build_station_features_from_stats(kept, example, station)
+        assert ours.X.index.equals(raw.X.index)
+        want = raw.X.to_numpy()
+        scale = np.abs(want).max(axis=0)
+        assert np.all(np.abs(ours.X.to_numpy() - want) <= RTOL * (np.abs(want) + scale))
+    assert kept["n"].sum() == len(readings)  # every reading counted once
+
+    with store.write() as conn:  # the rebuild from the readings writes the same rows
+        rebuild_series_stats(conn)
+    assert_close_frames(stats_of(store, STATIONS), kept)
+
+
+def test_features_rebuild_recomputes_every_series_from_its_readings(
+    store, store_url, example, tmp_path
+):
+    plant = simulate_plant(example, 3, random_state=4)
+    for path in write_files(plant.readings, tmp_path, parts=2):
+        ingest_measurements(store, example, path)
+    kept = stats_of(store, example.station_names)
+    with store.engine.begin() as conn:  # a row gone wrong
+        conn.exec_driver_sql("UPDATE series_stats SET n = n + 5, t1_us = t1_us + 7")
+    args = ["--config", str(ROOT / "plant_config" / "example.yaml"), "--db", store_url]
+    done = CliRunner().invoke(main, [*args, "features", "rebuild"])
+    assert done.exit_code == 0, done.output
+    series = kept.shape[0]
+    assert done.output.startswith(f"rebuilt the statistics of {series:,} series from their")
+    assert_close_frames(stats_of(store, example.station_names), kept)
+
+
+def test_the_migration_computes_the_statistics_of_the_readings_already_stored(
+    store_url, example, tmp_path
+):
+    store = Store.open(store_url)
+    plant = simulate_plant(example, 2, random_state=5)
+    for path in write_files(plant.readings, tmp_path, parts=2):
+        ingest_measurements(store, example, path)
+    kept = stats_of(store, example.station_names)
+    store.close()
+    engine = create_engine(store_url)
+    with engine.begin() as conn:  # the database as revision 0010 left it
+        conn.exec_driver_sql("DROP TABLE series_stats")
+        conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0010'")
+    upgrade(engine)
+    engine.dispose()
+    store = Store.open(store_url)
+    assert_close_frames(stats_of(store, example.station_names), kept)
+    store.close()
+
+
+def test_a_dropped_month_takes_its_statistics_and_its_archive_counts_once(
+    pg_store, pg_test_url, tiny_config, tmp_path
+):
+    _ingest_three_months(pg_store, tiny_config, tmp_path)
+    stations = tiny_config.station_names
+    before = stats_of(pg_store, stations)
+    config = retention_config(tmp_path, pg_test_url, readings_days=45, archive_dir="archive")
+    apply_retention(pg_store, config, now=datetime(2024, 4, 15, tzinfo=UTC))
+    after = stats_of(pg_store, stations)
+    assert set(after["charge_id"]) == {"c2"}  # January's and February's series went
+    assert_close_frames(after, before[before["charge_id"] == "c2"].reset_index(drop=True))
+
+    january = tmp_path / "restored.csv"
+    january.write_bytes(
+        gzip.decompress((tmp_path / "archive" / "readings_2024-01.csv.gz").read_bytes())
+    )
+    ingest_measurements(pg_store, tiny_config, january)
+    back = stats_of(pg_store, stations)
+    assert_close_frames(
+        back, before[before["charge_id"] != "c1"].reset_index(drop=True)
+    )  # counted once, as before the drop
+    with pg_store.engine.connect() as conn:
+        assert stats_count(conn) == len(back)
