@@ -9,7 +9,8 @@ later and without saying which stick failed. Audits look where the evidence is t
   the lock-out rule declined for lack of evidence -- or from the top of its ranking when its
   probabilities never reach break-even, but never where a look costs more than a failing
   stick saves, nor at all when the inspected sticks there failed too rarely to pay for their
-  looks (:func:`audit_floor`), and, when a shadow model is on
+  looks, nor at a station whose break-even no practical run of inspections could show a
+  precision above (:func:`audit_floor`), and, when a shadow model is on
   trial, the active's passes that the shadow would lock out (the sticks on which the two
   disagree);
 * with a shadow model alone, the shadow's would-be lock-outs.
@@ -39,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from qcllp.plant.config import Station
-from qcllp.station.audit_band import audit_band_floor
+from qcllp.station.audit_band import audit_band_floor, audits_can_earn_lockouts
 from qcllp.station.registry import LoadedModel
 
 __all__ = ["AUDIT", "audit_draw", "audit_floor", "draw_audits", "shadow_audits"]
@@ -118,8 +119,10 @@ def audit_floor(st: Station, model: LoadedModel) -> float:
     station of the example plant a look costs 22.50 EUR and a failing stick saves 25, so
     only sticks of p >= 0.9 are worth a look there). ``inf`` (no band) when the model's
     training found that the inspected sticks there fail too rarely to pay for a look (metric
-    ``audits_declined``, :func:`qcllp.training.lockout.audit_evidence`)."""
-    if model.model.metrics.get("audits_declined"):
+    ``audits_declined``, :func:`qcllp.training.lockout.audit_evidence`), or at a station whose
+    break-even is beyond what audits can show (:func:`qcllp.station.audit_band.
+    audits_can_earn_lockouts`: the example plant's straightener)."""
+    if model.model.metrics.get("audits_declined") or not audits_can_earn_lockouts(st.break_even):
         return float("inf")
     return audit_band_floor(
         st.break_even, st.audit_pays_from, model.model.metrics.get("audit_from")

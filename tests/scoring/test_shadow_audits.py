@@ -14,14 +14,15 @@ import pytest
 from qcllp.cli.render import score_line
 from qcllp.features import station_features
 from qcllp.ingest import ingest_inspections
-from qcllp.plant.config import PlantConfig
+from qcllp.plant.config import PlantConfig, load_plant_config
 from qcllp.scoring.audits import audit_draw, audit_floor
 from qcllp.scoring.inspection_guard import model_realized, realized_line
 from qcllp.scoring.step import flags_frame, score_station, score_step
+from qcllp.station.audit_band import audit_band_floor, audits_can_earn_lockouts
 from qcllp.station.registry import load_model, load_shadow, promote
 from qcllp.store import Store
 from qcllp.training.train import labeled_data, record_model
-from tests.support.plants import with_station
+from tests.support.plants import ROOT, with_station
 
 STATION = "cooling"
 
@@ -321,10 +322,10 @@ def test_a_model_below_break_even_is_audited_at_the_top_of_its_ranking(plant, hi
     top = float(np.median(np.unique(p[p < active.threshold])))
     model = active_with_audit_from(store, config, trained, top)
     config = with_station(
-        config, STATION, audit_share=1.0, good_cost=999.0, fail_cost=1.0, inspection_cost=0.0
+        config, STATION, audit_share=1.0, good_cost=300.0, fail_cost=10.0, inspection_cost=0.0
     )
     st = config.station(STATION)
-    assert st.break_even > 0.99 > top
+    assert 0.977 > st.break_even > top  # high, within what audits can show
     assert audit_floor(st, model) == top
     score_station(store, config, STATION)
     flags = flags_frame(store, STATION)
@@ -337,24 +338,40 @@ def test_a_model_below_break_even_is_audited_at_the_top_of_its_ranking(plant, hi
 
 
 def test_no_audit_sample_where_a_look_costs_more_than_a_failing_stick_saves(plant):
-    """The audit band's floor is at least ``inspection_cost / fail_cost``: a model whose top
-    of ranking lies below it gets no band audits, whatever ``audit_from`` says."""
+    """The audit band's floor is at least ``inspection_cost / fail_cost``, and a station whose
+    break-even no run of 100 failing inspections could show (above 0.1 ** (1 / 100)) has no
+    band: a model whose top of ranking lies below gets no band audits, whatever
+    ``audit_from`` says."""
     store, config, trained, _ = plant
     active = load_model(store, trained).model
     low = float(np.quantile([0.0, active.threshold], 0.1))
     model = active_with_audit_from(store, config, trained, low)
     config = with_station(
-        config, STATION, audit_share=1.0, good_cost=999.0, fail_cost=10.0, inspection_cost=10.0
+        config, STATION, audit_share=1.0, good_cost=300.0, fail_cost=10.0, inspection_cost=10.0
     )
     st = config.station(STATION)
-    assert st.audit_pays_from == pytest.approx(1.0) and audit_floor(st, model) == 1.0
+    assert st.audit_pays_from == pytest.approx(1.0) and st.break_even == pytest.approx(1.0)
+    assert audit_floor(st, model) == np.inf
+    assert audit_band_floor(0.967, 0.8, low) == 0.8  # a look pays only from 0.8 there
     relaxed = with_station(config, STATION, inspection_cost=0.0).station(STATION)
+    assert relaxed.break_even == pytest.approx(300 / 310)  # 0.968: within reach of audits
     assert audit_floor(relaxed, model) == low  # the same model audits there without the cost
     score_station(store, config, STATION)
     flags = flags_frame(store, STATION)
     p = flags["probability"]
     assert ((p >= low) & (p < model.model.threshold)).any()  # without the cost: audits
     assert not flags["decision"].eq("inspect").any()
+
+
+def test_only_the_straightener_is_beyond_what_audits_can_show():
+    """At the example plant's straightener a lock-out breaks even at 0.995: 459 failing
+    inspections in a row would be needed to show it at 90 %; at cooling (0.924) 29."""
+    cut = 0.1 ** (1 / 100)
+    assert cut == pytest.approx(0.9772, abs=1e-4)
+    assert audits_can_earn_lockouts(cut) and not audits_can_earn_lockouts(cut + 1e-9)
+    example = load_plant_config(ROOT / "plant_config" / "example.yaml")
+    beyond = [st.name for st in example.stations if not audits_can_earn_lockouts(st.break_even)]
+    assert beyond == ["straightening"]
 
 
 def test_a_scoring_run_names_the_active_model_and_the_shadow_apart(plant):
@@ -381,8 +398,8 @@ def test_no_band_audit_where_training_found_the_inspected_top_fails_too_rarely(p
     store, config, trained, _ = plant
     active = load_model(store, trained).model
     low = float(np.quantile([0.0, active.threshold], 0.1))
-    config = with_station(config, STATION, audit_share=1.0, good_cost=999.0, fail_cost=10.0)
-    config = with_station(config, STATION, inspection_cost=0.0)
+    config = with_station(config, STATION, audit_share=1.0, good_cost=300.0, fail_cost=10.0)
+    config = with_station(config, STATION, inspection_cost=0.0)  # break-even 0.968
     st = config.station(STATION)
     auditing = active_with_audit_from(store, config, trained, low)
     assert audit_floor(st, auditing) == low
