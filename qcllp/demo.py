@@ -60,9 +60,8 @@ DEMO_GRIDS = {
     "kmeans-labeler": {"n_clusters": [16]},
 }
 # A shorter shadow trial than a plant's (two days of charges, ten inspected would-be
-# lock-outs), and every would-be lock-out of a trial audited: 30 fresh charges are six days.
+# lock-outs): 30 fresh charges are six days.
 DEMO_TRIAL = {"shadow_min_charges": 10, "shadow_min_audits": 10}
-DEMO_AUDIT_SHARE = 1.0
 
 
 @dataclass(frozen=True)
@@ -153,11 +152,8 @@ def run_demo(
 def _demo_config(config: PlantConfig, url: str) -> PlantConfig:
     """The demo's plant: its database, the smaller search, the shorter trial."""
     training = replace(config.training, cv=3, methods={**config.training.methods, **DEMO_GRIDS})
-    stations = tuple(replace(st, audit_share=DEMO_AUDIT_SHARE) for st in config.stations)
     retrainer = replace(config.retrainer, **DEMO_TRIAL)
-    return replace(
-        config, database_url=url, training=training, stations=stations, retrainer=retrainer
-    )
+    return replace(config, database_url=url, training=training, retrainer=retrainer)
 
 
 def _promote(store: Store, model_id: int, say: Callable[[str], None]) -> None:

@@ -19,9 +19,10 @@ Of these *eligible* sticks a share is drawn (station config keys): ``trial_audit
 (default 1) of the sticks a shadow model would lock out -- its trial's evidence, and a look
 expected to pay wherever the shadow is roughly right (a look pays from ``inspection_cost /
 fail_cost``, far below break-even); in the active model's band too, at the larger of the
-two shares --, and ``audit_share`` (default 0.25) of the rest of the active model's audit
-band. The draw is a keyed hash of (station, charge, stick) mapped to [0, 1)
-(:func:`audit_draw`), not a random generator: a step repeated after a crash, or run in
+two shares --, and ``audit_share`` (default 1: the whole band, 0.7-3 % of a station's sticks
+on the running line) of the rest of the active model's audit band. The draw is a keyed
+hash of (station, charge, stick) mapped to [0, 1) (:func:`audit_draw`), not a random
+generator: a step repeated after a crash, or run in
 other batches, draws the same sticks, and no state is kept. Unscorable sticks are never
 audited, and an audit is no lock-out for any guard: the guards count the decisions before the
 draw. The flag's ``reason``

@@ -198,8 +198,8 @@ def _audit_from(p: np.ndarray | None) -> dict[str, float]:
     :data:`AUDIT_TOP` of the training sticks lay, the floor of the scorer's audit band when
     the model's probabilities stay below break-even (:func:`qcllp.scoring.audits.
     audit_floor`). Two per cent: about the share a first lock-out rule takes at these
-    stations, so the audits look where a first lock-out would be, at a cost of a quarter of
-    that share inspected at the default ``audit_share``. None when more than twice that share
+    stations, so the audits look where a first lock-out would be, at a cost of that share
+    inspected at the default ``audit_share`` (1). None when more than twice that share
     ties at the top (a model that gives many sticks one probability has no top to audit)."""
     if p is None or not len(p):
         return {}

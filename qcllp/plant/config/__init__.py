@@ -30,7 +30,7 @@ Schema (see ``plant_config/example.yaml`` for a full example)::
         fail_cost: float >= 0         # saved per failing stick locked out here
         good_cost: float >= 0         # lost per good stick locked out here
         inspection_cost: float >= 0   # optional; one stick looked at (default 5 % of good_cost)
-        audit_share: float in [0, 1]  # optional; eligible sticks marked inspect (default 0.25)
+        audit_share: float in [0, 1]  # optional; eligible sticks marked inspect (default 1)
         trial_audit_share: float in [0, 1]  # optional; a shadow's would-be lock-outs (default 1)
         scoring_interval_s: float > 0 # optional; default schedules.scoring_interval_s
         completion: {settle_s: float >= 0, timeout_s: float > 0}   # optional; Station
