@@ -18,12 +18,14 @@ from __future__ import annotations
 import io
 import logging
 import pickle
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from apscheduler.job import Job
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from sqlalchemy import and_, select
+from sqlalchemy.exc import SQLAlchemyError
 
 from qcllp.service.logs import log_event, one_line
 
@@ -32,6 +34,7 @@ __all__ = ["JOB_FUNCTION", "SafeJobStore", "UnsafeJobError", "job_state"]
 log = logging.getLogger("qcllp.retrainer")
 
 JOB_FUNCTION = "qcllp.service.retrainer:run_job"
+RETRY_S = 10.0  # with the database away, the scheduler looks again after this (its own default)
 
 _CRON_FIELDS = (
     "BaseField",
@@ -107,7 +110,37 @@ def job_state(data: bytes) -> dict[str, Any]:
 
 
 class SafeJobStore(SQLAlchemyJobStore):
-    """APScheduler's SQLAlchemy job store reading its rows with :func:`job_state`."""
+    """APScheduler's SQLAlchemy job store reading its rows with :func:`job_state`, and
+    surviving a database that is away (:meth:`get_next_run_time`, :meth:`update_job`)."""
+
+    def get_next_run_time(self) -> datetime | None:
+        """As APScheduler's; with the database away, one log line and a wake-up in
+        :data:`RETRY_S`. APScheduler 3.11 calls this outside the ``try`` it puts around the
+        look-up of due jobs (``BaseScheduler._process_jobs``): a database that went away
+        between the two ended the scheduler's thread, and the daemon ran on scheduling
+        nothing (seen once in ``test_health_says_what_is_wrong``, a server halted at that
+        moment). The next look-up retries, and is logged by APScheduler while it fails."""
+        try:
+            return super().get_next_run_time()
+        except SQLAlchemyError as exc:
+            log_event(
+                log, "job_store_unreachable", level=logging.WARNING, error=one_line(exc),
+                retry_s=RETRY_S,
+            )  # fmt: skip
+            return datetime.now(UTC) + timedelta(seconds=RETRY_S)
+
+    def update_job(self, job: Job) -> None:
+        """As APScheduler's; with the database away, one log line instead of the end of the
+        scheduler's thread (it calls this outside any ``try`` once a due job is submitted).
+        The row keeps its old next run time, so the job is due again once the database is
+        back: a run that failed for want of the database runs again."""
+        try:
+            super().update_job(job)
+        except SQLAlchemyError as exc:
+            log_event(
+                log, "job_not_updated", level=logging.WARNING, job=job.id,
+                error=one_line(exc), action="due again once the database is back",
+            )  # fmt: skip
 
     def _reconstitute_job(self, job_state_bytes: bytes) -> Job:
         state = job_state(job_state_bytes)
