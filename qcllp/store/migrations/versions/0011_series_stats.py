@@ -1,7 +1,8 @@
 """Series statistics kept at ingest (:class:`qcllp.store.schema.SeriesStatistics`): one row per
 series with the mergeable statistics its features follow from. The rows of the readings
-already stored are computed here, from the readings, a chunk of series at a time (on a
-large plant database this upgrade reads every reading once: about a minute per 10M).
+already stored are computed here, from the readings, a chunk of series at a time: the
+upgrade reads every reading once (SQLite, 2-core machine under load: 4.6 s for 1M readings
+of 185,088 series; ``qcllp features rebuild`` is the same work).
 
 Revision ID: 0011
 Revises: 0010
