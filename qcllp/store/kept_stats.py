@@ -60,7 +60,10 @@ def keep_series_stats(
     if len(stale):
         rebuild_series_stats(conn, stale)  # the readings include the new ones already
         new = new.take(np.flatnonzero(~np.isin(new.ids, stale)))
-    _upsert(conn, stored.merge(new) if len(stored) else new)
+    merged = stored.merge(new) if len(stored) else new
+    had_row = np.isin(merged.ids, stored.ids)
+    _upsert(conn, merged.take(np.flatnonzero(had_row)))
+    _insert(conn, merged.take(np.flatnonzero(~had_row)))
 
 
 def rebuild_series_stats(conn: Connection, series_ids: Iterable[int] | None = None) -> int:
@@ -113,7 +116,7 @@ def _rebuild(conn: Connection, of_readings, of_rows) -> int:  # noqa: ANN001 - c
     frame = rows_frame(rows, ["series_id", "ts_us", "value"])
     stats = series_stats(frame["series_id"], frame["ts_us"], frame["value"])
     conn.execute(delete(SeriesStatistics.__table__).where(of_rows))
-    _upsert(conn, stats)
+    _insert(conn, stats)
     return len(stats)
 
 
@@ -209,6 +212,31 @@ def _packed(stats: SeriesStats) -> list[bytes]:
     return [data[i : i + width] for i in range(0, len(data), width)]
 
 
+def _insert(conn: Connection, stats: SeriesStats) -> None:
+    """Write the rows of series that have none: on PostgreSQL by ``COPY`` (its
+    ``executemany`` of the upsert made a 1M-reading ingest 36 % slower), on SQLite by
+    :func:`_upsert` (as fast as a plain insert there)."""
+    if not len(stats) or conn.dialect.name != "postgresql":
+        _upsert(conn, stats)
+        return
+    names = ("series_id", *STORED)
+    cursor = conn.connection.dbapi_connection.cursor()
+    try:
+        with cursor.copy(f"COPY series_stats ({', '.join(names)}) FROM STDIN") as copy:
+            for row in _rows(stats):
+                copy.write_row(row)
+    finally:
+        cursor.close()
+
+
+def _rows(stats: SeriesStats) -> list[tuple]:
+    """The rows of ``stats`` in the order ``series_id``, :data:`STORED`."""
+    columns = [stats.ids.tolist(), [STATS_VERSION] * len(stats)]
+    columns += [getattr(stats, c).tolist() for c in COUNT_COLUMNS]
+    columns.append(_packed(stats))
+    return list(zip(*columns, strict=True))
+
+
 def _upsert(conn: Connection, stats: SeriesStats) -> None:
     """Write the rows of ``stats``, replacing the stored ones of the same series: one
     ``INSERT ... ON CONFLICT (series_id) DO UPDATE`` through the driver's ``executemany``
@@ -216,9 +244,6 @@ def _upsert(conn: Connection, stats: SeriesStats) -> None:
     if not len(stats):
         return
     names = ("series_id", *STORED)
-    columns = [stats.ids.tolist(), [STATS_VERSION] * len(stats)]
-    columns += [getattr(stats, c).tolist() for c in COUNT_COLUMNS]
-    columns.append(_packed(stats))
     update = ", ".join(f"{c} = excluded.{c}" for c in names[1:])
     cursor = conn.connection.dbapi_connection.cursor()
     try:
@@ -226,7 +251,7 @@ def _upsert(conn: Connection, stats: SeriesStats) -> None:
             f"INSERT INTO series_stats ({', '.join(names)}) "
             f"VALUES ({placeholders(conn, len(names))}) "
             f"ON CONFLICT (series_id) DO UPDATE SET {update}",
-            list(zip(*columns, strict=True)),
+            _rows(stats),
         )
     finally:
         cursor.close()
