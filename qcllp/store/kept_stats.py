@@ -10,7 +10,8 @@ the readings on demand, and read back per station and charge.
 * :func:`rebuild_series_stats` recomputes rows from the readings (some series, or all of
   them a chunk of series at a time): ``qcllp features rebuild``, the migration that created
   the table, and retention after it drops a month.
-* :func:`read_series_stats` is what training and the scorers read instead of the readings.
+* :func:`read_series_stats` is what training reads instead of the readings (the scorers
+  still read the readings of the sticks they decide).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ __all__ = [
     "stats_count",
 ]
 
-REBUILD_CHUNK = 20_000  # series recomputed at a time (~1.3M readings, ~100 MB)
+REBUILD_CHUNK = 20_000  # series recomputed at a time (~110k readings at 5.5 a series)
 SERIES_COLUMNS = ("charge_id", "stick_id", "station", "sensor")
 STORED = ("version", *COUNT_COLUMNS, "moments")  # a row's columns after its series_id
 MOMENTS_DTYPE = np.dtype("<f8")  # the moments' byte order, whatever the machine's
