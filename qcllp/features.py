@@ -115,18 +115,12 @@ def build_station_features(
     their series' statistics (:func:`qcllp.store.series_stats.series_stats`), from which every
     feature follows, as it does in :func:`build_station_features_from_stats`.
     """
-    _check_columns(readings, READING_COLUMNS)
+    _check_columns(readings, READING_COLUMNS, "readings")
     stations = config.stations_up_to(station)  # raises ConfigError for an unknown station
-    pairs = [(st.name, se.name) for st in stations for se in st.sensors]
-    pair = _pair_codes(readings["station"], readings["sensor"], pairs)
     v = readings["value"].to_numpy(dtype=np.float64, na_value=np.nan)
-    keep = np.flatnonzero((pair >= 0) & ~np.isnan(v))
-    stick_codes, stick_index = _stick_codes(readings["charge_id"], readings["stick_id"], keep)
-    group = stick_codes.astype(np.int64) * len(pairs) + pair[keep]
+    keep, group, stick_index = _series_codes(readings, stations, ~np.isnan(v))
     stats = series_stats(group, _microseconds(readings["timestamp"])[keep], v[keep])
-    values = _feature_values(stats, len(stick_index), stations)
-    names = feature_names(config, station)
-    return _imputed(station, pd.DataFrame(values, index=stick_index, columns=names), imputation)
+    return _table(stats, stick_index, config, station, imputation)
 
 
 def build_station_features_from_stats(
@@ -140,27 +134,48 @@ def build_station_features_from_stats(
     their readings: ``stats`` has one row per series, columns ``charge_id, stick_id, station,
     sensor`` and :data:`qcllp.store.series_stats.STAT_COLUMNS` (a series without readings has
     no row). The same features up to rounding (1e-9 relative, ``tests/features``)."""
-    _check_columns(stats, (*SERIES_COLUMNS, *STAT_COLUMNS))
+    _check_columns(stats, (*SERIES_COLUMNS, *STAT_COLUMNS), "series statistics")
     stations = config.stations_up_to(station)
-    pairs = [(st.name, se.name) for st in stations for se in st.sensors]
-    pair = _pair_codes(stats["station"], stats["sensor"], pairs)
-    keep = np.flatnonzero((pair >= 0) & (stats["n"].to_numpy() > 0))
-    stick_codes, stick_index = _stick_codes(stats["charge_id"], stats["stick_id"], keep)
-    group = stick_codes.astype(np.int64) * len(pairs) + pair[keep]
+    keep, group, stick_index = _series_codes(stats, stations, stats["n"].to_numpy() > 0)
     order = np.argsort(group, kind="stable")
     columns = {c: stats[c].to_numpy()[keep][order] for c in STAT_COLUMNS}
     series = SeriesStats(ids=group[order], **columns)
-    values = _feature_values(series, len(stick_index), stations)
-    names = feature_names(config, station)
-    return _imputed(station, pd.DataFrame(values, index=stick_index, columns=names), imputation)
+    return _table(series, stick_index, config, station, imputation)
 
 
-def _check_columns(frame: pd.DataFrame, columns: Sequence[str]) -> None:
-    """``frame`` must have every one of ``columns``; the error lists those lacking."""
+def _check_columns(frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:
+    """``frame`` (``what`` it holds, for the message) must have every one of ``columns``;
+    the error lists those lacking."""
     lacking = [c for c in columns if c not in frame.columns]
     if lacking:
-        what = "readings" if tuple(columns) == READING_COLUMNS else "series statistics"
         raise ValueError(f"{what} lack column(s) {', '.join(lacking)}")
+
+
+def _series_codes(
+    frame: pd.DataFrame, stations: Sequence, valid: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, pd.MultiIndex]:
+    """Of the rows of ``frame`` (readings or series statistics) that are ``valid`` and of a
+    configured (station, sensor) of ``stations``: their positions, their series code (stick
+    code x pairs + pair, the ids :func:`_feature_values` reads) and the sticks' index."""
+    pairs = [(st.name, se.name) for st in stations for se in st.sensors]
+    pair = _pair_codes(frame["station"], frame["sensor"], pairs)
+    keep = np.flatnonzero((pair >= 0) & valid)
+    stick_codes, stick_index = _stick_codes(frame["charge_id"], frame["stick_id"], keep)
+    return keep, stick_codes.astype(np.int64) * len(pairs) + pair[keep], stick_index
+
+
+def _table(
+    stats: SeriesStats,
+    stick_index: pd.MultiIndex,
+    config: PlantConfig,
+    station: str,
+    imputation: Mapping[str, float] | None,
+) -> StationFeatures:
+    """The station's feature table from its series' statistics, imputed."""
+    stations = config.stations_up_to(station)
+    values = _feature_values(stats, len(stick_index), stations)
+    frame = pd.DataFrame(values, index=stick_index, columns=feature_names(config, station))
+    return _imputed(station, frame, imputation)
 
 
 def _pair_codes(stations: pd.Series, sensors: pd.Series, pairs: list[tuple[str, str]]):
@@ -223,9 +238,9 @@ def _dwell(sgroup: np.ndarray, stats: SeriesStats, n_sticks: int, n_stations: in
     t_last = np.full(size, np.iinfo(np.int64).min)
     np.minimum.at(t_first, sgroup, stats.t0_us)
     np.maximum.at(t_last, sgroup, stats.t1_us)
-    seen = np.zeros(size, dtype=bool)
-    seen[sgroup] = True
-    dwell = np.where(seen, (t_last - np.where(seen, t_first, t_last)) / 1e6, np.nan)
+    dwell = np.full(size, np.nan)
+    seen = np.unique(sgroup)
+    dwell[seen] = (t_last[seen] - t_first[seen]) / 1e6
     return dwell.reshape(n_sticks, n_stations)
 
 

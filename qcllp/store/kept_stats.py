@@ -128,8 +128,8 @@ def read_series_stats(
     columns :data:`SERIES_COLUMNS` and :data:`~qcllp.store.series_stats.STAT_COLUMNS`, one
     row per series that has readings. Rows of another version raise: rebuild them first.
 
-    Through the driver's own cursor, its tuples made columns by NumPy: SQLAlchemy's result
-    rows and pandas' per-column checks cost as much again as the database's fetch."""
+    Fetched by :func:`_fetch`, its tuples made columns by NumPy: pandas' per-column checks
+    on the rows would cost as much again as the database's fetch."""
     listed = list(stations)
     sql = (
         f"SELECT {', '.join(f's.{c}' for c in SERIES_COLUMNS)}, "
@@ -137,18 +137,13 @@ def read_series_stats(
         "FROM series s JOIN series_stats t ON t.series_id = s.id "
         f"WHERE s.station IN ({placeholders(conn, len(listed))})"
     )
-    rows: list[tuple] = []
-    cursor = conn.connection.dbapi_connection.cursor()
-    try:
-        for part in _id_chunks(charge_ids):
-            if part is None:
-                cursor.execute(sql, listed)
-            else:
-                where = f" AND s.charge_id IN ({placeholders(conn, len(part))})"
-                cursor.execute(sql + where, [*listed, *part])
-            rows += cursor.fetchall()
-    finally:
-        cursor.close()
+
+    def query(part: list[str] | None) -> tuple[str, list]:
+        if part is None:
+            return sql, listed
+        return f"{sql} AND s.charge_id IN ({placeholders(conn, len(part))})", [*listed, *part]
+
+    rows = _fetch(conn, map(query, _id_chunks(charge_ids)))
     columns = list(zip(*rows, strict=True)) if rows else [()] * (len(SERIES_COLUMNS) + len(STORED))
     data = {c: np.array(v, dtype=object) for c, v in zip(SERIES_COLUMNS, columns, strict=False)}
     data.update(_decoded(columns[len(SERIES_COLUMNS) :]))
@@ -169,20 +164,15 @@ def stats_count(conn: Connection) -> int:
 def _stored(conn: Connection, ids: np.ndarray) -> tuple[SeriesStats, np.ndarray]:
     """The stored rows of these series of the current version, and the ids of those stored
     under another version."""
-    rows: list[tuple] = []
     listed = ids.tolist()
-    cursor = conn.connection.dbapi_connection.cursor()
-    try:
-        for start in range(0, len(listed), IN_CHUNK):
-            part = listed[start : start + IN_CHUNK]
-            cursor.execute(
-                f"SELECT series_id, {', '.join(STORED)} FROM series_stats "
-                f"WHERE series_id IN ({placeholders(conn, len(part))})",
-                part,
-            )
-            rows += cursor.fetchall()
-    finally:
-        cursor.close()
+    select_stored = f"SELECT series_id, {', '.join(STORED)} FROM series_stats WHERE series_id IN"
+    rows = _fetch(
+        conn,
+        (
+            (f"{select_stored} ({placeholders(conn, len(part))})", part)
+            for part in (listed[i : i + IN_CHUNK] for i in range(0, len(listed), IN_CHUNK))
+        ),
+    )
     rows.sort()
     columns = list(zip(*rows, strict=True)) if rows else [()] * (1 + len(STORED))
     ids = np.array(columns[0], dtype=np.int64)
@@ -190,6 +180,20 @@ def _stored(conn: Connection, ids: np.ndarray) -> tuple[SeriesStats, np.ndarray]
     current = data.pop("version") == STATS_VERSION
     kept = SeriesStats(ids=ids, **{c: v for c, v in data.items()})
     return kept.take(np.flatnonzero(current)), ids[~current]
+
+
+def _fetch(conn: Connection, queries: Iterable[tuple[str, list]]) -> list[tuple]:
+    """The rows of each ``(sql, parameters)`` through the driver's own cursor: plain tuples,
+    without SQLAlchemy's result rows, which cost as much again as the fetch."""
+    rows: list[tuple] = []
+    cursor = conn.connection.dbapi_connection.cursor()
+    try:
+        for sql, parameters in queries:
+            cursor.execute(sql, parameters)
+            rows += cursor.fetchall()
+    finally:
+        cursor.close()
+    return rows
 
 
 def _decoded(columns: Sequence[tuple]) -> dict[str, np.ndarray]:
