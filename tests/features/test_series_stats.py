@@ -156,3 +156,9 @@ def test_a_repeated_time_keeps_the_larger_value_whatever_the_order_or_batch():
         series_stats(ids[2:], times[2:], values[2:])
     )
     assert split.v_last.tolist() == [9.0] and split.n.tolist() == [4]
+
+
+def test_readings_without_a_column_are_one_line(config):
+    frame = pd.DataFrame({"charge_id": ["C1"], "stick_id": ["S1"], "station": ["furnace"]})
+    with pytest.raises(ValueError, match=r"^readings lack column\(s\) timestamp, sensor, value$"):
+        build_station_features(frame, config, "furnace")
