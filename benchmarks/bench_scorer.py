@@ -20,9 +20,10 @@ backlog -- sticks flagged per second when the scorer drains a backlog::
   clock starts) decides all of them at station cooling, for each ``scorer.max_batch_sticks``
   value, with a sink file under the cache. Between repeats the scorer state (flags, pending,
   checkpoint) is deleted. Prints sticks/s, steps, the slowest and the first step (which takes
-  in up to 50 batches). Target: >= 20,000 sticks/s. The default 50,000 sticks is the quick
-  mode (9 drains in ~4 min on 2 cores); 200,000 sticks build in ~1 min, but a drain took
-  ~2.5 min there (the series lookup of a step grows with the history), hence one repeat.
+  in up to 50 batches), for the product's ``kept`` statistics and, alternated with it, the
+  ``raw`` readings (``--paths``; the scorer before issue 34). Target: >= 30,000 sticks/s.
+  The default 50,000 sticks is the quick mode (18 drains); 200,000 sticks build in ~1 min,
+  but a raw drain took ~2.5 min there, hence one repeat.
 
 feed -- arrival-to-flag latency with a live feeder and the real service::
 
@@ -84,6 +85,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import qcllp.scoring.decide as decide  # noqa: E402
 from qcllp.ingest import ingest_defect_counts, ingest_measurements  # noqa: E402
 from qcllp.ingest.batches import run_batch  # noqa: E402
 from qcllp.ingest.measurements import ingest_reading_frames  # noqa: E402
@@ -92,7 +94,8 @@ from qcllp.plant.config import PlantConfig, Training, load_plant_config  # noqa:
 from qcllp.plant.simulate import simulate_plant, write_simulation  # noqa: E402
 from qcllp.service.scorer import ScorerService  # noqa: E402
 from qcllp.station.registry import active_model, get_model, promote, register_model  # noqa: E402
-from qcllp.store import IN_CHUNK, Store  # noqa: E402
+from qcllp.store import IN_CHUNK, Store, placeholders  # noqa: E402
+from qcllp.store.series_stats import STAT_COLUMNS, series_stats  # noqa: E402
 from qcllp.training.train import train_station  # noqa: E402
 
 EXAMPLE = ROOT / "plant_config" / "example.yaml"
@@ -303,6 +306,55 @@ class TimedService:
         return decided, time.perf_counter() - started
 
 
+def raw_stick_stats(conn, sticks: pd.DataFrame, stations: list[str]) -> pd.DataFrame:  # noqa: ANN001
+    """The raw path, for comparison: what ``decide.read_stick_stats`` returns, computed from
+    the sticks' readings as the scorer did before issue 34 -- their series by station and
+    charge, then every reading of them by ``series_id`` -- reduced to statistics in NumPy."""
+    wanted = pd.MultiIndex.from_frame(sticks[["charge_id", "stick_id"]].astype(str))
+    charges = sorted(set(wanted.get_level_values(0)))
+    names = ["id", "charge_id", "stick_id", "station", "sensor"]
+    cursor = conn.connection.dbapi_connection.cursor()
+    found, values = [], []
+    for lo in range(0, len(charges), IN_CHUNK):
+        part = charges[lo : lo + IN_CHUNK]
+        cursor.execute(
+            f"SELECT {', '.join(names)} FROM series WHERE station IN "
+            f"({placeholders(conn, len(stations))}) AND charge_id IN "
+            f"({placeholders(conn, len(part))})",
+            [*stations, *part],
+        )
+        found += cursor.fetchall()
+    series = pd.DataFrame.from_records(found, columns=names)
+    series = series.loc[pd.MultiIndex.from_frame(series[names[1:3]]).isin(wanted)]
+    ids = series["id"].astype("int64").tolist()
+    for lo in range(0, len(ids), IN_CHUNK):
+        chunk = ids[lo : lo + IN_CHUNK]
+        cursor.execute(
+            "SELECT series_id, ts_us, value FROM readings "
+            f"WHERE series_id IN ({placeholders(conn, len(chunk))})",
+            chunk,
+        )
+        values += cursor.fetchall()
+    cursor.close()
+    sid, ts, value = (np.array(c) for c in zip(*values, strict=True))
+    stats = series_stats(sid.astype(np.int64), ts.astype(np.int64), value.astype(np.float64))
+    out = series.set_index("id").loc[stats.ids, names[1:]].reset_index(drop=True)
+    for column in STAT_COLUMNS:
+        out[column] = getattr(stats, column)
+    return out
+
+
+@contextlib.contextmanager
+def feature_path(path: str) -> Iterator[None]:
+    """Run the scorer on the ``kept`` statistics (the product) or the ``raw`` readings."""
+    product = decide.read_stick_stats
+    decide.read_stick_stats = raw_stick_stats if path == "raw" else product
+    try:
+        yield
+    finally:
+        decide.read_stick_stats = product
+
+
 # ----------------------------------------------------------------------------- backlog
 def cached_history(
     cache: Path,
@@ -355,6 +407,29 @@ def backlog_db(cache: Path, config: PlantConfig, args, record: dict) -> tuple[Pa
     return cached_history(cache, "backlog", n_charges, config, args, record, count_batches)
 
 
+def drain_once(store: Store, db: Path, config: PlantConfig, sink: Path, args, path: str) -> dict:  # noqa: ANN001
+    """One timed drain of the whole backlog from a forgotten scorer state, on ``path``."""
+    reset_scorer(store)
+    checkpoint_wal(db)
+    sink.unlink(missing_ok=True)
+    service = TimedService(store, config, sink)
+    title = f"backlog drain, {path}, max_batch_sticks={config.scorer.max_batch_sticks}"
+    with feature_path(path), profiled(args.profile, title):
+        decided, seconds = service.tick()
+    with open(sink, "rb") as fh:
+        sink_lines = sum(1 for _ in fh)
+    return {
+        "seconds": seconds,
+        "decided": decided,
+        "flags": scalar(store, "SELECT count(*) FROM flags WHERE station = :s", s=STATION),
+        "sink": sink_lines,
+        "steps": len(service.steps),
+        "first": service.steps[0] if service.steps else float("nan"),
+        "slowest": max(service.steps, default=float("nan")),
+        "locked": scalar(store, "SELECT count(*) FROM flags WHERE decision = 'lock_out'"),
+    }
+
+
 def run_backlog(args) -> None:
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
@@ -366,41 +441,26 @@ def run_backlog(args) -> None:
         f"backlog: {meta['sticks']:,} sticks, {meta['readings']:,} readings in "
         f"{meta['batches']} batches (built in {meta['build_s']} s)"
     )
-    rows = []
+    rows: dict[tuple[int, str], list[dict]] = {}
     with Store.open(sqlite_url(db), create=False) as store:
         for max_sticks in args.max_sticks:
             cfg = with_max_sticks(config, max_sticks)
-            runs = []
             for repeat in range(args.repeats):
-                reset_scorer(store)
-                checkpoint_wal(db)
-                sink.unlink(missing_ok=True)
-                service = TimedService(store, cfg, sink)
-                profile = args.profile and repeat == 0 and max_sticks == args.max_sticks[0]
-                with profiled(profile, f"backlog drain, max_batch_sticks={max_sticks}"):
-                    decided, seconds = service.tick()
-                flags = scalar(store, "SELECT count(*) FROM flags WHERE station = :s", s=STATION)
-                with open(sink, "rb") as fh:
-                    sink_lines = sum(1 for _ in fh)
-                locked = scalar(store, "SELECT count(*) FROM flags WHERE decision = 'lock_out'")
-                runs.append(
-                    {
-                        "seconds": seconds,
-                        "decided": decided,
-                        "flags": flags,
-                        "sink": sink_lines,
-                        "steps": len(service.steps),
-                        "first": service.steps[0] if service.steps else float("nan"),
-                        "slowest": max(service.steps, default=float("nan")),
-                        "locked": locked,
-                    }
-                )
-                say(
-                    f"  max_batch_sticks={max_sticks} repeat {repeat + 1}: {decided:,} sticks in "
-                    f"{seconds:.2f} s ({decided / seconds:,.0f}/s), {len(service.steps)} steps"
-                )
-            rows.append((max_sticks, runs))
+                for path in args.paths:  # alternated, so both see the same machine
+                    run = drain_once(store, db, cfg, sink, args, path)
+                    rows.setdefault((max_sticks, path), []).append(run)
+                    say(
+                        f"  {path} max_batch_sticks={max_sticks} repeat {repeat + 1}: "
+                        f"{run['decided']:,} sticks in {run['seconds']:.2f} s "
+                        f"({run['decided'] / run['seconds']:,.0f}/s), {run['steps']} steps"
+                    )
+    print_backlog(rows, meta, db, args)
+    if args.floor:
+        best = max(r[0]["decided"] / median([x["seconds"] for x in r]) for r in rows.values())
+        print_floor(measure_floor(db, config, args.repeats), meta, best)
 
+
+def print_backlog(rows: dict[tuple[int, str], list[dict]], meta: dict, db: Path, args) -> None:  # noqa: ANN001
     print(f"## backlog: draining {meta['sticks']:,} sticks at `{STATION}` (SQLite)\n")
     print(f"Machine: {machine()}.  ")
     print(
@@ -410,44 +470,47 @@ def run_backlog(args) -> None:
     )
     print(
         f"Median of {args.repeats} drains per row (`ScorerService.tick()`, sink file on, "
-        "model loaded before the clock). Target >= 20,000 sticks/s.\n"
+        "model loaded before the clock), the paths alternated. `kept`: the product, one row of "
+        "statistics per series; `raw`: the series' readings, reduced in NumPy (the scorer "
+        "before issue 34). Target >= 30,000 sticks/s.\n"
     )
     print(
-        "| max_batch_sticks | sticks flagged | drain s | sticks/s | vs target | steps "
-        "| first step s | slowest step s | flags = sink = sticks |"
+        "| max_batch_sticks | path | sticks flagged | drain s | sticks/s | vs raw | vs target "
+        "| steps | first step s | slowest step s | flags = sink = sticks |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|:---:|")
-    for max_sticks, runs in rows:
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|:---:|")
+    for (max_sticks, path), runs in rows.items():
         seconds = median([r["seconds"] for r in runs])
+        raw = rows.get((max_sticks, "raw"))
+        versus = median([r["seconds"] for r in raw]) / seconds if raw else float("nan")
         decided = runs[0]["decided"]
-        rate = decided / seconds
         ok = all(r["flags"] == r["sink"] == r["decided"] == meta["sticks"] for r in runs)
         print(
-            f"| {max_sticks:,} | {decided:,} | {seconds:.2f} | {rate:,.0f} "
-            f"| {rate / 20_000:.2f}x | {runs[0]['steps']} "
+            f"| {max_sticks:,} | {path} | {decided:,} | {seconds:.2f} | {decided / seconds:,.0f} "
+            f"| {versus:.2f}x | {decided / seconds / 30_000:.2f}x | {runs[0]['steps']} "
             f"| {median([r['first'] for r in runs]):.2f} "
             f"| {median([r['slowest'] for r in runs]):.2f} | {'yes' if ok else 'NO'} |"
         )
-    locked = rows[0][1][0]["locked"]
-    print(f"\nLocked out by the model: {locked:,} of {meta['sticks']:,} sticks.")
-    if args.floor:
-        best = max(decided / median([r["seconds"] for r in runs]) for _, runs in rows)
-        print_floor(measure_floor(db, config, args.repeats), meta, best)
+    locked = {p: r[0]["locked"] for (_, p), r in rows.items()}
+    print(f"\nLocked out by the model, per path: {locked} of {meta['sticks']:,} sticks.")
 
 
 def measure_floor(db: Path, config: PlantConfig, repeats: int) -> dict[str, float]:
     """The database work a drain cannot avoid, timed on the plain ``sqlite3`` driver with no
     pandas, SQLAlchemy or model around it (medians of ``repeats``):
 
-    * ``read``: per step of ~5,000 sticks (100 charges) the scorer's two queries -- the series
+    * ``read``: per step of ~5,000 sticks (100 charges) the raw path's two queries -- the series
       of those charges at the stations up to cooling, then their readings by ``series_id`` in
       chunks of ``IN_CHUNK`` -- fetched as tuples;
+    * ``kept``: the product's one query instead, the same series joined to their kept
+      statistics;
     * ``write``: per stick one ``scorer_pending`` row inserted, one ``flags`` row inserted and
       the pending row deleted, as ``executemany`` with tuples built before the clock, inside
       one transaction that is rolled back.
     """
     stations = [s.name for s in config.stations_up_to(STATION)]
-    reads, writes, rows_read = [], [], 0
+    reads, stats_reads, writes, rows_read, kept, kept_rows = [], [], [], 0, [], 0
+    in_stations = ",".join("?" * len(stations))
     with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as con:
         cur = con.cursor()
         charges = [r[0] for r in cur.execute("SELECT DISTINCT charge_id FROM batch_sticks")]
@@ -481,6 +544,20 @@ def measure_floor(db: Path, config: PlantConfig, repeats: int) -> dict[str, floa
                         ).fetchall()
                     )
             reads.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            for lo in range(0, len(charges), 100):
+                part = charges[lo : lo + 100]
+                kept.append(
+                    cur.execute(
+                        "SELECT s.charge_id, s.stick_id, s.station, s.sensor, t.version, t.n, "
+                        "t.t0_us, t.t1_us, t.moments FROM series s JOIN series_stats t "
+                        f"ON t.series_id = s.id WHERE s.station IN ({in_stations}) "
+                        f"AND s.charge_id IN ({','.join('?' * len(part))})",
+                        [*stations, *part],
+                    ).fetchall()
+                )
+            stats_reads.append(time.perf_counter() - started)
+            kept_rows, kept = sum(map(len, kept)), []
             cur.execute("BEGIN IMMEDIATE")
             started = time.perf_counter()
             cur.executemany(
@@ -504,6 +581,8 @@ def measure_floor(db: Path, config: PlantConfig, repeats: int) -> dict[str, floa
         "sticks": len(sticks),
         "rows_read": rows_read,
         "read_s": median(reads),
+        "kept_rows": kept_rows,
+        "kept_s": median(stats_reads),
         "write_s": median(writes),
     }
 
@@ -513,15 +592,21 @@ def print_floor(floor: dict[str, float], meta: dict, best: float) -> None:
     read, write = floor["read_s"], floor["write_s"]
     print(f"\n### floor: the database work of draining {n:,} sticks, plain `sqlite3` driver\n")
     print(
-        "What no scorer on this schema can avoid: fetching each stick's readings (tuples, no "
-        "pandas) and writing one pending row, one flag and one delete per stick (`executemany`, "
-        "rolled back). Median of the same repeats.\n"
+        "What no scorer on this schema can avoid: fetching each stick's series statistics "
+        "(tuples, no pandas; the raw readings for comparison) and writing one pending row, "
+        "one flag and one delete per stick (`executemany`, rolled back). Median of the same "
+        "repeats.\n"
     )
     print("| work | rows | s | sticks/s if only this |")
     print("|---|---:|---:|---:|")
-    print(f"| read series + readings | {floor['rows_read']:,} | {read:.2f} | {n / read:,.0f} |")
+    kept = floor["kept_s"]
+    for work, rows, s in (
+        ("read series + readings (raw)", floor["rows_read"], read),
+        ("read series + statistics (kept)", floor["kept_rows"], kept),
+    ):
+        print(f"| {work} | {rows:,} | {s:.2f} | {n / s:,.0f} |")
     print(f"| write pending + flag, delete pending | {3 * n:,} | {write:.2f} | {n / write:,.0f} |")
-    print(f"| both (the ceiling) | | {read + write:.2f} | {n / (read + write):,.0f} |")
+    print(f"| kept read + write (the ceiling) | | {kept + write:.2f} | {n / (kept + write):,.0f} |")
     print(f"| the scorer's drain (best row above) | | {n / best:.2f} | {best:,.0f} |")
 
 
@@ -847,6 +932,9 @@ def main(argv: list[str] | None = None) -> None:
     backlog.add_argument("--repeats", type=int, default=3)
     backlog.add_argument("--batch-charges", type=int, default=50)
     backlog.add_argument("--profile", action="store_true")
+    backlog.add_argument(
+        "--paths", type=lambda t: t.split(","), default=["kept", "raw"], help="kept,raw"
+    )
     backlog.add_argument(
         "--floor", action="store_true", help="also time the bare database work (the ceiling)"
     )

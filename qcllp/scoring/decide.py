@@ -1,12 +1,15 @@
-"""Deciding a station's due sticks: their readings read, their features built, the model asked.
+"""Deciding a station's due sticks: their series' statistics read, their features built, the
+model asked.
 
-The part of a scoring step (:mod:`.step`, step 2) that needs the readings and the model: the
-due sticks' readings of the stations up to this one (:func:`read_stick_readings`, in
-proportion to the charges asked for), the sensors of this station each stick still lacks
-(:func:`read_due` postpones a stick that may still get them, and decides one that cannot
-as ``unscorable`` with the sensors named), and the model's ``lock_out`` or ``pass`` on the
-features built exactly as at training time -- for the active model and a shadow model alike,
-from one read of the readings (:func:`decide_due`). Runs inside the step's transaction.
+The part of a scoring step (:mod:`.step`, step 2) that needs the sensors and the model: the
+statistics the store keeps per series of the due sticks at the stations up to this one
+(:func:`read_stick_stats`, in proportion to the charges asked for), the sensors of this
+station each stick still lacks (:func:`read_due` postpones a stick that may still get them,
+and decides one that cannot as ``unscorable`` with the sensors named), and the model's
+``lock_out`` or ``pass`` on the features built exactly as at training time, from the same
+statistics (:func:`qcllp.features.build_station_features_from_stats`) -- for the active
+model and a shadow model alike, from one read (:func:`decide_due`). Runs inside the step's
+transaction.
 """
 
 from __future__ import annotations
@@ -18,70 +21,29 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import Connection
 
-from qcllp.features import READING_COLUMNS, build_station_features
+from qcllp.features import build_station_features_from_stats
 from qcllp.plant.config import PlantConfig, Station
 from qcllp.scoring.pending import postpone
 from qcllp.station.registry import LoadedModel
-from qcllp.store import IN_CHUNK, Reading, Series, charge_time_bounds, placeholders, us_to_utc
+from qcllp.store.kept_stats import read_series_stats
 
-__all__ = ["DueSticks", "decide_due", "read_due", "read_stick_readings"]
+__all__ = ["DueSticks", "decide_due", "read_due", "read_stick_stats"]
 
 
-def read_stick_readings(
-    conn: Connection, sticks: pd.DataFrame, stations: list[str]
-) -> pd.DataFrame:
-    """Long readings (as ``Store.read_readings``) of the given sticks at the given stations.
+def read_stick_stats(conn: Connection, sticks: pd.DataFrame, stations: list[str]) -> pd.DataFrame:
+    """The kept statistics (:func:`qcllp.store.kept_stats.read_series_stats`: one row per
+    series with readings) of the given sticks at the given stations.
 
     Series are looked up by ``station`` and ``charge_id`` -- the unique index's prefix, so the
     lookup costs in proportion to the charges asked for, not to the stored history -- and
-    narrowed to the sticks in pandas; their readings are bounded by the charges' time span
-    (:func:`qcllp.store.charge_time_bounds`), so of a partitioned ``readings`` only the
-    months of these charges are probed, however many years are stored. Both queries run on
-    the driver's cursor of the step's transaction and return plain tuples: SQLAlchemy's row
-    objects cost more than the database here (``benchmarks/bench_scorer.py``).
-    """
+    narrowed to the sticks in pandas. One row per series, not its ~11 readings: the ingester
+    keeps the rows in the transaction that stores the readings, so a stick whose readings
+    the step sees has its statistics too (``benchmarks/bench_scorer.py``, issue 34)."""
     wanted = pd.MultiIndex.from_frame(sticks[["charge_id", "stick_id"]].astype(str))
     charges = sorted(set(wanted.get_level_values(0)))
-    names = ["id", "charge_id", "stick_id", "station", "sensor"]
-    in_stations = placeholders(conn, len(stations))
-    cursor = conn.connection.dbapi_connection.cursor()
-    try:
-        found = []
-        for start in range(0, len(charges), IN_CHUNK):
-            part = charges[start : start + IN_CHUNK]
-            in_charges = placeholders(conn, len(part))
-            cursor.execute(
-                f"SELECT {', '.join(names)} FROM {Series.__tablename__} "
-                f"WHERE station IN ({in_stations}) AND charge_id IN ({in_charges})",
-                [*stations, *part],
-            )
-            found += cursor.fetchall()
-        series = pd.DataFrame.from_records(found, columns=names)
-        keep = pd.MultiIndex.from_frame(series[["charge_id", "stick_id"]].astype(str)).isin(wanted)
-        series = series.loc[keep].reset_index(drop=True)
-        if series.empty:
-            return pd.DataFrame(columns=list(READING_COLUMNS))
-        bounds = charge_time_bounds(conn, charges)
-        mark = placeholders(conn, 1)
-        within = "" if bounds is None else f" AND ts_us BETWEEN {mark} AND {mark}"
-        ids = series["id"].astype("int64").tolist()
-        parts = []
-        for start in range(0, len(ids), IN_CHUNK):
-            chunk = ids[start : start + IN_CHUNK]
-            cursor.execute(
-                f"SELECT series_id, ts_us, value FROM {Reading.__tablename__} "
-                f"WHERE series_id IN ({placeholders(conn, len(chunk))}){within}",
-                [*chunk, *(bounds or ())],
-            )
-            parts.append(np.array(cursor.fetchall(), dtype=np.float64).reshape(-1, 3))
-    finally:
-        cursor.close()
-    values = np.concatenate(parts)  # ids and epoch microseconds (< 2**53) are exact here
-    position = pd.Index(series["id"].astype("int64")).get_indexer(values[:, 0].astype(np.int64))
-    frame = series.drop(columns="id").take(position).reset_index(drop=True).astype(str)
-    frame.insert(3, "timestamp", us_to_utc(values[:, 1].astype(np.int64)))
-    frame["value"] = values[:, 2]
-    return frame
+    stats = read_series_stats(conn, stations, charges)
+    keep = pd.MultiIndex.from_arrays([stats["charge_id"], stats["stick_id"]]).isin(wanted)
+    return stats.loc[keep].reset_index(drop=True)
 
 
 @dataclass(frozen=True)
@@ -89,12 +51,12 @@ class DueSticks:
     """The due sticks that completed the station, ready for a model: ``base`` (one row per
     stick: ``charge_id, stick_id, probability, decision, reason, arrived_at``; ``unscorable``
     with the missing sensors named until a model decides the ``scorable`` ones) and the
-    sticks' ``readings`` of the stations up to this one. Read once, decided by the active and
-    the shadow model alike."""
+    sticks' series ``stats`` at the stations up to this one. Read once, decided by the active
+    and the shadow model alike."""
 
     base: pd.DataFrame
     scorable: np.ndarray
-    readings: pd.DataFrame
+    stats: pd.DataFrame
 
 
 def read_due(
@@ -105,11 +67,11 @@ def read_due(
     now: datetime,
     assume_complete: bool,
 ) -> DueSticks:
-    """The due sticks that have completed, with their readings; sticks still waiting for a
-    missing sensor (before the timeout) get a later ``due_at`` and are left out."""
+    """The due sticks that have completed, with their series' statistics; sticks still waiting
+    for a missing sensor (before the timeout) get a later ``due_at`` and are left out."""
     stations = [s.name for s in config.stations_up_to(st.name)]
-    readings = read_stick_readings(conn, due, stations)
-    missing = _missing_sensors(readings, st, due)
+    stats = read_stick_stats(conn, due, stations)
+    missing = _missing_sensors(stats, st, due)
     first = pd.to_datetime(due["first_arrived_at"], utc=True)
     timed_out = (pd.Timestamp(now) - first).dt.total_seconds().to_numpy() >= st.timeout_s
     complete = due["later_seen"].to_numpy(bool) | timed_out | assume_complete
@@ -132,7 +94,7 @@ def read_due(
             "arrived_at": pd.to_datetime(decided["arrived_at"], utc=True),
         }
     )
-    return DueSticks(base, has_all[~waiting], readings)
+    return DueSticks(base, has_all[~waiting], stats)
 
 
 def decide_due(
@@ -154,7 +116,9 @@ def decide_due(
         key = (tuple(model.features), tuple(sorted(dict(model.imputation).items())))
         X = next((x for k, x in built if k == key), None)
         if X is None and due.scorable.any():
-            X = build_station_features(due.readings, config, st.name, imputation=model.imputation).X
+            X = build_station_features_from_stats(
+                due.stats, config, st.name, imputation=model.imputation
+            ).X
             built.append((key, X))
         out.append(_model_decisions(due, loaded, X))
     return out
@@ -179,10 +143,11 @@ def _model_decisions(due: DueSticks, loaded: LoadedModel, X: pd.DataFrame | None
     return out
 
 
-def _missing_sensors(readings: pd.DataFrame, st: Station, due: pd.DataFrame) -> list[list[str]]:
-    """Per due stick (in order), the sensors of station ``st`` without any reading."""
+def _missing_sensors(stats: pd.DataFrame, st: Station, due: pd.DataFrame) -> list[list[str]]:
+    """Per due stick (in order), the sensors of station ``st`` without any reading (a series
+    without readings has no row of statistics)."""
     index = pd.MultiIndex.from_frame(due[["charge_id", "stick_id"]].astype(str))
-    here = readings[readings["station"] == st.name]
+    here = stats[stats["station"] == st.name]
     names = list(st.sensor_names)
     stick = index.get_indexer(pd.MultiIndex.from_frame(here[["charge_id", "stick_id"]]))
     sensor = pd.Index(names).get_indexer(here["sensor"])

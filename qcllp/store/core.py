@@ -324,7 +324,7 @@ class Store:
     def read_series_stats(
         self, stations: Sequence[str], charge_ids: Sequence[str] | None = None
     ) -> pd.DataFrame:
-        """:func:`qcllp.store.kept_stats.read_series_stats`: what training reads."""
+        """:func:`qcllp.store.kept_stats.read_series_stats`: what training and the scorer read."""
         from qcllp.store.kept_stats import read_series_stats
 
         with self.engine.connect() as conn:

@@ -10,8 +10,7 @@ the readings on demand, and read back per station and charge.
 * :func:`rebuild_series_stats` recomputes rows from the readings (some series, or all of
   them a chunk of series at a time): ``qcllp features rebuild``, the migration that created
   the table, and retention after it drops a month.
-* :func:`read_series_stats` is what training reads instead of the readings (the scorers
-  still read the readings of the sticks they decide).
+* :func:`read_series_stats` is what training and the scorers read instead of the readings.
 """
 
 from __future__ import annotations

@@ -155,12 +155,12 @@ class Reading(Base):
 
 class SeriesStatistics(Base):
     """The mergeable statistics of one series' stored readings (:mod:`qcllp.store.series_stats`,
-    kept by :mod:`qcllp.store.kept_stats`), from which its features follow: training reads one
-    row per series, not its readings. Merged by the ingester in the transaction that stores
-    the readings; rebuilt from them, which stay the truth, by ``qcllp features rebuild`` and
-    by retention for a dropped month's series. ``moments``: the eight float figures
-    (``MOMENT_COLUMNS``) as little-endian float64 -- a 64k-row fetch takes 0.12 s so, 0.19 s
-    as eight columns (SQLite).
+    kept by :mod:`qcllp.store.kept_stats`), from which its features follow: training and the
+    scorers read one row per series, not its readings. Merged by the ingester in the
+    transaction that stores the readings; rebuilt from them, which stay the truth, by
+    ``qcllp features rebuild`` and by retention for a dropped month's series. ``moments``: the
+    eight float figures (``MOMENT_COLUMNS``) as little-endian float64 -- a 64k-row fetch
+    takes 0.12 s so, 0.19 s as eight columns (SQLite).
     """
 
     __tablename__ = "series_stats"

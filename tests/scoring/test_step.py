@@ -101,12 +101,13 @@ def test_a_stick_missing_a_sensor_waits_for_the_timeout_and_is_unscorable_naming
         "AND charge_id NOT IN (SELECT charge_id FROM charges WHERE n_sticks IS NOT NULL) "
         "ORDER BY charge_id, stick_id LIMIT 1"
     )
-    with store.engine.begin() as conn:
-        conn.exec_driver_sql(
-            "DELETE FROM readings WHERE series_id IN (SELECT id FROM series WHERE "
-            f"station = 'straightening' AND charge_id = '{charge}' AND stick_id = '{stick}' "
-            "AND sensor = 'deflection')"
-        )
+    series = (
+        "SELECT id FROM series WHERE station = 'straightening' "
+        f"AND charge_id = '{charge}' AND stick_id = '{stick}' AND sensor = 'deflection'"
+    )
+    with store.engine.begin() as conn:  # as if its deflection had never been measured
+        conn.exec_driver_sql(f"DELETE FROM readings WHERE series_id IN ({series})")
+        conn.exec_driver_sql(f"DELETE FROM series_stats WHERE series_id IN ({series})")
     loaded = load_model(store, station="straightening")
     st = config.station("straightening")
     settled = score_step(
