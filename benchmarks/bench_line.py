@@ -257,6 +257,8 @@ class Line:
                 "expected": metrics.get("expected_saving_per_1000"),
                 "low": metrics.get("saving_low_per_1000"),
                 "high": metrics.get("saving_high_per_1000"),
+                "basis": saving_basis(metrics),
+                "period": metrics.get("saving_period_charges"),
             }
         )
 
@@ -405,6 +407,26 @@ def summary(rows: pd.DataFrame, middle: str) -> None:
         f"- station-weeks that locked out: {len(acting)}; what their lock-outs realized inside "
         f"the stated interval: {inside.sum()} ({share:.0%})"
     )
+    interval_table(acting)
+
+
+def interval_table(acting: pd.DataFrame) -> None:
+    """The station-weeks that locked out by what their stated saving stands on: how many
+    realized inside their interval, below it and above it."""
+    if acting.empty:
+        return
+    realized = per_1000(acting, "lockouts")
+    side = np.where(
+        realized < acting["low"], "below", np.where(realized > acting["high"], "above", "inside")
+    )
+    basis = acting["basis"] if "basis" in acting else pd.Series("?", index=acting.index)
+    table = pd.crosstab(basis.fillna("?"), side).reindex(
+        columns=["inside", "below", "above"], fill_value=0
+    )
+    print("\n| stated saving's basis | station-weeks | inside | below | above |")
+    print("|---|---:|---:|---:|---:|")
+    for name, r in table.iterrows():
+        print(f"| {name} | {r.sum()} | {r['inside']} | {r['below']} | {r['above']} |")
 
 
 def week_table(rows: pd.DataFrame, scenario: str, seed: int, station: str) -> None:
@@ -434,6 +456,16 @@ def week_table(rows: pd.DataFrame, scenario: str, seed: int, station: str) -> No
 
 
 _SHADOW = ("audits", "audits_failing", "shadow", "would_lock", "would_realize")
+
+
+def saving_basis(metrics: dict) -> str | None:
+    """What a model's stated saving stands on (:class:`qcllp.station.lockout_rule.SavingEstimate`):
+    ``inspected``, ``in-sample`` or ``held-out``; ``None`` without a model."""
+    if not metrics:
+        return None
+    if "threshold_inspected" in metrics:
+        return "inspected"
+    return "in-sample" if metrics.get("saving_in_sample") else "held-out"
 
 
 def main(argv: list[str] | None = None) -> int:

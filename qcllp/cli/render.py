@@ -202,6 +202,13 @@ IN_SAMPLE_NOTE = (
 )
 
 
+def _week(m: Mapping[str, Any]) -> str:
+    """What period the interval is for: " for a week of N charges" when the charges' times
+    gave one (:mod:`qcllp.station.saving_estimate`), else nothing."""
+    charges = m.get("saving_period_charges")
+    return f" for a week of {charges:,.0f} charges" if charges else ""
+
+
 def trained_line(r: Any) -> str:
     """What ``qcllp train`` prints of a TrainingResult: the model, its rule and its expected
     saving; with ``--method auto``, what each method did."""
@@ -225,8 +232,8 @@ def trained_line(r: Any) -> str:
         "expected saving 0 (it locks out nothing)"
         if m.get("lockout_declined")
         else f"expected saving {m['expected_saving_per_1000']:+.0f} per 1,000 sticks "
-        f"(90 % interval {m['saving_low_per_1000']:+.0f} to {m['saving_high_per_1000']:+.0f}, "
-        f"{basis})"
+        f"(90 % interval {m['saving_low_per_1000']:+.0f} to {m['saving_high_per_1000']:+.0f}"
+        f"{_week(m)}, {basis})"
     )
     subsampled = m.get("labeled_sticks", 0) > m.get("max_sticks", float("inf"))
     of = f" (of {m['labeled_charges']:,.0f}: training.max_sticks)" if subsampled else ""

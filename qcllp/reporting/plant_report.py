@@ -4,12 +4,12 @@ First what needs a person: the stations whose lock-outs the scorer suspended (si
 why) and the latest alarms. Then the summary, one row per station, its state first (locking
 out, suspended, locking out nothing, a candidate not on the line, or a shadow trial, whose
 figures get a column of their own: :func:`qcllp.reporting.status.shadow_trial_state`): the
-active model (or,
-before any promotion, the newest candidate) with its method and target, the share of sticks
-it locks out (out of fold in training, and on the line from the scorer's flags), the expected
-saving per 1,000 sticks with its 90 % prediction interval in the plant's currency (held-out
-charges, :mod:`qcllp.station.lockout_rule`; while suspended, the line gets none of it, and the
-row says so) and -- when the per-stick truth is given (a simulator's truth file,
+active model (or, before any promotion, the newest candidate) with its method and target, the
+share of sticks it locks out (out of fold in training, and on the line from the scorer's
+flags), the expected saving per 1,000 sticks with its 90 % prediction interval for a week in
+the plant's currency (held-out charges, :mod:`qcllp.station.lockout_rule`,
+:mod:`qcllp.station.saving_estimate`; while suspended, the line gets none of it, and the row
+says so) and -- when the per-stick truth is given (a simulator's truth file,
 hand-inspected sticks) -- the ROC AUC and the realized saving of the flags the line got. Then
 per station the out-of-fold predicted-vs-counted shares per charge, the feature importances
 recorded at training and the lock-out rate per hour of production; last the comparison of all

@@ -140,9 +140,9 @@ def _summary_html(summary: pd.DataFrame | None, with_truth: bool) -> list[str]:
     parts.append(
         "<p class='note'>Expected saving: what the station's lock-out rule brings per 1,000 "
         "sticks against locking out nothing, estimated on training charges the rule did "
-        "not see, with a 90 % prediction interval for a period as long as the training "
-        "one. A station whose rule found no threshold with a positive saving bound locks "
-        "out nothing and says so."
+        "not see, with a 90 % prediction interval for a week of production (the week's "
+        "charges, and which locked-out sticks fail, vary too). A station whose rule found "
+        "no threshold with a positive saving bound locks out nothing and says so."
         + (
             " Fresh figures: the scorer's flags against the per-stick truth given."
             if with_truth

@@ -29,12 +29,13 @@ estimates lost money on fresh charges at most stations). So the rule asks for ev
   each group the whole rule (calibration, bootstrap, threshold) runs on the other groups and
   the held-out group's expected saving at that threshold is taken from its probabilities under
   the other groups' calibration. The per-charge held-out savings give the estimate, and a
-  bootstrap over them its sampling spread; the interval is a prediction interval for a fresh
-  period as long as the training one (spread widened by sqrt 2: the estimate's error plus the
-  fresh period's own), at ``level`` (90 %). A model whose rule declined on all its charges
-  locks out nothing and states a saving of exactly 0 (:meth:`SavingEstimate.nothing`), even
-  where the rule locked out on some of the held-out groups' training subsets: what it
-  promises is what the model will do, not what a rule refitted on fewer charges might.
+  bootstrap over them its sampling spread; the interval is a prediction interval for one week
+  of production at ``level`` (90 %): the estimate's error plus the week's own, which charges
+  come and which locked sticks fail (:mod:`qcllp.station.saving_estimate`). A model whose
+  rule declined on all its charges locks out nothing and states a saving of exactly 0
+  (:meth:`SavingEstimate.nothing`), even where the rule locked out on some of the held-out
+  groups' training subsets: what it promises is what the model will do, not what a rule
+  refitted on fewer charges might.
 
 What the interval cannot cover: a plant that changes (new sensors, recipes, drift) moves the
 probabilities themselves; ``benchmarks/bench_plant_quality.py`` measures how often the saving
@@ -57,6 +58,14 @@ from qcllp.learn.calibration import CountCalibrator
 from qcllp.learn.core.threads import single_threaded
 from qcllp.learn.count_batch import fit_count_calibrators
 from qcllp.plant import lockout_costs
+from qcllp.station.saving_estimate import (
+    LEVEL,
+    SavingEstimate,
+    charge_savings,
+    locked_per_charge,
+    period_spread,
+    week_spread,
+)
 
 __all__ = [
     "LockoutCosts",
@@ -74,7 +83,6 @@ __all__ = [
 N_BOOT = 30
 ALPHA = 0.10
 GROUPS = 5
-LEVEL = 0.90
 _N_CANDIDATES = 40
 
 
@@ -181,26 +189,6 @@ def declined_choice(costs: LockoutCosts) -> ThresholdChoice:
     )
 
 
-@dataclass(frozen=True)
-class SavingEstimate:
-    """Expected saving per 1,000 sticks with its interval, and what it stands on (``basis``):
-    ``"held-out"``, charges the rule did not see (:func:`held_out_saving`); ``"in-sample"``,
-    the training charges themselves, when the rule refitted without each group of them
-    declined every time (:func:`expected_saving`); ``"inspected"``, an inspected precision
-    (:func:`qcllp.training.lockout.inspected_saving`)."""
-
-    per_1000: float
-    low: float
-    high: float
-    level: float = LEVEL
-    basis: str = "held-out"
-
-    @classmethod
-    def nothing(cls, level: float = LEVEL) -> SavingEstimate:
-        """The saving of a model that locks out nothing: exactly 0, on any charges."""
-        return cls(0.0, 0.0, 0.0, level)
-
-
 Calibrate = Callable[[np.ndarray, np.ndarray, np.ndarray], Callable[[np.ndarray], np.ndarray]]
 """``calibrate(decision, bag_codes, positives)`` -> a map from decision values to P(fail)."""
 
@@ -233,41 +221,6 @@ def count_calibration(
     with single_threaded():  # three parameters: BLAS threads would only wait
         fitted = CountCalibrator().fit(decision, codes, positives)
     return fitted, CountRefits(fitted)
-
-
-def locked_per_charge(
-    p: np.ndarray,
-    codes: np.ndarray,
-    n_bags: int,
-    thresholds: np.ndarray,
-    weights: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """(count, sum of ``weights``) of sticks with ``p >= t`` per threshold and charge, (T, h)."""
-    order = np.argsort(thresholds, kind="stable")
-    ts = thresholds[order]
-    # bin k (0..T): the stick reaches the k smallest thresholds (p >= ts[:k])
-    reach = np.searchsorted(ts, p, side="right")
-    T = len(ts)
-    flat = codes * (T + 1) + reach
-    count = np.bincount(flat, minlength=n_bags * (T + 1)).reshape(n_bags, T + 1)
-    mass = np.bincount(flat, p if weights is None else weights, minlength=n_bags * (T + 1))
-    mass = mass.reshape(n_bags, T + 1)
-    # locked at sorted threshold j = sticks in bins j+1..T
-    count_at = np.cumsum(count[:, ::-1], axis=1)[:, ::-1][:, 1:]
-    mass_at = np.cumsum(mass[:, ::-1], axis=1)[:, ::-1][:, 1:]
-    out_count = np.empty((T, n_bags))
-    out_mass = np.empty((T, n_bags))
-    out_count[order] = count_at.T
-    out_mass[order] = mass_at.T
-    return out_count, out_mass
-
-
-def charge_savings(
-    p: np.ndarray, codes: np.ndarray, n_bags: int, thresholds: np.ndarray, costs: LockoutCosts
-) -> np.ndarray:
-    """(T, h) expected saving per charge of locking out ``p >= t``, trusting ``p``."""
-    gain = costs.lockout_value(p)
-    return locked_per_charge(p, codes, n_bags, thresholds, weights=gain)[1]
 
 
 def _candidates(p: np.ndarray, costs: LockoutCosts) -> np.ndarray:
@@ -438,15 +391,18 @@ def held_out_saving(
     level: float = LEVEL,
     random_state: int | None = 0,
     in_sample: ThresholdChoice | None = None,
+    period_charges: int | None = None,
 ) -> SavingEstimate:
     """The saving :func:`lockout_rule` brings on charges it did not see, with a prediction
-    interval for a fresh period as long as the training one (module docstring).
+    interval for a week of ``period_charges`` charges (``None``: a period as long as the
+    training one; module docstring, :mod:`qcllp.station.saving_estimate`).
 
     ``in_sample``: the rule's choice on all the charges. When it locks out but the rule
     refitted without each group declined every time, the held-out figure (0 [0, 0]) would say
     "saves nothing" of a model that locks out: the choice's own figure on the training charges
     is stated, labelled ``"in-sample"``, from its bootstrap's ``alpha`` quantile up to the
-    point's mirror image (model-based until a shadow trial measures its lock-outs).
+    point's mirror image, widened for the week by the calibration on all charges
+    (model-based until a shadow trial measures its lock-outs).
     """
     f = np.asarray(decision, dtype=float)
     codes = np.asarray(codes, dtype=np.intp)
@@ -454,6 +410,41 @@ def held_out_saving(
     _check(f, codes, positives)
     h = len(positives)
     rng = np.random.default_rng(random_state)
+    held, noise, locking = _held_out(
+        f, codes, positives, costs, calibrate, groups, n_boot, alpha, rng
+    )
+    rows = np.bincount(codes, minlength=h).astype(float)
+    m = period_charges or h
+    if not locking and in_sample is not None and not in_sample.declined:
+        point, low = in_sample.saving_per_1000, in_sample.saving_bound_per_1000
+        p = calibrate(f, codes, positives)(f)
+        week = week_spread(p, codes, h, in_sample.threshold, costs, m)
+        stated = SavingEstimate(point, low, 2 * point - low, level, basis="in-sample")
+        return stated.widened(week, period_charges)
+    estimate = 1000 * held.sum() / rows.sum()
+    weights = rng.multinomial(h, np.full(h, 1.0 / h), size=max(n_boot, 200)).astype(float)
+    half = float(norm.ppf(0.5 + level / 2)) * float(
+        np.std(1000 * (weights @ held) / (weights @ rows))
+    )
+    stated = SavingEstimate(float(estimate), float(estimate - half), float(estimate + half), level)
+    return stated.widened(period_spread(held, noise, rows, m), period_charges)
+
+
+def _held_out(
+    f: np.ndarray,
+    codes: np.ndarray,
+    positives: np.ndarray,
+    costs: LockoutCosts,
+    calibrate: Calibrate,
+    groups: int,
+    n_boot: int,
+    alpha: float,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Per charge the expected saving of the rule refitted without its group and the variance
+    of its locked sticks' outcomes (:func:`held_out_saving`), and how many groups' rules
+    locked out."""
+    h = len(positives)
     group = rng.permutation(h) % max(2, min(groups, h))
     trains, resamples = [], []
     for g in np.unique(group):  # every group's resamples drawn first, in the same order
@@ -462,7 +453,8 @@ def held_out_saving(
         local = np.searchsorted(kept, codes[train])  # training charges renumbered 0..len(kept)-1
         trains.append(train)
         resamples.append(_Resamples.draw(f[train], local, positives[kept], n_boot, rng))
-    held, locking = np.zeros(h), 0
+    held, noise, locking = np.zeros(h), np.zeros(h), 0
+    outcome = (costs.fail_cost + costs.good_cost) ** 2
     for train, r, maps in zip(trains, resamples, _calibrations(calibrate, resamples), strict=True):
         choice, calibrated = _choose(r, maps, costs, alpha)
         if choice.declined:
@@ -470,17 +462,10 @@ def held_out_saving(
         locking += 1
         out = ~train
         p = calibrated(f[out])  # the other groups' calibration, as the rule fitted it
-        held += charge_savings(p, codes[out], h, np.array([choice.threshold]), costs)[0]
-    rows = np.bincount(codes, minlength=h).astype(float)
-    estimate = 1000 * held.sum() / rows.sum()
-    weights = rng.multinomial(h, np.full(h, 1.0 / h), size=max(n_boot, 200)).astype(float)
-    spread = float(np.std(1000 * (weights @ held) / (weights @ rows)))
-    z = float(norm.ppf(0.5 + level / 2))
-    half = z * spread * np.sqrt(2.0)
-    if not locking and in_sample is not None and not in_sample.declined:
-        point, low = in_sample.saving_per_1000, in_sample.saving_bound_per_1000
-        return SavingEstimate(point, low, 2 * point - low, level, basis="in-sample")
-    return SavingEstimate(float(estimate), float(estimate - half), float(estimate + half), level)
+        at = np.array([choice.threshold])
+        held += charge_savings(p, codes[out], h, at, costs)[0]
+        noise += locked_per_charge(p, codes[out], h, at, weights=outcome * p * (1 - p))[1][0]
+    return held, noise, locking
 
 
 def expected_saving(

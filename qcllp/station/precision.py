@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from qcllp.station.saving_estimate import locked_per_charge
+
 __all__ = ["count_precision_ceiling", "precision_bounds", "precision_lower_bounds"]
 
 
@@ -57,10 +59,8 @@ def count_precision_ceiling(
     ``sum over units of min(locked there, its failing count) / locked`` (NaN where nothing is
     locked). ``codes``: each stick's unit 0..h-1 (a charge, or an inspected stick of its own
     whose count is its label); ``positives``: failing sticks per unit. The lock-outs per unit
-    and threshold are the lock-out rule's own count (:func:`qcllp.station.lockout_rule.
+    and threshold are the lock-out rule's own count (:func:`qcllp.station.saving_estimate.
     locked_per_charge`), memory O(units x thresholds)."""
-    from qcllp.station.lockout_rule import locked_per_charge
-
     ts = np.asarray(thresholds, dtype=float)
     locked, _ = locked_per_charge(p, np.asarray(codes, dtype=np.intp), len(positives), ts)
     best = np.minimum(locked, np.asarray(positives, dtype=float)[None, :]).sum(axis=1)

@@ -32,6 +32,7 @@ import pandas as pd
 
 from qcllp.station.lockout_rule import LockoutCosts, SavingEstimate, ThresholdChoice
 from qcllp.station.model import StationModel
+from qcllp.station.saving_estimate import charges_per_week
 from qcllp.training.inspected import inspection_counts
 from qcllp.training.labeled import LabeledData
 from qcllp.training.lockout import (
@@ -100,7 +101,7 @@ def fit_station_model(
         say(f"{plan.station}: any defect learned {chosen} ({_scored(scores)})")
         params = {**search.params, "any_defect": chosen, "any_defect_auto": scores}
         search = replace(search, params=params)
-    decision = decide_lockout(plan, data, oof, costs, folds)
+    decision = decide_lockout(plan, data, oof, costs, folds, charges_per_week(times))
     times = pd.Series(dtype="datetime64[ns, UTC]") if times is None else times
     return StationFit(_station_model(plan, data, search, decision, times), decision)
 
@@ -220,6 +221,14 @@ def _audits(decision: LockoutDecision, data: LabeledData) -> dict[str, float]:
     return {**top, **evidence}
 
 
+def _period(saving: SavingEstimate) -> dict[str, float]:
+    """Metric ``saving_period_charges``: the charges of the week the saving's interval is
+    for (:mod:`qcllp.station.saving_estimate`), when the charges' times gave one."""
+    if saving.period_charges is None:
+        return {}
+    return {"saving_period_charges": float(saving.period_charges)}
+
+
 def _threshold_evidence(choice: ThresholdChoice) -> dict[str, float]:
     """Metrics ``threshold_inspected`` and ``threshold_inspected_failing`` when the threshold
     rests on inspected precision (:func:`qcllp.training.lockout.inspected_threshold`): the
@@ -253,6 +262,7 @@ def _station_model(
         "expected_saving_per_1000": decision.saving.per_1000,
         "saving_low_per_1000": decision.saving.low,
         "saving_high_per_1000": decision.saving.high,
+        **_period(decision.saving),
         "lockout_rate_bound": decision.lockout_rate_bound,
         "lockout_excess_bound": decision.lockout_excess_bound,
         **_audits(decision, data),

@@ -128,6 +128,7 @@ from qcllp.station.precision import (
     precision_bounds,
     precision_lower_bounds,
 )
+from qcllp.station.saving_estimate import week_spread
 from qcllp.training.evaluate import Evaluation, cross_validate_charges, score_probabilities
 from qcllp.training.labeled import LabeledData
 from qcllp.training.plan import TrainingPlan
@@ -388,16 +389,21 @@ def _lowest_within_ceiling(
 
 
 def inspected_saving(
-    choice: ThresholdChoice, costs: LockoutCosts, level: float = LEVEL
+    choice: ThresholdChoice,
+    costs: LockoutCosts,
+    level: float = LEVEL,
+    week: tuple[float, int | None] = (0.0, None),
 ) -> SavingEstimate:
     """The saving per 1,000 sticks a threshold from inspected precision states: at the
     precision ``inspected_failing / inspected`` and its two-sided ``level`` Clopper-Pearson
-    bounds, at the choice's lock-out rate (module docstring)."""
+    bounds, at the choice's lock-out rate (module docstring); ``week``: the spread of a week's
+    own saving at that precision and its charges
+    (:func:`qcllp.station.saving_estimate.week_spread`), added to the interval."""
     lo, hi = precision_bounds(choice.inspected_failing, choice.inspected, 0.5 + level / 2)
     rate = choice.lockout_rate
     point = _per_1000(rate, choice.inspected_failing / choice.inspected, costs)
     low, high = _per_1000(rate, lo, costs), _per_1000(rate, hi, costs)
-    return SavingEstimate(point, low, high, level, basis="inspected")
+    return SavingEstimate(point, low, high, level, basis="inspected").widened(*week)
 
 
 def _per_1000(rate: float, precision: float, costs: LockoutCosts) -> float:
@@ -406,16 +412,20 @@ def _per_1000(rate: float, precision: float, costs: LockoutCosts) -> float:
 
 
 def decide_lockout(
-    plan: TrainingPlan, data: LabeledData, oof: OutOfFold, costs: LockoutCosts, folds: int
+    plan: TrainingPlan,
+    data: LabeledData,
+    oof: OutOfFold,
+    costs: LockoutCosts,
+    folds: int,
+    period_charges: int | None = None,
 ) -> LockoutDecision:
     """The lock-out threshold on the recalibrated out-of-fold probabilities.
 
     The threshold is the one with the best bootstrap lower bound of the saving, or none
     (:func:`qcllp.station.lockout_rule.lockout_rule`), the saving it brings is estimated on
-    held-out charges
-    with an interval (:func:`qcllp.station.lockout_rule.expected_saving`; exactly 0 when the rule
-    declined:
-    the model locks out nothing), and the evaluation is of the recalibrated probabilities at
+    held-out charges with an interval for a week of ``period_charges`` charges
+    (:func:`qcllp.station.lockout_rule.expected_saving`; exactly 0 when the rule declined: the
+    model locks out nothing), and the evaluation is of the recalibrated probabilities at
     that threshold. The inspected sticks can lower the threshold, or set one where the counts
     declined (:func:`inspected_threshold`; its figures are then theirs,
     :func:`inspected_saving`), and those above it can still make it decline
@@ -428,10 +438,21 @@ def decide_lockout(
     lowered = inspected_threshold(choice, p, known, costs, (codes, positives))
     choice = inspected_brake(lowered, p, known, costs)
     if choice.basis == INSPECTED:
-        saving = inspected_saving(choice, costs)
+        m = period_charges or len(positives)
+        precision = choice.inspected_failing / choice.inspected
+        week = week_spread(p, codes, len(positives), choice.threshold, costs, m, precision)
+        saving = inspected_saving(choice, costs, week=(week, period_charges))
     else:
         saving = expected_saving(
-            choice, decision, codes, positives, costs, oof.calibrate, groups=folds, **rule
+            choice,
+            decision,
+            codes,
+            positives,
+            costs,
+            oof.calibrate,
+            groups=folds,
+            period_charges=period_charges,
+            **rule,
         )
     evaluation = score_probabilities(p, data.bags, data.failing_shares, threshold=choice.threshold)
     charges = oof.charges

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -218,5 +219,9 @@ def test_a_saving_that_stands_on_the_training_charges_says_so_wherever_it_is_sho
     result = TrainingResult(
         row.id, "rolling", "em-llp", "defective", {}, metrics, 120, 6000, Path("m"), None
     )
-    assert f"(90 % interval +120 to +720, {IN_SAMPLE_NOTE})" in trained_line(result)
     assert "did not see" not in trained_line(result)
+    for week, said in ((None, ""), (25.0, " for a week of 25 charges")):
+        m = {k: v for k, v in metrics.items() if k != "saving_period_charges"}
+        m |= {} if week is None else {"saving_period_charges": week}
+        result = replace(result, metrics=m)
+        assert f"(90 % interval +120 to +720{said}, {IN_SAMPLE_NOTE})" in trained_line(result)

@@ -127,6 +127,14 @@ def test_the_stated_saving_is_the_inspected_precision_with_its_bounds():
     assert saving.low == pytest.approx(1000 * rate * (lo * 180 - (1 - lo) * 400))
     assert saving.high == pytest.approx(1000 * rate * (hi * 180 - (1 - hi) * 400))
     assert saving.low < saving.per_1000 < saving.high and saving.level == 0.9
+    weekly = inspected_saving(choice, COSTS, week=(30.0, 25))
+    assert weekly.period_charges == 25 and weekly.per_1000 == saving.per_1000
+    assert weekly.low == pytest.approx(
+        saving.per_1000 - np.hypot(saving.per_1000 - saving.low, 1.6448536 * 30)
+    )
+    assert weekly.high == pytest.approx(
+        saving.per_1000 + np.hypot(saving.high - saving.per_1000, 1.6448536 * 30)
+    )
 
 
 @pytest.mark.parametrize(
