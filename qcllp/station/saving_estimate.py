@@ -27,11 +27,11 @@ measures how often the realized week falls inside (issue 33's target: 80 %).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm
 
 if TYPE_CHECKING:
     from qcllp.station.lockout_rule import LockoutCosts
@@ -77,7 +77,7 @@ class SavingEstimate:
         """This estimate's interval as a prediction interval for a period whose own saving has
         standard deviation ``spread`` (per 1,000 sticks): each side's half-width and the
         period's ``z x spread`` added in quadrature."""
-        z = float(norm.ppf(0.5 + self.level / 2))
+        z = NormalDist().inv_cdf(0.5 + self.level / 2)  # the stdlib's: status imports no SciPy
         below = np.hypot(self.per_1000 - self.low, z * spread)
         above = np.hypot(self.high - self.per_1000, z * spread)
         return SavingEstimate(
