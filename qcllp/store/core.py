@@ -258,19 +258,19 @@ class Store:
         if current is None and not create:
             engine.dispose()
             raise StoreError(f"{shown} has no qcllp schema")
-        known = migrate.known_revisions()
-        if current is not None and current not in known:
+        if current == migrate.HEAD:
+            return cls(engine, models_dir)
+        if current is not None and current not in migrate.known_revisions():
             engine.dispose()
             raise StoreError(
                 f"the database is at schema revision {current}, which this qcllp does not know "
                 "(written by a newer qcllp?); upgrade qcllp"
             )
-        if current != migrate.head_revision():
-            try:
-                migrate.upgrade(engine)
-            except OperationalError as exc:  # e.g. SQLite's "database or disk is full"
-                engine.dispose()
-                raise StoreError(database_problem(exc, shown)) from exc
+        try:
+            migrate.upgrade(engine)
+        except OperationalError as exc:  # e.g. SQLite's "database or disk is full"
+            engine.dispose()
+            raise StoreError(database_problem(exc, shown)) from exc
         return cls(engine, models_dir)
 
     def close(self) -> None:

@@ -1,5 +1,7 @@
 """Store: schema creation and migration, read helpers' dtypes, refusal of unknown databases."""
 
+import subprocess
+import sys
 import threading
 import time
 from datetime import UTC, datetime
@@ -21,7 +23,7 @@ from qcllp.store import (
     Store,
     StoreError,
 )
-from qcllp.store.migrate import current_revision, head_revision
+from qcllp.store.migrate import HEAD, current_revision, head_revision
 from qcllp.store.partitions import ensure_partitions
 
 
@@ -34,6 +36,23 @@ def test_open_creates_schema_at_head_and_reopening_keeps_data(store_url):
     again = Store.open(store_url)
     assert again.count(Charge) == 1
     again.close()
+
+
+def test_the_head_named_in_the_code_is_the_newest_migration_script():
+    assert head_revision() == HEAD
+
+
+def test_a_database_at_head_opens_without_importing_alembic(tmp_path):
+    """What keeps ``qcllp models list`` quick: Alembic is imported only to migrate."""
+    url = f"sqlite:///{tmp_path / 'p.sqlite'}"
+    Store.open(url).close()
+    code = (
+        "import sys; from qcllp.store import Store; "
+        f"Store.open({url!r}, create=False).close(); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'alembic'))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
 
 
 def test_open_without_create_refuses_a_missing_sqlite_file(tmp_path):
