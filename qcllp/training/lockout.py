@@ -111,6 +111,7 @@ from sklearn.base import BaseEstimator, clone
 from qcllp.learn.calibration import CountCalibrator, poisson_binomial_logpmf
 from qcllp.plant.config import PlantConfig
 from qcllp.station.audit_band import audit_band_floor
+from qcllp.station.ceiling_bound import ceiling_free_saving, reaching_ceiling_one
 from qcllp.station.guard_bounds import lockout_excess_bound, lockout_rate_bound
 from qcllp.station.lockout_rule import (
     LEVEL,
@@ -411,6 +412,43 @@ def _per_1000(rate: float, precision: float, costs: LockoutCosts) -> float:
     return 1000 * rate * costs.lockout_value(precision)
 
 
+def _stated_saving(
+    choice: ThresholdChoice,
+    oof: OutOfFold,
+    costs: LockoutCosts,
+    folds: int,
+    period_charges: int | None,
+    rule: dict,
+) -> SavingEstimate:
+    """The saving a model states for ``choice``, with its interval for a week of
+    ``period_charges`` charges: at the inspected precision (:func:`inspected_saving`), or on
+    held-out charges (:func:`qcllp.station.lockout_rule.expected_saving`) with the upper end
+    reaching a count calibration whose ceiling is 1 where the counts allow it
+    (:mod:`qcllp.station.ceiling_bound`)."""
+    p, codes, positives = oof.probability, oof.codes, oof.positives
+    if choice.basis == INSPECTED:
+        m = period_charges or len(positives)
+        precision = choice.inspected_failing / choice.inspected
+        week = week_spread(p, codes, len(positives), choice.threshold, costs, m, precision)
+        return inspected_saving(choice, costs, week=(week, period_charges))
+    saving = expected_saving(
+        choice,
+        oof.decision,
+        codes,
+        positives,
+        costs,
+        oof.calibrate,
+        groups=folds,
+        period_charges=period_charges,
+        **rule,
+    )
+    if choice.declined:
+        return saving
+    locked = p >= choice.threshold
+    free = ceiling_free_saving(oof.decision, codes, positives, oof.recalibration, locked, costs)
+    return reaching_ceiling_one(saving, free)
+
+
 def decide_lockout(
     plan: TrainingPlan,
     data: LabeledData,
@@ -437,23 +475,7 @@ def decide_lockout(
     known = known_failing(data)
     lowered = inspected_threshold(choice, p, known, costs, (codes, positives))
     choice = inspected_brake(lowered, p, known, costs)
-    if choice.basis == INSPECTED:
-        m = period_charges or len(positives)
-        precision = choice.inspected_failing / choice.inspected
-        week = week_spread(p, codes, len(positives), choice.threshold, costs, m, precision)
-        saving = inspected_saving(choice, costs, week=(week, period_charges))
-    else:
-        saving = expected_saving(
-            choice,
-            decision,
-            codes,
-            positives,
-            costs,
-            oof.calibrate,
-            groups=folds,
-            period_charges=period_charges,
-            **rule,
-        )
+    saving = _stated_saving(choice, oof, costs, folds, period_charges, rule)
     evaluation = score_probabilities(p, data.bags, data.failing_shares, threshold=choice.threshold)
     charges = oof.charges
     bound = lockout_rate_bound(p, charges, choice.threshold, random_state=plan.seed)
