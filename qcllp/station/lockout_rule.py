@@ -391,11 +391,13 @@ def held_out_saving(
     level: float = LEVEL,
     random_state: int | None = 0,
     in_sample: ThresholdChoice | None = None,
-    period_charges: int | None = None,
+    period_charges: float | None = None,
 ) -> SavingEstimate:
     """The saving :func:`lockout_rule` brings on charges it did not see, with a prediction
     interval for a week of ``period_charges`` charges (``None``: a period as long as the
-    training one; module docstring, :mod:`qcllp.station.saving_estimate`).
+    training one; module docstring, :mod:`qcllp.station.saving_estimate`). Counted in the
+    units ``codes`` names: where inspected sticks are units of their own, a week holds more
+    units than charges (:func:`qcllp.training.lockout.decide_lockout` converts).
 
     ``in_sample``: the rule's choice on all the charges. When it locks out but the rule
     refitted without each group declined every time, the held-out figure (0 [0, 0]) would say

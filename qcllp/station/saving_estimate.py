@@ -66,14 +66,14 @@ class SavingEstimate:
     high: float
     level: float = LEVEL
     basis: str = "held-out"
-    period_charges: int | None = None
+    period_charges: float | None = None
 
     @classmethod
     def nothing(cls, level: float = LEVEL) -> SavingEstimate:
         """The saving of a model that locks out nothing: exactly 0, on any charges."""
         return cls(0.0, 0.0, 0.0, level)
 
-    def widened(self, spread: float, period_charges: int | None) -> SavingEstimate:
+    def widened(self, spread: float, period_charges: float | None) -> SavingEstimate:
         """This estimate's interval as a prediction interval for a period whose own saving has
         standard deviation ``spread`` (per 1,000 sticks): each side's half-width and the
         period's ``z x spread`` added in quadrature."""
@@ -106,7 +106,7 @@ def charges_per_week(times: pd.Series | None) -> int | None:
 
 
 def period_spread(
-    saving: np.ndarray, noise: np.ndarray, rows: np.ndarray, period_charges: int
+    saving: np.ndarray, noise: np.ndarray, rows: np.ndarray, period_charges: float
 ) -> float:
     """Standard deviation of the saving per 1,000 sticks realized over ``period_charges``
     charges drawn like these (module docstring): ``saving`` the expected saving per charge,
@@ -125,7 +125,7 @@ def week_spread(
     n_bags: int,
     threshold: float,
     costs: LockoutCosts,
-    period_charges: int,
+    period_charges: float,
     precision: float | None = None,
 ) -> float:
     """:func:`period_spread` of locking out ``p >= threshold`` on these charges: each locked

@@ -425,12 +425,16 @@ def _stated_saving(
     held-out charges (:func:`qcllp.station.lockout_rule.expected_saving`) with the upper end
     reaching a count calibration whose ceiling is 1 where the counts allow it
     (:mod:`qcllp.station.ceiling_bound`)."""
-    p, codes, positives = oof.probability, oof.codes, oof.positives
+    p, codes, positives, charges = oof.probability, oof.codes, oof.positives, oof.charges
+    n_charges = int(charges.max()) + 1
     if choice.basis == INSPECTED:
-        m = period_charges or len(positives)
+        m = period_charges or n_charges
         precision = choice.inspected_failing / choice.inspected
-        week = week_spread(p, codes, len(positives), choice.threshold, costs, m, precision)
+        week = week_spread(p, charges, n_charges, choice.threshold, costs, m, precision)
         return inspected_saving(choice, costs, week=(week, period_charges))
+    # the held-out figure goes by units (a charge's uninspected sticks, each inspected stick):
+    # a week holds as many more units than charges as the training charges did
+    units = None if period_charges is None else period_charges * len(positives) / n_charges
     saving = expected_saving(
         choice,
         oof.decision,
@@ -439,11 +443,12 @@ def _stated_saving(
         costs,
         oof.calibrate,
         groups=folds,
-        period_charges=period_charges,
+        period_charges=units,
         **rule,
     )
     if choice.declined:
         return saving
+    saving = replace(saving, period_charges=period_charges)  # counted in charges, not units
     locked = p >= choice.threshold
     free = ceiling_free_saving(oof.decision, codes, positives, oof.recalibration, locked, costs)
     return reaching_ceiling_one(saving, free)

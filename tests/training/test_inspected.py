@@ -18,8 +18,10 @@ from qcllp.ingest import ingest_defect_counts
 from qcllp.learn import EMLLP, PerDefectClassifier
 from qcllp.retraining.promotion import labeled_counts, window_data
 from qcllp.scoring.step import flags_frame, score_station
+from qcllp.station.lockout_rule import LockoutCosts
 from qcllp.station.precision import precision_bounds
 from qcllp.station.registry import get_model, load_model
+from qcllp.station.saving_estimate import charges_per_week
 from qcllp.store import Charge, DefectCount, Flag, IngestionBatch, Inspection, Store
 from qcllp.training.lockout import calibration_units
 from qcllp.training.train import (
@@ -346,10 +348,18 @@ def test_training_passes_the_known_labels_to_every_fit_of_the_search_and_the_fol
     plan = training_plan(config, STATION, method_name="em-llp")
     assert plan.per_type
     costs = station_costs(config, STATION)
+    with Store.open(history_plant.url) as store:
+        times = store.read_charge_times().reindex(data.proportions.index)
     alone = fit_station_model(plan, data, costs)
-    known = fit_station_model(plan, replace(data, labels=labels), costs)
+    cheap = LockoutCosts(fail_cost=200.0, good_cost=100.0)  # so that it locks out
+    known = fit_station_model(plan, replace(data, labels=labels), cheap, times=times)
     oof_alone = roc_auc_score(bad, alone.decision.raw_probability)
     oof_known = roc_auc_score(bad, known.decision.raw_probability)
     assert oof_known > oof_alone + 0.08  # measured: 0.883 against 0.750
     assert known.model.metrics["inspected_sticks"] == len(labels)
     assert known.model.metrics["inspected_failing"] == bad.sum()
+    # every stick its own unit: the stated week is still counted in charges
+    m, week = known.model.metrics, charges_per_week(times)
+    assert not m["lockout_declined"] and week is not None
+    assert m["saving_period_charges"] == week  # 16 charges in 12 hours: 215 a week
+    assert m["saving_low_per_1000"] < m["expected_saving_per_1000"] < m["saving_high_per_1000"]
