@@ -142,10 +142,15 @@ def _costed(station, args):
     of its good cost (0 with ``--no-inspections``: locked-out sticks are scrapped unseen), the
     same figure in the product's config, the oracles' break-even and every saving here; its
     ``audit_share`` and ``trial_audit_share`` from ``--audit-share`` and
-    ``--trial-audit-share`` when given."""
+    ``--trial-audit-share`` when given, else 0 with ``--no-inspections`` (a plant that looks
+    at nothing takes no audit samples: they would be scrapped when failing, at no cost, and
+    flatter the product)."""
     look = 0.0 if args.no_inspections else args.inspection_share * station.good_cost
-    share = station.audit_share if args.audit_share is None else args.audit_share
-    trial = station.trial_audit_share if args.trial_audit_share is None else args.trial_audit_share
+    share, trial = (
+        (0.0, 0.0) if args.no_inspections else (station.audit_share, station.trial_audit_share)
+    )
+    share = share if args.audit_share is None else args.audit_share
+    trial = trial if args.trial_audit_share is None else args.trial_audit_share
     return replace(station, inspection_cost=look, audit_share=share, trial_audit_share=trial)
 
 
