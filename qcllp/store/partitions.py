@@ -5,10 +5,12 @@ Years of readings are billions of rows. PostgreSQL's declarative partitioning (`
 RANGE (ts_us)``, migration 0006) keeps each month in its own table with its own primary-key
 index, so
 
-* a query bounded in time touches only the months in its bounds (partition pruning): the
-  scorer and the trainer bound ``ts_us`` by the charges' ``first_seen_us`` and
-  ``last_seen_us`` (:func:`qcllp.store.charge_time_bounds`), so what a poll reads costs the
-  same with one month of history or ten years of it (``benchmarks/bench_partitions.py``);
+* a query bounded in time touches only the months in its bounds (partition pruning):
+  ``Store.read_readings`` bounds ``ts_us`` by the charges' ``first_seen_us`` and
+  ``last_seen_us`` (:func:`qcllp.store.charge_time_bounds`), so what it reads costs the same
+  with one month of history or ten years of it (``benchmarks/bench_partitions.py``); the
+  scorer and training read the series' kept statistics instead (:mod:`qcllp.store.kept_stats`),
+  one row per series by its primary key;
 * retention drops a whole month with ``DROP TABLE`` -- no ``DELETE`` of millions of rows, no
   bloat, no vacuum (:func:`detach_partition`, :mod:`qcllp.store.retention`).
 
