@@ -26,6 +26,8 @@ the rule's threshold, its bound, the promotion gate and the guards never read th
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from qcllp.learn.calibration import CountCalibrator, poisson_binomial_logpmf
@@ -65,7 +67,4 @@ def reaching_ceiling_one(saving: SavingEstimate, free: float | None) -> SavingEs
     (:func:`ceiling_free_saving`) is above its point."""
     if free is None or free <= saving.per_1000:
         return saving
-    high = max(saving.high, free + (saving.high - saving.per_1000))
-    return SavingEstimate(
-        saving.per_1000, saving.low, high, saving.level, saving.basis, saving.period_charges
-    )
+    return replace(saving, high=max(saving.high, free + (saving.high - saving.per_1000)))

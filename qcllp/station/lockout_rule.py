@@ -62,6 +62,7 @@ from qcllp.station.saving_estimate import (
     LEVEL,
     SavingEstimate,
     charge_savings,
+    locked_outcomes,
     locked_per_charge,
     period_spread,
     week_spread,
@@ -456,7 +457,6 @@ def _held_out(
         trains.append(train)
         resamples.append(_Resamples.draw(f[train], local, positives[kept], n_boot, rng))
     held, noise, locking = np.zeros(h), np.zeros(h), 0
-    outcome = (costs.fail_cost + costs.good_cost) ** 2
     for train, r, maps in zip(trains, resamples, _calibrations(calibrate, resamples), strict=True):
         choice, calibrated = _choose(r, maps, costs, alpha)
         if choice.declined:
@@ -464,9 +464,9 @@ def _held_out(
         locking += 1
         out = ~train
         p = calibrated(f[out])  # the other groups' calibration, as the rule fitted it
-        at = np.array([choice.threshold])
-        held += charge_savings(p, codes[out], h, at, costs)[0]
-        noise += locked_per_charge(p, codes[out], h, at, weights=outcome * p * (1 - p))[1][0]
+        saving, outcomes = locked_outcomes(p, codes[out], h, choice.threshold, costs)
+        held += saving
+        noise += outcomes
     return held, noise, locking
 
 

@@ -26,7 +26,7 @@ measures how often the realized week falls inside (issue 33's target: 80 %).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import NormalDist
 from typing import TYPE_CHECKING
 
@@ -42,6 +42,7 @@ __all__ = [
     "SavingEstimate",
     "charge_savings",
     "charges_per_week",
+    "locked_outcomes",
     "locked_per_charge",
     "period_spread",
     "week_spread",
@@ -80,13 +81,11 @@ class SavingEstimate:
         z = NormalDist().inv_cdf(0.5 + self.level / 2)  # the stdlib's: status imports no SciPy
         below = np.hypot(self.per_1000 - self.low, z * spread)
         above = np.hypot(self.high - self.per_1000, z * spread)
-        return SavingEstimate(
-            self.per_1000,
-            float(self.per_1000 - below),
-            float(self.per_1000 + above),
-            self.level,
-            self.basis,
-            period_charges,
+        return replace(
+            self,
+            low=float(self.per_1000 - below),
+            high=float(self.per_1000 + above),
+            period_charges=period_charges,
         )
 
 
@@ -131,14 +130,29 @@ def week_spread(
     """:func:`period_spread` of locking out ``p >= threshold`` on these charges: each locked
     stick fails with its ``p``, or with ``precision`` when the saving stands on an inspected
     precision rather than on the probabilities."""
+    saving, noise = locked_outcomes(p, codes, n_bags, threshold, costs, precision)
+    rows = np.bincount(codes, minlength=n_bags)
+    return period_spread(saving, noise, rows, period_charges)
+
+
+def locked_outcomes(
+    p: np.ndarray,
+    codes: np.ndarray,
+    n_bags: int,
+    threshold: float,
+    costs: LockoutCosts,
+    precision: float | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per charge, of locking out ``p >= threshold``: the expected saving and the variance
+    of its outcomes (a locked stick saves ``fail_cost`` or loses ``good_cost``, plus the
+    look), each locked stick failing with its ``p`` or with ``precision``."""
     p = np.asarray(p, dtype=float)
     q = p if precision is None else np.full_like(p, precision)
-    spread = (costs.fail_cost + costs.good_cost) ** 2 * q * (1 - q)
+    outcome = (costs.fail_cost + costs.good_cost) ** 2 * q * (1 - q)
     at = np.array([threshold])
     _, saving = locked_per_charge(p, codes, n_bags, at, weights=costs.lockout_value(q))
-    _, noise = locked_per_charge(p, codes, n_bags, at, weights=spread)
-    rows = np.bincount(codes, minlength=n_bags)
-    return period_spread(saving[0], noise[0], rows, period_charges)
+    _, noise = locked_per_charge(p, codes, n_bags, at, weights=outcome)
+    return saving[0], noise[0]
 
 
 def locked_per_charge(
