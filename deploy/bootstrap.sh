@@ -4,7 +4,8 @@
 #   bash deploy/bootstrap.sh          runtime only (enough for `qcllp demo`)
 #   bash deploy/bootstrap.sh --test   plus the test tools and, where apt-get can be used as
 #                                     root, a PostgreSQL server for the engine tests and
-#                                     Chromium for the report's browser test
+#                                     Chromium for the report's browser test and Mosquitto
+#                                     for the MQTT tests
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,5 +52,13 @@ fi
 if (( want_tests )) && ! command -v chromium >/dev/null 2>&1; then
     apt_install chromium "the HTML report test" \
         "chromium not found and apt-get not usable: the report's browser test will skip"
+fi
+if (( want_tests )) && ! command -v mosquitto >/dev/null 2>&1 && [[ ! -x /usr/sbin/mosquitto ]]; then
+    apt_install mosquitto "the MQTT intake and flag tests" \
+        "mosquitto not found and apt-get not usable: the MQTT tests will skip"
+    # Debian's package may start a broker on 1883 where an init system runs: the tests start their own
+    if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet mosquitto 2>/dev/null; then
+        systemctl disable --now mosquitto >/dev/null 2>&1 || true
+    fi
 fi
 echo "qcllp is set up in $(pwd)/.venv" >&2

@@ -1,5 +1,5 @@
-"""``qcllp serve``: the line's long-running services (a station's scorer, the plant's
-retraining daemon), each until SIGTERM, logging JSON lines on stderr."""
+"""``qcllp serve``: the line's long-running services (a station's scorer, the plant's MQTT
+intake and retraining daemon), each until SIGTERM, logging JSON lines on stderr."""
 
 from __future__ import annotations
 
@@ -32,6 +32,19 @@ def serve_scorer(ctx: Context, station: str, sink, port, interval) -> None:
     sink = station_sink(ctx, station, sink)
     with ctx.store() as store:
         code = run_scorer(store, ctx.config, station, sink=sink, port=port, interval_s=interval)
+    sys.exit(code)
+
+
+@serve.command("intake")
+@click.option("--port", type=int, help="HTTP port of /healthz and /metrics (default: config).")
+@pass_ctx
+def serve_intake(ctx: Context, port) -> None:
+    """Store readings from the line's MQTT broker as they arrive (one per plant)."""
+    from qcllp.service.intake import run_intake
+
+    _service_logging()
+    with ctx.store() as store:
+        code = run_intake(store, ctx.config, port=port)
     sys.exit(code)
 
 

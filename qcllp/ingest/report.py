@@ -46,6 +46,10 @@ REASONS: dict[str, str] = {
     "count_too_large": "n_sticks or a defect count is larger than the store holds (2,147,483,647)",
     "counts_exceed_n_sticks": "the defect counts add up to more than n_sticks",
     "conflicting_counts": "the charge was reported before with different counts (kept as conflict)",
+    "malformed_message": (
+        "an MQTT message is not a JSON object of the readings payload (docs/data.md)"
+    ),
+    "unsupported_version": "an MQTT message's payload version ('v') is not one this intake reads",
     "missing_field": "an inspection's station or result is empty",
     "unknown_result": "the inspection result is neither ok nor a defect type of the plant config",
     "unknown_stick": "no readings of the inspected stick (charge_id, stick_id) are stored",

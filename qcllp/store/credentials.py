@@ -13,7 +13,9 @@ password of a server database comes, in this order, from
    when the URL has no password), or no password at all (peer or certificate login).
 
 A SQL source of the connectors (``connectors.sql.<name>.url``, a historian) follows the same
-rules under its own variables, ``QCLLP_SOURCE_<NAME>_PASSWORD`` and ``..._PASSWORD_FILE``.
+rules under its own variables, ``QCLLP_SOURCE_<NAME>_PASSWORD`` and ``..._PASSWORD_FILE``;
+so does the MQTT broker's (``connectors.mqtt``), under ``QCLLP_MQTT_PASSWORD`` and
+``QCLLP_MQTT_PASSWORD_FILE`` (:func:`secret_from_env`).
 
 **Printing a URL**: :func:`display_url` is the one way a URL reaches a log line, ``status``
 or an error message. libpq takes a password in three places -- the URL's user part
@@ -41,12 +43,14 @@ from sqlalchemy.exc import ArgumentError
 
 __all__ = [
     "DATABASE",
+    "MQTT",
     "PASSWORD_ENV",
     "PASSWORD_FILE_ENV",
     "CredentialError",
     "display_url",
     "mask_secrets",
     "password_places",
+    "secret_from_env",
     "source_prefix",
     "with_password",
 ]
@@ -129,6 +133,22 @@ class CredentialError(RuntimeError):
     """The password file named in the environment is missing, unreadable or too open."""
 
 
+MQTT = "QCLLP_MQTT"  # the broker's variables: QCLLP_MQTT_PASSWORD(_FILE)
+
+
+def secret_from_env(prefix: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The password under ``prefix``'s variables (``<prefix>_PASSWORD``, else the private file
+    named by ``<prefix>_PASSWORD_FILE``), or ``None`` when neither is set: for credentials that
+    are not part of a URL, such as the MQTT broker's (:data:`MQTT`)."""
+    environ = os.environ if environ is None else environ
+    variable, file_variable = f"{prefix}_PASSWORD", f"{prefix}_PASSWORD_FILE"
+    if environ.get(variable):
+        return environ[variable]
+    if environ.get(file_variable):
+        return _read_private(Path(environ[file_variable]), file_variable)
+    return None
+
+
 def with_password(
     url: URL, environ: Mapping[str, str] | None = None, *, prefix: str = DATABASE
 ) -> URL:
@@ -139,12 +159,8 @@ def with_password(
     environ = os.environ if environ is None else environ
     if url.get_backend_name() == "sqlite" or url.password is not None:
         return url
-    variable, file_variable = f"{prefix}_PASSWORD", f"{prefix}_PASSWORD_FILE"
-    if environ.get(variable):
-        return url.set(password=environ[variable])
-    if environ.get(file_variable):
-        return url.set(password=_read_private(Path(environ[file_variable]), file_variable))
-    return url
+    password = secret_from_env(prefix, environ)
+    return url if password is None else url.set(password=password)
 
 
 def _read_private(path: Path, variable: str) -> str:

@@ -44,6 +44,9 @@ Schema (see ``plant_config/example.yaml`` for a full example)::
       defects: {path, format: csv|parquet, pattern, archive}   # archive: folder for done files
       sql: {<source name>: {url, table | query, watermark, kind: measurements|defects,
                             columns: {<long-format name>: <source column>}, chunk_rows}}
+      mqtt: {host, port, client_id, username, tls, ca_file, readings_topic, flags_topic,
+             publish_flags, batch_max_messages, batch_max_s, keepalive_s, host_http,
+             port_http}          # the line's broker: qcllp serve intake, flags out
     schedules:                        # optional
       ingest_interval_s: float > 0    # default 300 when no ingest_cron is given
       ingest_cron: str                # crontab string, alternative to the interval
@@ -116,6 +119,7 @@ from qcllp.plant.config.loader import (
 from qcllp.plant.config.model import (
     Connectors,
     FileConnector,
+    MqttConnector,
     PlantConfig,
     Retention,
     Retrainer,
@@ -134,6 +138,7 @@ __all__ = [
     "ConfigError",
     "Connectors",
     "FileConnector",
+    "MqttConnector",
     "PlantConfig",
     "Schedules",
     "Sensor",

@@ -33,6 +33,7 @@ from qcllp.plant.config.fields import (
     Timezone,
     choice,
 )
+from qcllp.plant.config.message_bus import Mqtt
 from qcllp.plant.config.problems import Problem, Section, default_of, duplicates
 from qcllp.plant.config.sections import (
     MAX_FUTURE_TOLERANCE_S,
@@ -56,6 +57,7 @@ __all__ = [
     "Drift",
     "FileSource",
     "MeasurementFiles",
+    "Mqtt",
     "Plant",
     "Retention",
     "Retrainer",

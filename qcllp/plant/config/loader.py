@@ -14,6 +14,7 @@ from qcllp.plant.config import document as doc
 from qcllp.plant.config.model import (
     Connectors,
     FileConnector,
+    MqttConnector,
     PlantConfig,
     Retention,
     Retrainer,
@@ -192,5 +193,6 @@ def _connectors(connectors: doc.Connectors) -> Connectors:
         defects=FileConnector(**defects.model_dump()) if defects else None,
         inspections=FileConnector(**inspections.model_dump()) if inspections else None,
         sql=sql,
+        mqtt=MqttConnector(**connectors.mqtt.model_dump()) if connectors.mqtt else None,
         future_tolerance_s=connectors.future_tolerance_s,
     )

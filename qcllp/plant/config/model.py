@@ -259,6 +259,41 @@ class SqlSource:
 
 
 @dataclass(frozen=True)
+class MqttConnector:
+    """The line's MQTT broker (:mod:`.message_bus` says what each field is for).
+
+    ``port`` ``None``: 1883, or 8883 with ``tls``; ``client_id`` ``None``:
+    ``qcllp-intake-<plant name>`` (:meth:`PlantConfig.mqtt_client_id`).
+    """
+
+    host: str
+    port: int | None = None
+    client_id: str | None = None
+    username: str | None = None
+    tls: bool = False
+    ca_file: str | None = None
+    readings_topic: str = default_of(doc.Mqtt, "readings_topic")
+    flags_topic: str = default_of(doc.Mqtt, "flags_topic")
+    publish_flags: bool = True
+    batch_max_messages: int = default_of(doc.Mqtt, "batch_max_messages")
+    batch_max_s: float = default_of(doc.Mqtt, "batch_max_s")
+    keepalive_s: int = default_of(doc.Mqtt, "keepalive_s")
+    host_http: str = default_of(doc.Mqtt, "host_http")
+    port_http: int = default_of(doc.Mqtt, "port_http")
+
+    @property
+    def broker_port(self) -> int:
+        """The port to connect to."""
+        return self.port if self.port is not None else (8883 if self.tls else 1883)
+
+    def readings_topic_of(self, station: str) -> str:
+        return self.readings_topic.replace("{station}", station)
+
+    def flags_topic_of(self, station: str) -> str:
+        return self.flags_topic.replace("{station}", station)
+
+
+@dataclass(frozen=True)
 class Connectors:
     """Where the plant's data comes from: drop folders and SQL sources (all optional).
 
@@ -270,6 +305,7 @@ class Connectors:
     defects: FileConnector | None = None
     inspections: FileConnector | None = None
     sql: Mapping[str, SqlSource] = field(default_factory=dict)
+    mqtt: MqttConnector | None = None
     future_tolerance_s: float = default_of(doc.Connectors, "future_tolerance_s")
 
 
@@ -298,6 +334,14 @@ class PlantConfig:
     def classes(self) -> tuple[str, ...]:
         """Quality classes: ``("ok", *defect_types)``."""
         return ("ok", *self.defect_types)
+
+    @property
+    def mqtt_client_id(self) -> str:
+        """The intake's MQTT client id: ``connectors.mqtt.client_id`` or
+        ``qcllp-intake-<plant name>`` (a session the broker keeps across restarts)."""
+        mqtt = self.connectors.mqtt
+        given = mqtt.client_id if mqtt is not None else None
+        return given or f"qcllp-intake-{self.name}"
 
     @property
     def station_names(self) -> tuple[str, ...]:

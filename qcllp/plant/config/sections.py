@@ -23,6 +23,7 @@ from qcllp.plant.config.fields import (
     choice,
     is_number,
 )
+from qcllp.plant.config.message_bus import Mqtt
 from qcllp.plant.config.problems import Problem, Section, default_of, duplicates
 
 MAX_FUTURE_TOLERANCE_S = 31 * 86_400  # no reading more than a month ahead: no far-future partition
@@ -228,6 +229,11 @@ class Connectors(Section):
     )
     sql: dict[str, SqlSource] | None = Field(
         None, description="SQL sources (a historian, the MES) read incrementally, by name."
+    )
+    mqtt: Mqtt | None = Field(
+        None,
+        description="The line's MQTT broker: readings in real time (qcllp serve intake) and "
+        "the scorers' flags out.",
     )
     future_tolerance_s: Number = Field(
         86_400.0,

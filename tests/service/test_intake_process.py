@@ -1,0 +1,237 @@
+"""The MQTT intake as the plant runs it: ``qcllp serve intake`` in a process of its own.
+
+A real Mosquitto broker (:mod:`tests.mqttbroker`, the settings of
+``deploy/mosquitto/mosquitto.conf``), a real paho gateway publishing the simulator's readings
+as series payloads at QoS 1 (:mod:`tests.support.mqtt_gateway`), the intake started as a
+process against a real SQLite file, and real signals: ``kill -9`` of the intake mid-stream, a
+broker restart and a paused broker (SIGSTOP). What every test checks at the end: each
+simulated reading is stored exactly once (the readings table holds exactly the published keys,
+and no more), and a malformed payload is quarantined with its topic.
+
+Without Mosquitto (Debian's ``mosquitto`` package, ``deploy/bootstrap.sh --test``) the tests
+skip with that reason.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from qcllp.ingest.mqtt_messages import series_payloads
+from qcllp.plant.config import load_plant_config
+from qcllp.plant.simulate import simulate_plant
+from qcllp.store import Store
+from tests.mqttbroker import TempBroker, find_mosquitto
+from tests.service.harness import ServiceProcess, wait_until
+from tests.support.mqtt_gateway import Gateway
+
+ROOT = Path(__file__).resolve().parents[2]
+TOPIC = "plant/{station}/readings"
+
+
+@pytest.fixture
+def broker():
+    binary = find_mosquitto()
+    if binary is None:
+        pytest.skip(
+            "mosquitto not found on PATH or in /usr/sbin: install Debian's 'mosquitto' "
+            "package (deploy/bootstrap.sh --test)"
+        )
+    started = TempBroker(binary)
+    yield started
+    started.close()
+
+
+def write_config(folder: Path, port: int) -> Path:
+    """The example plant, its readings from the test broker, its database a file here."""
+    raw = yaml.safe_load((ROOT / "plant_config" / "example.yaml").read_text())
+    raw["database_url"] = f"sqlite:///{folder / 'plant.sqlite'}"
+    raw["connectors"] = {
+        "mqtt": {
+            "host": "127.0.0.1",
+            "port": port,
+            "readings_topic": TOPIC,
+            "keepalive_s": 5,
+            "batch_max_s": 0.05,
+        }
+    }
+    path = folder / "plant.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+class Line:
+    """One test's plant: its config, the published readings, the intake processes."""
+
+    def __init__(self, folder: Path, broker: TempBroker, n_charges: int):
+        self.folder, self.broker = folder, broker
+        self.config_path = write_config(folder, broker.port)
+        config = load_plant_config(self.config_path)
+        Store.open(config.database_url).close()  # the services open a database, never create one
+        self.sim = simulate_plant(config, n_charges, random_state=7, sticks_per_charge=(8, 16))
+        self.items = [
+            (TOPIC.replace("{station}", station), payload)
+            for station, _c, _s, payload in series_payloads(self.sim.readings)
+        ]
+        self.procs: list[ServiceProcess] = []
+
+    def start_intake(self, name: str = "intake") -> ServiceProcess:
+        proc = ServiceProcess(
+            ["--config", str(self.config_path)], ["intake"], folder=self.folder, name=name
+        )
+        self.procs.append(proc)
+        proc.wait_up()
+        return proc
+
+    def stored(self) -> int:
+        with sqlite3.connect(self.folder / "plant.sqlite") as conn:
+            try:
+                return conn.execute("SELECT count(*) FROM readings").fetchone()[0]
+            except sqlite3.OperationalError:  # not created yet
+                return 0
+
+    def stored_keys(self) -> set[tuple]:
+        """(charge, stick, station, sensor, timestamp in microseconds) of every stored reading."""
+        query = """
+            SELECT se.charge_id, se.stick_id, se.station, se.sensor, r.ts_us
+            FROM readings r JOIN series se ON se.id = r.series_id"""
+        with sqlite3.connect(self.folder / "plant.sqlite") as conn:
+            return set(conn.execute(query).fetchall())
+
+    def expected_keys(self) -> set[tuple]:
+        r = self.sim.readings
+        ts = pd.to_datetime(r["timestamp"], utc=True).astype("int64") // 1000
+        columns = [r[c].astype(str) for c in ("charge_id", "stick_id", "station", "sensor")]
+        return set(zip(*columns, ts.astype(int), strict=True))
+
+    def all_stored(self, procs: list[ServiceProcess], timeout: float = 90.0) -> None:
+        expected = len(self.sim.readings)
+        wait_until(lambda: self.stored() >= expected, what=f"{expected} readings stored",
+                   procs=procs, timeout=timeout)  # fmt: skip
+        assert self.stored() == expected
+        assert self.stored_keys() == self.expected_keys()
+
+    def close(self) -> None:
+        for proc in self.procs:
+            proc.stop_if_running()
+
+
+@pytest.fixture
+def line(tmp_path, broker, request):
+    made = Line(tmp_path, broker, getattr(request, "param", 4))
+    yield made
+    made.close()
+
+
+def test_intake_stores_every_reading_once_quarantines_a_bad_message_and_stops_on_sigterm(line):
+    intake = line.start_intake()
+    gateway = Gateway(line.broker.port)
+    bad_topic = TOPIC.replace("{station}", "rolling")
+    gateway.publish([*line.items[:10], (bad_topic, b'{"v": 1, "charge_id": '), *line.items[10:]])
+    line.all_stored([intake])
+    wait_until(gateway.all_acknowledged, what="the broker's acknowledgements")
+    rows = _quarantine(line)
+    assert [(r[0], r[1]) for r in rows] == [(f"mqtt:{bad_topic}", "malformed_message")]
+    assert rows[0][2].startswith(f"topic {bad_topic}: not JSON")
+    status, body = intake.health()
+    assert status == 200 and body["status"] == "ok" and body["connected"] is True
+    assert intake.metric("qcllp_intake_readings_total", outcome="stored") == len(line.sim.readings)
+    assert intake.metric("qcllp_intake_messages_total") == len(line.items) + 1
+    assert intake.terminate() == 0
+    events = [e["event"] for e in intake.events()]
+    assert events[-2:] == ["stopping", "stopped"] and "mqtt_connected" in events
+    gateway.close()
+
+
+def _quarantine(line: Line) -> list[tuple]:
+    with sqlite3.connect(line.folder / "plant.sqlite") as conn:
+        return conn.execute("SELECT source, reason, detail FROM quarantine ORDER BY id").fetchall()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("line", [30], indirect=True)
+def test_kill9_of_the_intake_mid_stream_stores_every_reading_exactly_once(line):
+    intake = line.start_intake()
+    gateway = Gateway(line.broker.port)
+    total = len(line.sim.readings)
+    publishing = _in_thread(lambda: gateway.publish(line.items, per_s=1500))
+    wait_until(lambda: line.stored() > total // 4, what="a quarter stored", procs=[intake])
+    intake.kill9()
+    again = line.start_intake("intake-2")
+    wait_until(lambda: line.stored() > total // 2, what="half stored", procs=[again])
+    again.kill9()
+    third = line.start_intake("intake-3")
+    publishing.join()
+    line.all_stored([third])
+    wait_until(gateway.all_acknowledged, what="the broker's acknowledgements")
+    assert third.terminate() == 0
+    gateway.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("line", [30], indirect=True)
+def test_a_broker_restart_and_a_paused_broker_lose_no_reading(line):
+    intake = line.start_intake()
+    gateway = Gateway(line.broker.port)
+    total = len(line.sim.readings)
+    publishing = _in_thread(lambda: gateway.publish(line.items, per_s=1500))
+    wait_until(lambda: line.stored() > total // 4, what="a quarter stored", procs=[intake])
+    line.broker.stop()
+    wait_until(lambda: intake.health()[0] == 503, what="/healthz 503 with the broker away",
+               procs=[intake])  # fmt: skip
+    assert "not connected" in " ".join(intake.body()["problems"]) or intake.body()["problems"]
+    line.broker.start()
+    wait_until(lambda: line.stored() > total // 2, what="half stored", procs=[intake])
+    line.broker.pause()
+    wait_until(lambda: intake.health()[0] == 503, what="/healthz 503 with the broker frozen",
+               procs=[intake], timeout=30)  # fmt: skip
+    line.broker.resume()
+    publishing.join()
+    line.all_stored([intake])
+    wait_until(gateway.all_acknowledged, what="the broker's acknowledgements", timeout=60)
+    wait_until(lambda: intake.health()[0] == 200, what="/healthz 200 again", procs=[intake])
+    assert intake.terminate() == 0
+    gateway.close()
+
+
+@pytest.mark.slow
+def test_a_second_intake_waits_as_standby_and_takes_over_when_the_first_dies(line):
+    first = line.start_intake()
+    second = line.start_intake("intake-standby")
+    wait_until(lambda: second.body().get("status") == "standby", what="standby",
+               procs=[second])  # fmt: skip
+    gateway = Gateway(line.broker.port)
+    gateway.publish(line.items[: len(line.items) // 2])
+    first.signal(signal.SIGKILL)
+    gateway.publish(line.items[len(line.items) // 2 :])
+    line.all_stored([second])
+    assert second.body()["status"] == "ok"
+    events = [e["event"] for e in second.events()]
+    assert events.index("standby") < events.index("active")
+    gateway.close()
+
+
+def _in_thread(work):
+    import threading
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_payload_in_the_docs_is_what_the_intake_reads():
+    """The series example of docs/data.md parses to readings (the documented contract)."""
+    from qcllp.ingest.mqtt_messages import Message, message_chunks
+
+    text = (ROOT / "docs" / "data.md").read_text()
+    example = text.split("<!-- mqtt-series-example -->")[1].split("```json")[1].split("```")[0]
+    doc = json.loads(example)
+    chunks = message_chunks([Message("t", doc["station"], json.dumps(doc).encode())])
+    assert len(chunks["t"].frame) == sum(len(v) for v in doc["series"].values())
+    assert not chunks["t"].rejected
