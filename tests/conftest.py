@@ -3,7 +3,8 @@
 ``store_url`` / ``store`` are parametrized over ``sqlite`` and ``postgresql``, so every store
 and ingestion test runs on both. The PostgreSQL server is started once per session
 (:mod:`tests.pgserver`); each test gets the session's migrated database emptied (``TRUNCATE``).
-Without PostgreSQL binaries the ``postgresql`` cases skip with the reason.
+Without PostgreSQL binaries the ``postgresql`` cases skip with the reason; ``broker`` is a
+Mosquitto broker per test (skips without Mosquitto).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from qcllp.plant.config import PlantConfig, parse_plant_config
+from tests.mqttbroker import TempBroker, find_mosquitto
 from tests.pgserver import TempPostgres, find_pg_bin
 from tests.support.plants import fast_config, history_plant, retrain_plant  # noqa: F401 (fixtures)
 
@@ -84,6 +86,21 @@ def _empty_all_tables(url: str) -> None:
     with engine.begin() as conn:
         conn.exec_driver_sql(f"TRUNCATE {names} RESTART IDENTITY CASCADE")
     engine.dispose()
+
+
+@pytest.fixture
+def broker():
+    """A Mosquitto broker of its own for the test (:mod:`tests.mqttbroker`; skips without
+    the binary)."""
+    binary = find_mosquitto()
+    if binary is None:
+        pytest.skip(
+            "mosquitto not found on PATH or in /usr/sbin: install Debian's 'mosquitto' "
+            "package (deploy/bootstrap.sh --test)"
+        )
+    started = TempBroker(binary)
+    yield started
+    started.close()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

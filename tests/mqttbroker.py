@@ -91,6 +91,12 @@ class TempBroker:
             self.proc.terminate()
             self.proc.wait(timeout=20)
 
+    def kill(self) -> None:
+        """SIGKILL (also a frozen broker): what it had not saved or read from its sockets is
+        gone, as after a power cut."""
+        self.proc.kill()
+        self.proc.wait(timeout=20)
+
     def pause(self) -> None:
         """Freeze the broker (SIGSTOP): connections stay open and nothing answers."""
         self.proc.send_signal(signal.SIGSTOP)

@@ -40,7 +40,7 @@ def serve_scorer(ctx: Context, station: str, sink, port, interval) -> None:
 @pass_ctx
 def serve_intake(ctx: Context, port) -> None:
     """Store readings from the line's MQTT broker as they arrive (one per plant)."""
-    from qcllp.service.intake import run_intake
+    from qcllp.service.mqtt.intake import run_intake
 
     _service_logging()
     with ctx.store() as store:

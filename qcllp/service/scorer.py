@@ -51,6 +51,9 @@ Around each step:
   checkpoint names, is refused with one line and exit code 1 -- the service does not start.
   A database away at start defers the claim to the first tick that reaches it. Every step
   then writes to the sink the checkpoint names.
+* **MQTT**: with ``connectors.mqtt`` (and ``publish_flags``), every flag is published to the
+  station's flags topic from the flags table as an outbox (:mod:`.flag_publisher`); a broker
+  away makes ``/healthz`` say ``degraded`` with how many flags wait, and delays nothing else.
 * **SIGTERM / SIGINT**: the current step finishes and commits, the steps still due (a
   backlog of hundreds after a long stop) are left to the next start, the scheduler shuts
   down, exit code 0 -- within a step's time, well inside systemd's stop timeout.
@@ -78,6 +81,7 @@ from qcllp.scoring.inspection_guard import Realized, model_realized, realized_li
 from qcllp.scoring.step import StepResult, record_alarm, score_step
 from qcllp.service.http import HealthServer
 from qcllp.service.logs import log_event, one_line
+from qcllp.service.mqtt.flag_publisher import FlagPublisher
 from qcllp.service.scorer_metrics import ScorerMetrics
 from qcllp.service.scorer_models import ShadowSlot, load_verified
 from qcllp.station.artifacts import ArtifactError
@@ -105,6 +109,7 @@ class ScorerState:
     standby: bool = False
     lockouts_suspended: str | None = None  # the guard's reason while it holds lock-outs
     realized: Realized | None = None  # the active model's realized (inspected) saving
+    publishing: list[str] = field(default_factory=list)  # why flags are not reaching MQTT
     alarms: deque[str] = field(default_factory=lambda: deque(maxlen=ALARMS_SHOWN))
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -126,6 +131,9 @@ class ScorerState:
                     f"no active model: shadow model {self.shadow_model_id} decides alone, the "
                     "line gets its audit samples only"
                 )
+                status = "degraded" if status == "ok" else status
+            if self.publishing:
+                problems.extend(self.publishing)
                 status = "degraded" if status == "ok" else status
             if self.lockouts_suspended:
                 shown = self.realized is not None and self.realized.inspected
@@ -175,6 +183,12 @@ class ScorerService:
         self._realized_of: int | None = None  # the model whose realized saving is shown
         self.metrics.model_id.set(0)
         self.metrics.shadow_id.set(0)
+        mqtt = config.connectors.mqtt
+        self.publisher = (
+            FlagPublisher(store, config, station, self.metrics.registry)
+            if mqtt is not None and mqtt.publish_flags
+            else None
+        )
 
     # -- model ---------------------------------------------------------------------------
     def refresh_model(self) -> None:
@@ -288,6 +302,7 @@ class ScorerService:
             self.read_alarms()
             with self.state.lock:
                 self.state.last_error = None
+            self._publish()
         except Exception as exc:  # noqa: BLE001 - a service keeps polling; the state says why
             self.metrics.errors.inc()
             message = one_line(exc)
@@ -297,6 +312,14 @@ class ScorerService:
             if not isinstance(exc, (SQLAlchemyError, OSError, SinkError)):  # db, disk, sink: no bug
                 log.exception("unexpected error in a scoring step")
         return decided
+
+    def _publish(self) -> None:
+        """Wake the flag publisher (new flags may be committed) and show its state."""
+        if self.publisher is None:
+            return
+        self.publisher.nudge()
+        with self.state.lock:
+            self.state.publishing = self.publisher.status().problems()
 
     def step(self) -> StepResult:
         started = time.perf_counter()
@@ -378,6 +401,8 @@ def run_scorer(
         signal.signal(signum, lambda *_: service.stopping.set())
     http = HealthServer(config.scorer.host, port, service.state, service.metrics.registry)
     http.start()
+    if service.publisher is not None:
+        service.publisher.start()
     scheduler = BackgroundScheduler(timezone="UTC")
     scheduler.add_job(
         service.tick,
@@ -403,6 +428,8 @@ def run_scorer(
     service.stopping.wait()
     _log("stopping", station=station)
     scheduler.shutdown(wait=True)  # the running step finishes and commits; no other starts
+    if service.publisher is not None:
+        service.publisher.stop()  # what the broker has not acknowledged goes at the next start
     http.stop()
     _log("stopped", station=station)
     return service.exit_code

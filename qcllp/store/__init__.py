@@ -16,8 +16,6 @@ from qcllp.store.core import (
     us_to_utc,
 )
 from qcllp.store.schema import (
-    RETRAINER_JOBS,
-    Alarm,
     Base,
     BatchStick,
     Charge,
@@ -26,19 +24,24 @@ from qcllp.store.schema import (
     Flag,
     IngestionBatch,
     Inspection,
-    Lease,
-    LockoutGuard,
     Model,
     QuarantineRow,
     Reading,
-    RetrainerEvent,
-    ScorerCheckpoint,
-    ScorerPending,
     Series,
     SeriesStatistics,
     ShadowFlag,
     Stick,
     Watermark,
+)
+from qcllp.store.schema_services import (
+    RETRAINER_JOBS,
+    Alarm,
+    FlagDelivery,
+    Lease,
+    LockoutGuard,
+    RetrainerEvent,
+    ScorerCheckpoint,
+    ScorerPending,
 )
 
 __all__ = [
@@ -51,6 +54,7 @@ __all__ = [
     "DefectCount",
     "DefectCountConflict",
     "Flag",
+    "FlagDelivery",
     "IngestionBatch",
     "Inspection",
     "Lease",

@@ -27,25 +27,12 @@ from qcllp.ingest.mqtt_messages import series_payloads
 from qcllp.plant.config import load_plant_config
 from qcllp.plant.simulate import simulate_plant
 from qcllp.store import Store
-from tests.mqttbroker import TempBroker, find_mosquitto
+from tests.mqttbroker import TempBroker
 from tests.service.harness import ServiceProcess, wait_until
 from tests.support.mqtt_gateway import Gateway
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPIC = "plant/{station}/readings"
-
-
-@pytest.fixture
-def broker():
-    binary = find_mosquitto()
-    if binary is None:
-        pytest.skip(
-            "mosquitto not found on PATH or in /usr/sbin: install Debian's 'mosquitto' "
-            "package (deploy/bootstrap.sh --test)"
-        )
-    started = TempBroker(binary)
-    yield started
-    started.close()
 
 
 def write_config(folder: Path, port: int) -> Path:

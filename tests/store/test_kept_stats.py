@@ -126,6 +126,7 @@ def test_the_migration_computes_the_statistics_of_the_readings_already_stored(
     store.close()
     engine = create_engine(store_url)
     with engine.begin() as conn:  # the database as revision 0010 left it
+        conn.exec_driver_sql("DROP TABLE flag_deliveries")  # 0012's
         conn.exec_driver_sql("DROP TABLE series_stats")
         conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0010'")
     upgrade(engine)

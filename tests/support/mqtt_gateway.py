@@ -72,11 +72,17 @@ class FlagCollector:
     def __init__(self, port: int, topics: list[str], client_id: str = "test-line"):
         self.lock = threading.Lock()
         self.messages: list[dict] = []
+        self.connects = 0
         self.client = _client(client_id, port)
-        self.client.on_connect = lambda c, *_: c.subscribe([(t, 1) for t in topics])
+        self.client.on_connect = lambda c, *_: self._connected(c, topics)
         self.client.on_message = self._got
         self.client.connect_async("127.0.0.1", port, keepalive=5)
         self.client.loop_start()
+
+    def _connected(self, client, topics: list[str]) -> None:  # noqa: ANN001
+        client.subscribe([(t, 1) for t in topics])
+        with self.lock:
+            self.connects += 1
 
     def _got(self, _client, _userdata, message) -> None:  # noqa: ANN001
         doc = json.loads(message.payload)

@@ -1,7 +1,7 @@
 """The MQTT intake: ``qcllp serve intake``, readings from the line's broker into the store.
 
 It subscribes to every station's readings topic (``connectors.mqtt.readings_topic``) at QoS 1
-under a persistent session (:mod:`.mqtt_connection`) and stores what arrives in small
+under a persistent session (:mod:`.link`) and stores what arrives in small
 batches, each one transaction through the files' validation and quarantine
 (:func:`qcllp.ingest.mqtt_messages.store_messages`). A batch is stored once
 ``batch_max_messages`` wait, ``batch_max_s`` after its first message, or as soon as the
@@ -44,9 +44,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from qcllp.ingest.mqtt_messages import Message, store_messages
 from qcllp.plant.config import ConfigError, PlantConfig, exposed_host_warning
 from qcllp.service.http import HealthServer
-from qcllp.service.intake_health import IntakeMetrics, IntakeState
 from qcllp.service.logs import log_event, one_line
-from qcllp.service.mqtt_connection import BrokerLink
+from qcllp.service.mqtt.intake_health import IntakeMetrics, IntakeState
+from qcllp.service.mqtt.link import BrokerLink
 from qcllp.store import Store
 from qcllp.store.leases import HeldLease, LeaseBusy
 
