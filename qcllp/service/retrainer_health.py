@@ -13,13 +13,15 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from qcllp.service.build_metrics import register_process_and_build
 from qcllp.store.leases import HeldLease
 
 __all__ = ["RetrainerMetrics", "RetrainerState"]
 
 
 class RetrainerMetrics:
-    """Prometheus metrics of the daemon, in a registry of its own."""
+    """Prometheus metrics of the daemon, in a registry of its own, with the process's and the
+    build's (:mod:`.build_metrics`)."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -70,6 +72,7 @@ class RetrainerMetrics:
             "Inputs (files, folders, SQL sources) whose last ingestion attempt failed.",
             registry=self.registry,
         )
+        register_process_and_build(self.registry)
 
 
 @dataclass
