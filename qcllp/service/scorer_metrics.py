@@ -9,7 +9,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from qcllp.scoring.audits import AUDIT
-from qcllp.scoring.step import StepResult
+from qcllp.scoring.step import DECISIONS, StepResult
 from qcllp.service.build_metrics import register_process_and_build
 from qcllp.service.scorer_inspections import InspectionMetrics
 
@@ -40,6 +40,8 @@ class ScorerMetrics:
             ["station", "decision"],
             registry=self.registry,
         )
+        for decision in DECISIONS:  # at 0 from the start: increase() misses a series' first
+            self.decisions.labels(station=station, decision=decision)  # sample (lock-out rate)
         self.batch_seconds = Histogram(
             "qcllp_scorer_step_seconds",
             "Duration of one scoring step (one transaction).",
