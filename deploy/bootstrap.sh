@@ -3,8 +3,9 @@
 # the package installed from pyproject.toml.
 #   bash deploy/bootstrap.sh          runtime only (enough for `qcllp demo`)
 #   bash deploy/bootstrap.sh --test   plus the test tools and, where apt-get can be used as
-#                                     root, a PostgreSQL server for the engine tests and
-#                                     Chromium for the report's browser test
+#                                     root, a PostgreSQL server for the engine tests,
+#                                     Chromium for the report's browser test and promtool for
+#                                     the alert rules' test (no Prometheus server left running)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,8 +27,8 @@ else
     .venv/bin/python -m pip install --quiet -e .
 fi
 
-# apt_install PACKAGE PURPOSE SKIP_NOTE: install a system package when root with apt-get, else
-# say which tests will skip. The package index is fetched once.
+# apt_install PACKAGE PURPOSE SKIP_NOTE [APT_OPTION...]: install a system package when root with
+# apt-get, else say which tests will skip. The package index is fetched once.
 apt_updated=0
 apt_install() {
     if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
@@ -37,7 +38,7 @@ apt_install() {
             apt-get update -qq
             apt_updated=1
         fi
-        apt-get install -y -qq "$1" >/dev/null
+        apt-get install -y -qq "${@:4}" "$1" >/dev/null
     else
         echo "$3" >&2
     fi
@@ -51,5 +52,26 @@ fi
 if (( want_tests )) && ! command -v chromium >/dev/null 2>&1; then
     apt_install chromium "the HTML report test" \
         "chromium not found and apt-get not usable: the report's browser test will skip"
+fi
+# Debian's prometheus package enables its server, and starts it where services may start (under
+# systemd, or by its init script unless a policy-rc.d forbids it, as Docker images' does); the
+# tests need only its promtool, so a server it started is stopped and disabled again.
+stop_prometheus_server() {
+    if [[ $(id -u) -ne 0 ]] || ! command -v promtool >/dev/null 2>&1; then
+        return 0
+    fi
+    if [[ -d /run/systemd/system ]]; then
+        systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+    elif [[ -x /etc/init.d/prometheus ]]; then
+        /etc/init.d/prometheus stop >/dev/null 2>&1 || true
+        update-rc.d prometheus disable >/dev/null 2>&1 || true
+    fi
+}
+if (( want_tests )) && ! command -v promtool >/dev/null 2>&1; then
+    # without its recommends: prometheus-node-exporter would be one more service started
+    apt_install prometheus "the alert rules' test" \
+        "promtool not found and apt-get not usable: the alert rules test will skip" \
+        --no-install-recommends
+    stop_prometheus_server
 fi
 echo "qcllp is set up in $(pwd)/.venv" >&2
