@@ -1,6 +1,7 @@
-"""Every metric the alert rules read is one the services export, under the name a scrape
-gives it (a counter's ``_total``, a histogram's ``_bucket``, ...): a renamed metric, or a gauge
-queried as a counter, would leave an alert that can never fire and nothing would say so.
+"""Every metric the alert rules and the Grafana dashboard read is one the services export,
+under the name a scrape gives it (a counter's ``_total``, a histogram's ``_bucket``, ...): a
+renamed metric, or a gauge queried as a counter, would leave an alert that can never fire or
+an empty panel, and nothing would say so.
 
 The names come from the services' registries, built as the services build them (no process
 started); the intake's metrics from one declared list, the intake being written beside this.
@@ -9,16 +10,12 @@ started); the intake's metrics from one declared list, the intake being written 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-import yaml
 from prometheus_client import CollectorRegistry
 
 from qcllp.service.retrainer_health import RetrainerMetrics
 from qcllp.service.scorer_metrics import ScorerMetrics
-
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-ALERTS = DEPLOY / "prometheus" / "alerts.yml"
+from tests.deploy.expressions import alert_expressions, dashboard_expressions
 
 # The MQTT intake service's metrics the alerts read, declared here until the intake (being
 # written in parallel) exports them from a registry this test can build: then replace this list
@@ -51,11 +48,6 @@ def services_names() -> set[str]:
     return exported_names(ScorerMetrics("cooling").registry, RetrainerMetrics().registry)
 
 
-def alert_expressions() -> list[str]:
-    groups = yaml.safe_load(ALERTS.read_text())["groups"]
-    return [rule["expr"] for group in groups for rule in group["rules"]]
-
-
 def unknown_names(expressions: list[str]) -> set[str]:
     used = {name for expr in expressions for name in METRIC_NAME.findall(expr)}
     assert used, "the expressions read qcllp's metrics"
@@ -64,6 +56,10 @@ def unknown_names(expressions: list[str]) -> set[str]:
 
 def test_the_alert_rules_read_only_metrics_the_services_export():
     assert unknown_names(alert_expressions()) == set()
+
+
+def test_the_dashboard_reads_only_metrics_the_services_export():
+    assert unknown_names(dashboard_expressions()) == set()
 
 
 def test_a_name_the_services_do_not_export_is_caught():
