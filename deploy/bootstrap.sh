@@ -3,9 +3,10 @@
 # the package installed from pyproject.toml.
 #   bash deploy/bootstrap.sh          runtime only (enough for `qcllp demo`)
 #   bash deploy/bootstrap.sh --test   plus the test tools and, where apt-get can be used as
-#                                     root, a PostgreSQL server for the engine tests and
-#                                     Chromium for the report's browser test and Mosquitto
-#                                     for the MQTT tests
+#                                     root, a PostgreSQL server for the engine tests,
+#                                     Chromium for the report's browser test, Mosquitto for
+#                                     the MQTT tests and promtool for the alert rules' test
+#                                     (no broker or Prometheus server left running)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,8 +28,8 @@ else
     .venv/bin/python -m pip install --quiet -e .
 fi
 
-# apt_install PACKAGE PURPOSE SKIP_NOTE: install a system package when root with apt-get, else
-# say which tests will skip. The package index is fetched once.
+# apt_install PACKAGE PURPOSE SKIP_NOTE [APT_OPTION...]: install a system package when root with
+# apt-get, else say which tests will skip. The package index is fetched once.
 apt_updated=0
 apt_install() {
     if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
@@ -38,7 +39,7 @@ apt_install() {
             apt-get update -qq
             apt_updated=1
         fi
-        apt-get install -y -qq "$1" >/dev/null
+        apt-get install -y -qq "${@:4}" "$1" >/dev/null
     else
         echo "$3" >&2
     fi
@@ -53,12 +54,31 @@ if (( want_tests )) && ! command -v chromium >/dev/null 2>&1; then
     apt_install chromium "the HTML report test" \
         "chromium not found and apt-get not usable: the report's browser test will skip"
 fi
+# Debian's mosquitto and prometheus packages enable their servers, and start them where
+# services may start (under systemd, or by the init script unless a policy-rc.d forbids it, as
+# Docker images' does); the tests start their own broker and need only promtool, so a server a
+# package started is stopped and disabled again.
+stop_server() {
+    if [[ $(id -u) -ne 0 ]]; then
+        return 0
+    fi
+    if [[ -d /run/systemd/system ]]; then
+        systemctl disable --now "$1.service" >/dev/null 2>&1 || true
+    elif [[ -x /etc/init.d/$1 ]]; then
+        "/etc/init.d/$1" stop >/dev/null 2>&1 || true
+        update-rc.d "$1" disable >/dev/null 2>&1 || true
+    fi
+}
 if (( want_tests )) && ! command -v mosquitto >/dev/null 2>&1 && [[ ! -x /usr/sbin/mosquitto ]]; then
     apt_install mosquitto "the MQTT intake and flag tests" \
         "mosquitto not found and apt-get not usable: the MQTT tests will skip"
-    # Debian's package may start a broker on 1883 where an init system runs: the tests start their own
-    if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet mosquitto 2>/dev/null; then
-        systemctl disable --now mosquitto >/dev/null 2>&1 || true
-    fi
+    stop_server mosquitto
+fi
+if (( want_tests )) && ! command -v promtool >/dev/null 2>&1; then
+    # without its recommends: prometheus-node-exporter would be one more service started
+    apt_install prometheus "the alert rules' test" \
+        "promtool not found and apt-get not usable: the alert rules test will skip" \
+        --no-install-recommends
+    command -v promtool >/dev/null 2>&1 && stop_server prometheus
 fi
 echo "qcllp is set up in $(pwd)/.venv" >&2

@@ -1,5 +1,6 @@
-"""Structured logs of the services: one JSON object per line (``ts``, ``event``, fields), the
-format journald, Loki or a plain ``grep`` read alike; and errors cut to one line for them."""
+"""Structured logs of the services: one JSON object per line (``ts``, ``level``, ``event``,
+fields), the format journald, Loki or a plain ``grep`` read alike; and errors cut to one line
+for them."""
 
 from __future__ import annotations
 
@@ -27,20 +28,27 @@ def one_line(exc: BaseException) -> str:
 
 
 class JsonLines(logging.Formatter):
-    """Every record one JSON line: the services' own events (:func:`log_event`) as they are,
-    anything else (APScheduler's "skipped: maximum number of running instances", a library's
-    warning, a traceback) wrapped as ``{"ts", "event": "log", "logger", "level", "message"}``
-    with ``traceback`` when there is one, so a log reader never meets a line it cannot parse."""
+    """Every record one JSON line with the record's ``level`` (``INFO``, ``WARNING``,
+    ``ERROR``, ...: what an on-call filter reads, ``jq 'select(.level != "INFO")'`` or Loki's
+    ``| json | level="ERROR"``): the services' own events (:func:`log_event`) with ``level``
+    put in after ``ts``, anything else (APScheduler's "skipped: maximum number of running
+    instances", a library's warning, a traceback) wrapped as ``{"ts", "level", "event":
+    "log", "logger", "message"}`` with ``traceback`` when there is one, so a log reader never
+    meets a line it cannot parse."""
 
     def format(self, record: logging.LogRecord) -> str:
         message = record.getMessage()
-        if message.startswith("{") and not record.exc_info and _is_json(message):
-            return message
+        event = _json_object(message) if not record.exc_info else None
+        if event is not None:
+            ts = {"ts": event["ts"]} if "ts" in event else {}
+            line = {**ts, "level": None, **event}
+            line["level"] = record.levelname  # the record's, whatever the message said
+            return json.dumps(line, default=str)
         line = {
             "ts": datetime.fromtimestamp(record.created, UTC).isoformat(),
+            "level": record.levelname,
             "event": "log",
             "logger": record.name,
-            "level": record.levelname,
             "message": message,
         }
         if record.exc_info:
@@ -48,9 +56,12 @@ class JsonLines(logging.Formatter):
         return json.dumps(line, default=str)
 
 
-def _is_json(text: str) -> bool:
+def _json_object(text: str) -> dict[str, Any] | None:
+    """``text`` as the JSON object it is (a service's own event), else None."""
+    if not text.startswith("{"):
+        return None
     try:
-        json.loads(text)
+        value = json.loads(text)
     except ValueError:
-        return False
-    return True
+        return None
+    return value if isinstance(value, dict) else None

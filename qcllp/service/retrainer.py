@@ -93,6 +93,7 @@ from qcllp.service.retrainer_ingest import IngestJob
 
 # the scheduler's parts under the names they had here (tests drive them as retrainer._...)
 from qcllp.service.retrainer_schedule import RetrainQueue as _RetrainQueue
+from qcllp.service.retrainer_schedule import job_triggers as _job_triggers
 from qcllp.service.retrainer_schedule import new_scheduler as _scheduler
 from qcllp.service.retrainer_schedule import reconcile_jobs as _reconcile_jobs
 from qcllp.service.retrainer_schedule import shutdown as _shutdown
@@ -142,6 +143,7 @@ class RetrainerService(IngestJob, ShadowJob):
         self.reference_cache: dict[int, Any] = {}
         self.queue_retrain: Callable[[str], bool] = lambda station: False
         self.stations = list(config.retrainer.stations or config.station_names)
+        self.metrics.start_at_zero(self.stations, _job_triggers(config))
         self.files = FileMemo()
         self.failing: dict[str, str] = {}  # input -> why its last ingestion failed
 

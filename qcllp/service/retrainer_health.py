@@ -8,18 +8,23 @@ its lock.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from qcllp.service.build_metrics import register_process_and_build
 from qcllp.store.leases import HeldLease
 
-__all__ = ["RetrainerMetrics", "RetrainerState"]
+__all__ = ["JOB_OUTCOMES", "RetrainerMetrics", "RetrainerState"]
+
+JOB_OUTCOMES = ("ok", "failed", "abandoned")  # qcllp_retrainer_jobs_total's outcome label
 
 
 class RetrainerMetrics:
-    """Prometheus metrics of the daemon, in a registry of its own."""
+    """Prometheus metrics of the daemon, in a registry of its own, with the process's and the
+    build's (:mod:`.build_metrics`)."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -70,6 +75,19 @@ class RetrainerMetrics:
             "Inputs (files, folders, SQL sources) whose last ingestion attempt failed.",
             registry=self.registry,
         )
+        register_process_and_build(self.registry)
+
+    def start_at_zero(self, stations: Iterable[str], jobs: Iterable[str]) -> None:
+        """Export the counters the alerts watch at 0 from the start, for every job and
+        station. A labelled child appears at its first ``inc()`` with the value 1, and PromQL's
+        ``increase()`` counts nothing in a series' first sample: the daemon's first failed job
+        or drift alarm since it started would raise no alert."""
+        for job in jobs:
+            for outcome in JOB_OUTCOMES:
+                self.jobs.labels(job=job, outcome=outcome)
+        for station in stations:
+            self.drift_alarms.labels(station=station)
+            self.guard_retrains.labels(station=station)
 
 
 @dataclass

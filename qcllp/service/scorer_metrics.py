@@ -2,14 +2,15 @@
 and how long they take, the backlog, the lock-out guard, the inspections taken in
 (:mod:`.scorer_inspections`), and the shadow model on trial with the audit samples drawn
 (:mod:`qcllp.scoring.audits`). prometheus_client keeps them, in a registry of the service's
-own."""
+own, with the process's and the build's (:mod:`.build_metrics`)."""
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from qcllp.scoring.audits import AUDIT
-from qcllp.scoring.step import StepResult
+from qcllp.scoring.step import DECISIONS, StepResult
+from qcllp.service.build_metrics import register_process_and_build
 from qcllp.service.scorer_inspections import InspectionMetrics
 
 __all__ = ["ScorerMetrics"]
@@ -27,6 +28,7 @@ class ScorerMetrics:
         self._backlog_metrics(station)
         self._guard_metrics(station)
         self._shadow_metrics(station)
+        register_process_and_build(self.registry)
 
     def _decision_metrics(self, station: str) -> None:
         """The sticks decided, and how long a step and a stick's way to its flag take."""
@@ -38,6 +40,8 @@ class ScorerMetrics:
             ["station", "decision"],
             registry=self.registry,
         )
+        for decision in DECISIONS:  # at 0 from the start: increase() misses a series' first
+            self.decisions.labels(station=station, decision=decision)  # sample (lock-out rate)
         self.batch_seconds = Histogram(
             "qcllp_scorer_step_seconds",
             "Duration of one scoring step (one transaction).",

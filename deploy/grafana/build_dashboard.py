@@ -1,0 +1,418 @@
+"""Writes qcllp.json, the Grafana dashboard of qcllp's services, from the panels below.
+
+    python deploy/grafana/build_dashboard.py   # after changing a panel; commit both files
+
+The dashboard's JSON repeats a screen of Grafana's boilerplate per panel; here a panel is its
+title, what it tells the person on call, its PromQL, its unit and its width, so a review reads
+what the dashboard shows. tests/deploy/test_grafana_dashboard.py checks that qcllp.json is
+what this writes, tests/deploy/test_metric_names.py that every metric it reads is exported.
+
+The data source is a template variable (``${datasource}``), not an import-time input: the
+same file works imported by hand and provisioned from disk. The scrape jobs are those of
+deploy/prometheus/prometheus.yml (qcllp-scorer, qcllp-retrainer; the daemon's own ``job``
+label arrives as ``exported_job``). Standard library only: it runs with any Python >= 3.10.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+OUT = Path(__file__).with_name("qcllp.json")
+DS = {"type": "prometheus", "uid": "${datasource}"}
+AT = 'station=~"$station"'  # the stations picked in the dashboard's station variable
+STICKS = f"qcllp_scorer_sticks_total{{{AT}}}"
+SERVICES = 'job=~"qcllp-.*"'
+HEIGHT = 8  # grid units of a panel's height (a row of the 24-unit-wide grid)
+
+
+def target(expr: str, legend: str = "", *, instant: bool = False, table: bool = False) -> dict:
+    """One PromQL query of a panel."""
+    query = {"datasource": DS, "expr": expr, "legendFormat": legend, "range": not instant}
+    query["instant"] = instant
+    if table:
+        query["format"] = "table"
+    return query
+
+
+def timeseries(
+    title: str, about: str, targets: list[dict], unit: str, *, w: int, limit: float | None = None
+) -> dict:
+    """A graph over time, ``w`` grid units wide; ``limit``: a red dashed line at an alert's
+    threshold."""
+    steps: list[dict[str, Any]] = [{"color": "green", "value": None}]
+    if limit is not None:
+        steps.append({"color": "red", "value": limit})
+    custom = {
+        "drawStyle": "line",
+        "lineWidth": 1,
+        "fillOpacity": 10,
+        "showPoints": "never",
+        "thresholdsStyle": {"mode": "dashed" if limit is not None else "off"},
+    }
+    thresholds = {"mode": "absolute", "steps": steps}
+    defaults = {"unit": unit, "min": 0, "custom": custom, "thresholds": thresholds}
+    options = {
+        "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
+        "tooltip": {"mode": "multi", "sort": "desc"},
+    }
+    return _panel("timeseries", title, about, targets, defaults, options, w)
+
+
+def states(
+    title: str, about: str, targets: list[dict], names: dict[int, tuple[str, str]], *, w: int
+) -> dict:
+    """A state timeline: each series a band coloured by its value's (text, colour)."""
+    mappings = {
+        str(value): {"text": text, "color": color} for value, (text, color) in names.items()
+    }
+    defaults = {
+        "mappings": [{"type": "value", "options": mappings}],
+        "thresholds": {"mode": "absolute", "steps": [{"color": "green", "value": None}]},
+    }
+    options = {"showValue": "never", "legend": {"showLegend": False}, "rowHeight": 0.8}
+    return _panel("state-timeline", title, about, targets, defaults, options, w)
+
+
+def stat(title: str, about: str, targets: list[dict], *, w: int) -> dict:
+    """Current values as numbers, each named by its legend."""
+    defaults = {
+        "unit": "none",
+        "thresholds": {"mode": "absolute", "steps": [{"color": "text", "value": None}]},
+    }
+    options = {
+        "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+        "colorMode": "value",
+        "textMode": "value_and_name",
+    }
+    return _panel("stat", title, about, targets, defaults, options, w)
+
+
+def bars(title: str, about: str, targets: list[dict], *, w: int) -> dict:
+    """Horizontal bars of instant values (counts over the dashboard's time range)."""
+    defaults = {
+        "unit": "none",
+        "min": 0,
+        "thresholds": {"mode": "absolute", "steps": [{"color": "blue", "value": None}]},
+    }
+    options = {
+        "orientation": "horizontal",
+        "displayMode": "basic",
+        "showUnfilled": True,
+        "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+    }
+    return _panel("bargauge", title, about, targets, defaults, options, w)
+
+
+def table(title: str, about: str, targets: list[dict], *, w: int) -> dict:
+    """Instant rows of label columns only (the build of each service)."""
+    panel = _panel("table", title, about, targets, {}, {"showHeader": True}, w)
+    hide = {"Time": True, "Value": True}
+    panel["transformations"] = [{"id": "organize", "options": {"excludeByName": hide}}]
+    return panel
+
+
+def _panel(
+    kind: str, title: str, about: str, targets: list[dict], defaults: dict, options: dict, w: int
+) -> dict:
+    for ref, query in zip("ABCDEFGH", targets, strict=False):
+        query["refId"] = ref
+    return {
+        "type": kind,
+        "title": title,
+        "description": about,
+        "datasource": DS,
+        "gridPos": {"h": HEIGHT, "w": w},
+        "fieldConfig": {"defaults": defaults, "overrides": []},
+        "options": options,
+        "targets": targets,
+    }
+
+
+# -- the station scorers: are the flags on time, what they decide, is the guard holding ------
+_FLAGGED = (  # % AT: the stations picked
+    "sum by (station, le) (rate(qcllp_scorer_arrival_to_flag_seconds_bucket{%s}[$__rate_interval]))"
+)
+STATIONS = [
+    timeseries(
+        "Lag",
+        "Age of the oldest work waiting at the station: a batch not taken in or a stick due. "
+        "Above 60 s (scorer.max_lag_s) for 5 minutes: alert ScorerLagging.",
+        [target(f"max by (station) (qcllp_scorer_lag_seconds{{{AT}}})", "{{station}}")],
+        "s",
+        w=12,
+        limit=60,
+    ),
+    timeseries(
+        "Sticks decided per minute, by decision",
+        "lock_out, pass, inspect (an audit sample) and unscorable (a sensor missing): the "
+        "flags the line gets.",
+        [
+            target(
+                f"60 * sum by (station, decision) (rate({STICKS}[$__rate_interval]))",
+                "{{station}} {{decision}}",
+            )
+        ],
+        "short",
+        w=12,
+    ),
+    timeseries(
+        "Lock-out rate",
+        "The last hour's lock_out decisions over all the sticks decided, per station.",
+        [
+            target(
+                "sum by (station) (increase(qcllp_scorer_sticks_total"
+                f'{{{AT}, decision="lock_out"}}[1h]))\n'
+                f"/ sum by (station) (increase({STICKS}[1h]))",
+                "{{station}}",
+            )
+        ],
+        "percentunit",
+        w=8,
+    ),
+    states(
+        "Lock-outs suspended",
+        "Red while the lock-out guard holds the active model's lock-outs (alert "
+        "LockoutsSuspended; qcllp status says which rule tripped).",
+        [target(f"max by (station) (qcllp_scorer_lockouts_suspended{{{AT}}})", "{{station}}")],
+        {0: ("locking out", "green"), 1: ("suspended", "red")},
+        w=8,
+    ),
+    timeseries(
+        "Failed scoring steps per minute",
+        "Steps that failed (the database away, ...), each retried at the next tick; the "
+        "journal's step_failed lines say why.",
+        [
+            target(
+                "60 * sum by (station) "
+                f"(rate(qcllp_scorer_step_errors_total{{{AT}}}[$__rate_interval]))",
+                "{{station}}",
+            )
+        ],
+        "short",
+        w=8,
+    ),
+    timeseries(
+        "Arrival to flag",
+        "From the commit of the reading that completed a stick to its flag: the median and "
+        "the 99th percentile.",
+        [
+            target(f"histogram_quantile(0.5, {_FLAGGED % AT})", "{{station}} p50"),
+            target(f"histogram_quantile(0.99, {_FLAGGED % AT})", "{{station}} p99"),
+        ],
+        "s",
+        w=12,
+    ),
+    timeseries(
+        "Sticks waiting",
+        "Sticks seen at the station and not flagged yet (most wait for the station to "
+        "complete them).",
+        [target(f"sum by (station) (qcllp_scorer_pending_sticks{{{AT}}})", "{{station}}")],
+        "short",
+        w=12,
+    ),
+]
+
+# -- the retraining daemon: do its jobs run, what did it find and decide ---------------------
+DAEMON = [
+    timeseries(
+        "Job runs per hour, by outcome",
+        "The daemon's job runs (ingest, retrain, shadow, retention): ok, failed (after its "
+        "retries: alert RetrainingFailing) or abandoned (the daemon stopping).",
+        [
+            target(
+                "sum by (exported_job, outcome) (increase(qcllp_retrainer_jobs_total[1h]))",
+                "{{exported_job}} {{outcome}}",
+            )
+        ],
+        "short",
+        w=12,
+    ),
+    timeseries(
+        "Time since a job last succeeded",
+        "Per job, the freshest success of any daemon. Ingestion over an hour, retraining over "
+        "27 hours, shadow trials over 3: alert RetrainingStale.",
+        [
+            target(
+                "time() - max by (exported_job) (qcllp_retrainer_last_success_timestamp_seconds)",
+                "{{exported_job}}",
+            )
+        ],
+        "s",
+        w=12,
+    ),
+    timeseries(
+        "Drift alarms and guard retrainings per hour",
+        "Count-drift alarms raised (alert DriftAlarm) and retrainings queued because a scorer "
+        "suspended the lock-outs; each queues a retraining of the station.",
+        [
+            target(
+                f"sum by (station) (increase(qcllp_retrainer_count_drift_alarms_total{{{AT}}}"
+                "[1h]))",
+                "{{station}} drift alarm",
+            ),
+            target(
+                f"sum by (station) (increase(qcllp_retrainer_guard_retrains_total{{{AT}}}[1h]))",
+                "{{station}} guard retraining",
+            ),
+        ],
+        "short",
+        w=8,
+    ),
+    bars(
+        "Retrainings in the time range, by outcome",
+        "Per station: promoted, shadow (a trial started), kept (the active model stays), "
+        "skipped, failed.",
+        [
+            target(
+                "sum by (station, outcome) "
+                f"(increase(qcllp_retrainer_station_retrains_total{{{AT}}}[$__range]))",
+                "{{station}} {{outcome}}",
+                instant=True,
+            )
+        ],
+        w=8,
+    ),
+    stat(
+        "Leader and inputs",
+        "Daemons holding the plant's lease (1 is right; 0 for 10 minutes: alert "
+        "RetrainerNoLeader) and inputs whose last ingestion failed (qcllp status names them).",
+        [
+            target("sum(qcllp_retrainer_leader)", "leading"),
+            target("max(qcllp_retrainer_inputs_failing)", "inputs failing"),
+        ],
+        w=8,
+    ),
+]
+
+# -- the processes: up, built from what, how much CPU and memory ------------------------------
+PROCESSES = [
+    states(
+        "Up",
+        "Each scraped qcllp service: red while Prometheus cannot reach it (alerts ScorerDown, "
+        "RetrainerDown, IntakeDown after 2 minutes).",
+        [target(f"up{{{SERVICES}}}", "{{job}} {{instance}}")],
+        {0: ("down", "red"), 1: ("up", "green")},
+        w=12,
+    ),
+    table(
+        "Versions",
+        "The qcllp version and the Python each service runs.",
+        [
+            target(
+                f"max by (job, instance, version, python) (qcllp_build_info{{{SERVICES}}})",
+                instant=True,
+                table=True,
+            )
+        ],
+        w=12,
+    ),
+    timeseries(
+        "CPU",
+        "CPU time per second of each service's process (1 = one core busy).",
+        [
+            target(
+                f"rate(process_cpu_seconds_total{{{SERVICES}}}[$__rate_interval])",
+                "{{job}} {{instance}}",
+            )
+        ],
+        "percentunit",
+        w=12,
+    ),
+    timeseries(
+        "Resident memory",
+        "Resident memory of each service's process.",
+        [target(f"process_resident_memory_bytes{{{SERVICES}}}", "{{job}} {{instance}}")],
+        "bytes",
+        w=12,
+    ),
+]
+
+ROWS = [
+    ("Stations ($station)", STATIONS),
+    ("Retraining daemon", DAEMON),
+    ("Processes", PROCESSES),
+]
+
+
+def layout(rows: list[tuple[str, list[dict]]]) -> list[dict]:
+    """The panels in Grafana's grid: each row's title bar, then its panels left to right,
+    wrapping at 24 units; ids in order."""
+    panels: list[dict] = []
+    y = 0
+    for title, members in rows:
+        panels.append({"type": "row", "title": title, "collapsed": False, "panels": []})
+        panels[-1]["gridPos"] = {"h": 1, "w": 24, "x": 0, "y": y}
+        y, x = y + 1, 0
+        for panel in members:
+            width = panel["gridPos"]["w"]
+            if x + width > 24:
+                y, x = y + HEIGHT, 0
+            panels.append({**panel, "gridPos": {"h": HEIGHT, "w": width, "x": x, "y": y}})
+            x += width
+        y += HEIGHT
+    return [{"id": n, **panel} for n, panel in enumerate(panels, start=1)]
+
+
+def variables() -> list[dict]:
+    """The data source (any Prometheus) and the stations shown (those a scorer reports)."""
+    stations = "label_values(qcllp_scorer_lag_seconds, station)"
+    datasource = {
+        "type": "datasource",
+        "name": "datasource",
+        "label": "Data source",
+        "query": "prometheus",
+        "current": {},
+        "hide": 0,
+        "options": [],
+    }
+    station = {
+        "type": "query",
+        "name": "station",
+        "label": "Station",
+        "datasource": DS,
+        "query": {"query": stations, "refId": "stations"},
+        "definition": stations,
+        "includeAll": True,
+        "multi": True,
+        "refresh": 2,  # the stations again when the time range changes
+        "sort": 1,
+        "hide": 0,
+        "current": {"text": ["All"], "value": ["$__all"]},
+        "options": [],
+    }
+    return [datasource, station]
+
+
+def dashboard() -> dict:
+    """The whole dashboard, as Grafana 10/11 exports it (schema version 39)."""
+    return {
+        "title": "qcllp: stations and retraining",
+        "uid": "qcllp",
+        "description": "qcllp's station scorers, retraining daemon and their processes "
+        "(docs/operations.md, 'Dashboard and alerts'). Made by deploy/grafana/build_dashboard.py.",
+        "tags": ["qcllp"],
+        "schemaVersion": 39,
+        "version": 1,
+        "editable": True,
+        "graphTooltip": 1,
+        "refresh": "30s",
+        "time": {"from": "now-6h", "to": "now"},
+        "timezone": "",
+        "annotations": {"list": []},
+        "links": [],
+        "templating": {"list": variables()},
+        "panels": layout(ROWS),
+    }
+
+
+def render() -> str:
+    """The dashboard as the text of qcllp.json."""
+    return json.dumps(dashboard(), indent=2, ensure_ascii=False) + "\n"
+
+
+if __name__ == "__main__":
+    OUT.write_text(render(), encoding="utf-8")
+    print(f"wrote {OUT}", file=sys.stderr)
