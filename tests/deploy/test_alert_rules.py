@@ -28,6 +28,7 @@ EXPECTED = {
     "ScorerDown",
     "ScorerLagging",
     "LockoutsSuspended",
+    "FlagsNotPublished",
     "RetrainerDown",
     "RetrainerNoLeader",
     "RetrainingFailing",

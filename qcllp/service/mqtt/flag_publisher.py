@@ -37,7 +37,7 @@ from qcllp.service.logs import log_event, one_line
 from qcllp.service.mqtt.link import BrokerLink
 from qcllp.store import Store
 
-__all__ = ["CHANNEL", "FlagPublisher", "PublisherStatus"]
+__all__ = ["CHANNEL", "FlagPublisher", "PublisherMetrics", "PublisherStatus"]
 
 log = logging.getLogger("qcllp.scorer.mqtt")
 CHANNEL = "mqtt"
@@ -63,6 +63,26 @@ class PublisherStatus:
         return [f"flags not published to {self.topic}: {why}; {self.in_flight} in hand"]
 
 
+class PublisherMetrics:
+    """The publisher's metrics, on the scorer's registry (labelled by station)."""
+
+    def __init__(self, registry: CollectorRegistry, station: str):
+        labels = {"station": station}
+        self.published = Counter(
+            "qcllp_scorer_flags_published_total", "Flags the broker acknowledged.",
+            ["station"], registry=registry,
+        ).labels(**labels)  # fmt: skip
+        self.in_flight = Gauge(
+            "qcllp_scorer_flags_in_flight",
+            "Flags handed to the broker and not yet acknowledged.", ["station"],
+            registry=registry,
+        ).labels(**labels)  # fmt: skip
+        self.connected = Gauge(
+            "qcllp_scorer_mqtt_connected", "1 while connected to the broker.", ["station"],
+            registry=registry,
+        ).labels(**labels)  # fmt: skip
+
+
 class FlagPublisher:
     """The MQTT channel of one station's flags (module docstring)."""
 
@@ -83,20 +103,7 @@ class FlagPublisher:
         self._lock = threading.Lock()
         self.problem: str | None = None
         self._thread = threading.Thread(target=self._run, name=f"mqtt-{station}", daemon=True)
-        labels = {"station": station}
-        self.published = Counter(
-            "qcllp_scorer_flags_published_total", "Flags the broker acknowledged.",
-            ["station"], registry=registry,
-        ).labels(**labels)  # fmt: skip
-        self.waiting = Gauge(
-            "qcllp_scorer_flags_in_flight",
-            "Flags handed to the broker and not yet acknowledged.", ["station"],
-            registry=registry,
-        ).labels(**labels)  # fmt: skip
-        self.connected = Gauge(
-            "qcllp_scorer_mqtt_connected", "1 while connected to the broker.", ["station"],
-            registry=registry,
-        ).labels(**labels)  # fmt: skip
+        self.metrics = PublisherMetrics(registry, station)
 
     def start(self) -> None:
         self.link.start()
@@ -147,7 +154,7 @@ class FlagPublisher:
             self.cursor = start_cursor(self.store, self.station, CHANNEL)
             self.sent_up_to = self.cursor
         self._settle()
-        self.connected.set(self.link.connected.is_set())
+        self.metrics.connected.set(self.link.connected.is_set())
         room = MAX_IN_FLIGHT - len(self.in_flight)
         if not self.link.connected.is_set() or room <= 0:
             return
@@ -156,7 +163,7 @@ class FlagPublisher:
             info = self.link.client.publish(self.topic, flag_message(row), qos=1)
             self.in_flight[int(row["id"])] = info.mid
             self.sent_up_to = int(row["id"])
-        self.waiting.set(len(self.in_flight))
+        self.metrics.in_flight.set(len(self.in_flight))
         if len(rows) == min(BATCH, room):
             self.wake.set()  # more waiting: go on without the pause
 
@@ -173,7 +180,7 @@ class FlagPublisher:
                 done, count = flag_id, count + 1
         if done is None:
             return
-        self.published.inc(count)
-        self.waiting.set(len(self.in_flight))
+        self.metrics.published.inc(count)
+        self.metrics.in_flight.set(len(self.in_flight))
         advance(self.store, self.station, CHANNEL, done)
         self.cursor = done

@@ -10,6 +10,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from qcllp.ingest.report import IngestReport
+from qcllp.service.build_metrics import register_process_and_build
 
 __all__ = ["IntakeMetrics", "IntakeState"]
 
@@ -57,6 +58,7 @@ class IntakeMetrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        register_process_and_build(self.registry)
         r = self.registry
         self.messages = Counter(
             "qcllp_intake_messages_total", "MQTT messages received.", registry=r
@@ -76,9 +78,10 @@ class IntakeMetrics:
         )  # fmt: skip
         self.last_stored = Gauge(
             "qcllp_intake_last_stored_timestamp_seconds",
-            "Unix time of the last batch stored.",
+            "Unix time of the last batch stored (the start, before the first).",
             registry=r,
         )
+        self.last_stored.set(datetime.now(UTC).timestamp())  # silence counts from the start
         self.connected = Gauge(
             "qcllp_intake_connected", "1 while connected to the broker.", registry=r
         )
