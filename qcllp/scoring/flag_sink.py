@@ -28,6 +28,14 @@ claim never lands in the middle of a step of that station).
 offset and cursor with them. So a flag written while no scorer held the sink open
 (``qcllp score``) still reaches it at the next step, and no code path can leave one out.
 
+**Rotation**: once the committed flags fill ``scorer.sink_max_bytes``, a step moves the file
+aside as ``<file>.<cursor>`` (the id of its last flag: the rotated files sort by their flags)
+before it appends, starts an empty file at the same path and commits offset 0 with its flags;
+the oldest rotated files beyond ``scorer.sink_keep_rotated`` are deleted. A gateway reading the
+file follows it as it follows logrotate's ``create`` mode (``tail -F``). Killed after the
+rename and before the commit, the next step finds ``<file>.<committed cursor>`` and knows the
+rotation happened: the new file's bytes are uncommitted and cut, and no alarm is raised.
+
 **OS lock**: every step holds ``fcntl.flock`` (exclusive, non-blocking) on the file from the
 cut-back to its commit; a scorer of another plant database writing the same file fails its
 step naming the file instead of interleaving lines. Per step rather than per process: two
@@ -122,13 +130,23 @@ class FlagSink:
             _fsync_dir(self.path.parent)
         return size
 
-    def prepare(self, committed: int) -> tuple[int, str | None]:
-        """Cut the file back to ``committed`` bytes; returns (offset, problem or None).
+    def prepare(
+        self, committed: int, cursor: int = 0, *, max_bytes: int = 0, keep: int = 0
+    ) -> tuple[int, str | None]:
+        """Cut the file back to ``committed`` bytes, rotating it first when it holds
+        ``max_bytes`` or more (0: never); returns (offset, problem or None).
 
-        A file shorter than the committed offset was rotated or truncated by someone else:
-        appending goes on at its end and the problem is returned for an alarm.
+        ``cursor`` is the committed delivery cursor: a rotation names the file it moves aside
+        after it (:meth:`rotated_path`), which makes a rotation that a dead step did not
+        commit recognizable at the next step. A file shorter than the committed offset was
+        rotated or truncated by someone else: appending goes on at its end and the problem
+        is returned for an alarm.
         """
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if committed and self.rotated_path(cursor).exists():  # rotated, not committed
+            return self._fresh(), None
+        if max_bytes and committed >= max_bytes:
+            return self._rotate(committed, cursor, keep), None
         with open(self.path, "ab") as fh:
             size = fh.seek(0, os.SEEK_END)
             if size > committed:
@@ -141,6 +159,40 @@ class FlagSink:
                 "it was rotated or truncated outside qcllp: appending at its end"
             )
         return committed, None
+
+    def rotated_path(self, cursor: int) -> Path:
+        """Where a rotation moves the file whose committed flags end at flag id ``cursor``:
+        ``<file>.<cursor>``, so the rotated files sort by their flags."""
+        return self.path.with_name(f"{self.path.name}.{cursor}")
+
+    def rotated(self) -> list[Path]:
+        """The rotated files, oldest first."""
+        prefix = f"{self.path.name}."
+        found = [
+            p for p in self.path.parent.glob(f"{self.path.name}.*")
+            if p.name[len(prefix):].isdigit()
+        ]  # fmt: skip
+        return sorted(found, key=lambda p: int(p.name[len(prefix) :]))
+
+    def _rotate(self, committed: int, cursor: int, keep: int) -> int:
+        """Move the file aside as :meth:`rotated_path` (its committed bytes only) and start
+        an empty one; the oldest rotated files beyond ``keep`` (0: all kept) are deleted."""
+        with open(self.path, "ab") as fh:
+            if fh.seek(0, os.SEEK_END) > committed:  # what a dead step left: not ours to keep
+                fh.truncate(committed)
+            os.fsync(fh.fileno())
+        os.replace(self.path, self.rotated_path(cursor))
+        offset = self._fresh()
+        for old in self.rotated()[:-keep] if keep else []:
+            old.unlink(missing_ok=True)
+        return offset
+
+    def _fresh(self) -> int:
+        """An empty file at the sink's path, its name durable; offset 0."""
+        with open(self.path, "wb") as fh:
+            os.fsync(fh.fileno())
+        _fsync_dir(self.path.parent)
+        return 0
 
     def append(self, lines: list[str]) -> int:
         """Append lines, flush them to disk; returns the new size (the offset to commit)."""

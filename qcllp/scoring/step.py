@@ -220,7 +220,12 @@ def score_step(
         offset, sink_problem = checkpoint["sink_offset"], None
         if out is not None:
             files.enter_context(out.lock())  # held until after the commit
-            offset, sink_problem = out.prepare(checkpoint["sink_offset"])
+            offset, sink_problem = out.prepare(
+                checkpoint["sink_offset"],
+                checkpoint["sink_flag_id"],
+                max_bytes=config.scorer.sink_max_bytes,
+                keep=config.scorer.sink_keep_rotated,
+            )
         st = config.station(station)
         intake = take_in(conn, config, st, checkpoint["commit_seq"], 4 * limit)
         done = decide_and_write(

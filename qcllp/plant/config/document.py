@@ -93,6 +93,15 @@ class Scorer(Section):
         None,
         description="The folder of flags-<station>.jsonl for the PLC/MES gateway; default: none.",
     )
+    sink_max_bytes: Integer = Field(
+        100_000_000,
+        ge=0,
+        description="A sink file holding this many bytes of flags is moved aside as "
+        "<file>.<id of its last flag> and a new one started (0: never rotate).",
+    )
+    sink_keep_rotated: Integer = Field(
+        10, ge=0, description="Rotated sink files kept per station, the newest (0: all)."
+    )
     guard_min_sticks: Integer = Field(
         300,
         ge=1,

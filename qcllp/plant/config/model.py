@@ -127,6 +127,8 @@ class Scorer:
     max_lag_s: float = default_of(doc.Scorer, "max_lag_s")
     max_batch_sticks: int = default_of(doc.Scorer, "max_batch_sticks")
     sink_dir: str | None = default_of(doc.Scorer, "sink_dir")
+    sink_max_bytes: int = default_of(doc.Scorer, "sink_max_bytes")
+    sink_keep_rotated: int = default_of(doc.Scorer, "sink_keep_rotated")
     guard_min_sticks: int = default_of(doc.Scorer, "guard_min_sticks")
     count_guard_interval: float = default_of(doc.Scorer, "count_guard_interval")
     inspection_guard_interval: float = default_of(doc.Scorer, "inspection_guard_interval")
