@@ -1,7 +1,8 @@
 """The sink's rotation under ``kill -9``: a scorer process whose sink rotates every few flags
-(``scorer.sink_max_bytes`` of about ten lines, steps of 40 sticks), killed at random moments while charges arrive.
-In the end the rotated files and the current one hold every flag of the database exactly once,
-in flag order, and no ``sink_truncated`` alarm was raised (a rotation is not a truncation)."""
+(``scorer.sink_max_bytes`` of about ten lines, steps of 40 sticks), killed at random moments
+while charges arrive. In the end the rotated files and the current one hold every flag of the
+database exactly once, in flag order, and no ``sink_truncated`` alarm was raised (a rotation
+is not a truncation)."""
 
 from __future__ import annotations
 
