@@ -20,6 +20,7 @@ __all__ = ["DATABASE_ERROR", "USER_ERRORS", "is_database_error", "is_user_error"
 USER_ERRORS: tuple[tuple[str, str], ...] = (
     ("qcllp.station.artifacts", "ArtifactError"),
     ("qcllp.plant.config.problems", "ConfigError"),
+    ("qcllp.store.credentials", "CredentialError"),
     ("qcllp.ingest.report", "IngestError"),
     ("qcllp.store.leases", "LeaseBusy"),
     ("qcllp.store.leases", "LeaseLost"),

@@ -15,7 +15,9 @@ password of a server database comes, in this order, from
 A SQL source of the connectors (``connectors.sql.<name>.url``, a historian) follows the same
 rules under its own variables, ``QCLLP_SOURCE_<NAME>_PASSWORD`` and ``..._PASSWORD_FILE``;
 so does the MQTT broker's (``connectors.mqtt``), under ``QCLLP_MQTT_PASSWORD`` and
-``QCLLP_MQTT_PASSWORD_FILE`` (:func:`secret_from_env`).
+``QCLLP_MQTT_PASSWORD_FILE`` (:func:`secret_from_env`), and the lock-out bay page's access
+token, under ``QCLLP_BAY_TOKEN`` and ``QCLLP_BAY_TOKEN_FILE`` (:data:`BAY`, the same function
+with ``kind="TOKEN"``).
 
 **Printing a URL**: :func:`display_url` is the one way a URL reaches a log line, ``status``
 or an error message. libpq takes a password in three places -- the URL's user part
@@ -42,6 +44,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
 __all__ = [
+    "BAY",
     "DATABASE",
     "MQTT",
     "PASSWORD_ENV",
@@ -134,18 +137,22 @@ class CredentialError(RuntimeError):
 
 
 MQTT = "QCLLP_MQTT"  # the broker's variables: QCLLP_MQTT_PASSWORD(_FILE)
+BAY = "QCLLP_BAY"  # the lock-out bay page's access token: QCLLP_BAY_TOKEN(_FILE)
 
 
-def secret_from_env(prefix: str, environ: Mapping[str, str] | None = None) -> str | None:
-    """The password under ``prefix``'s variables (``<prefix>_PASSWORD``, else the private file
-    named by ``<prefix>_PASSWORD_FILE``), or ``None`` when neither is set: for credentials that
-    are not part of a URL, such as the MQTT broker's (:data:`MQTT`)."""
+def secret_from_env(
+    prefix: str, environ: Mapping[str, str] | None = None, *, kind: str = "PASSWORD"
+) -> str | None:
+    """The secret under ``prefix``'s variables (``<prefix>_<kind>``, else the private file
+    named by ``<prefix>_<kind>_FILE``), or ``None`` when neither is set: for credentials that
+    are not part of a URL, such as the MQTT broker's password (:data:`MQTT`) or the bay page's
+    token (:data:`BAY` with ``kind="TOKEN"``)."""
     environ = os.environ if environ is None else environ
-    variable, file_variable = f"{prefix}_PASSWORD", f"{prefix}_PASSWORD_FILE"
+    variable, file_variable = f"{prefix}_{kind}", f"{prefix}_{kind}_FILE"
     if environ.get(variable):
         return environ[variable]
     if environ.get(file_variable):
-        return _read_private(Path(environ[file_variable]), file_variable)
+        return _read_private(Path(environ[file_variable]), file_variable, kind.lower())
     return None
 
 
@@ -163,8 +170,9 @@ def with_password(
     return url if password is None else url.set(password=password)
 
 
-def _read_private(path: Path, variable: str) -> str:
-    """The first line of a file only its owner can read."""
+def _read_private(path: Path, variable: str, what: str = "password") -> str:
+    """The first line of a file only its owner can read (``what`` it holds names it in the
+    errors)."""
     try:
         mode = stat.S_IMODE(path.stat().st_mode)
         if mode & 0o077:
@@ -175,7 +183,7 @@ def _read_private(path: Path, variable: str) -> str:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise CredentialError(
-            f"{variable}: cannot read the password from {path}: {exc.strerror or exc}"
+            f"{variable}: cannot read the {what} from {path}: {exc.strerror or exc}"
         ) from exc
     password = text.splitlines()[0] if text else ""
     if not password:

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from qcllp.plant.config import (
+    Bay,
     Connectors,
     Retention,
     Retrainer,
@@ -158,6 +159,7 @@ def test_the_docs_have_a_table_of_every_section_and_every_key():
         reference_table("connectors")
     )
     assert "| `drift.psi_max` | number > 0 | `0.25` |" in reference_table("retrainer")
+    assert "| `port` | integer >= 1 | `9467` |" in reference_table("bay")
 
 
 def test_a_section_left_out_gets_the_defaults_of_the_objects_the_code_builds():
@@ -166,3 +168,4 @@ def test_a_section_left_out_gets_the_defaults_of_the_objects_the_code_builds():
     assert config.scorer == Scorer() and config.retrainer == Retrainer()
     assert config.training == Training() and config.retention == Retention()
     assert config.connectors == Connectors()
+    assert config.bay == Bay()

@@ -9,9 +9,11 @@ from sqlalchemy.engine import make_url
 
 from qcllp.store import Store, StoreError
 from qcllp.store.credentials import (
+    BAY,
     PASSWORD_ENV,
     PASSWORD_FILE_ENV,
     CredentialError,
+    secret_from_env,
     source_prefix,
     with_password,
 )
@@ -165,3 +167,19 @@ def test_migrations_run_without_the_services_statement_timeout(pg_server):
         assert migrate.current_revision(check) == migrate.head_revision()
     finally:
         check.dispose()
+
+
+def test_a_token_has_variables_of_its_own_under_the_same_rules(tmp_path):
+    """The bay page's token (``kind="TOKEN"``): QCLLP_BAY_TOKEN, else the private file of
+    QCLLP_BAY_TOKEN_FILE; a password variable of the same prefix is not a token, and a
+    too-open file is refused naming the token's variable."""
+    assert secret_from_env(BAY, {"QCLLP_BAY_TOKEN": "t0ken"}, kind="TOKEN") == "t0ken"
+    assert secret_from_env(BAY, {"QCLLP_BAY_PASSWORD": "pw"}, kind="TOKEN") is None
+    path = private_file(tmp_path, "from-file\n")
+    assert secret_from_env(BAY, {"QCLLP_BAY_TOKEN_FILE": str(path)}, kind="TOKEN") == "from-file"
+    path.chmod(0o640)
+    with pytest.raises(CredentialError, match="^QCLLP_BAY_TOKEN_FILE: .* can be read by others"):
+        secret_from_env(BAY, {"QCLLP_BAY_TOKEN_FILE": str(path)}, kind="TOKEN")
+    missing = tmp_path / "nowhere"
+    with pytest.raises(CredentialError, match=f"cannot read the token from {missing}"):
+        secret_from_env(BAY, {"QCLLP_BAY_TOKEN_FILE": str(missing)}, kind="TOKEN")

@@ -61,6 +61,8 @@ Schema (see ``plant_config/example.yaml`` for a full example)::
        shadow_min_charges, shadow_min_audits, shadow_max_charges, shadow_confirm_level,
        shadow_check_interval_s,
        drift: {window_charges, bag_error_ratio, psi_max}}
+    bay:                              # optional: the lock-out bay page (qcllp serve bay)
+      {host, port, session_days}
     training:                         # optional
       default_method: str             # one of ``methods``, or "auto" (try each, keep the best)
       methods: {<method>: {<param>: [values, ...]}}
@@ -117,6 +119,7 @@ from qcllp.plant.config.loader import (
     parse_plant_config,
 )
 from qcllp.plant.config.model import (
+    Bay,
     Connectors,
     FileConnector,
     MqttConnector,
@@ -135,6 +138,7 @@ from qcllp.plant.config.problems import ConfigError
 __all__ = [
     "ANY_DEFECT_MODES",
     "MAX_FUTURE_TOLERANCE_S",
+    "Bay",
     "ConfigError",
     "Connectors",
     "FileConnector",

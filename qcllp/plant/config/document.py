@@ -52,6 +52,7 @@ ANY_DEFECT_MODES = ("per-type-sum", "per-type-noisy-or", "direct", "auto")
 __all__ = [
     "ANY_DEFECT_MODES",
     "MAX_FUTURE_TOLERANCE_S",
+    "Bay",
     "Completion",
     "Connectors",
     "Drift",
@@ -218,6 +219,25 @@ class Retrainer(Section):
     drift: Drift = Field(Drift(), description="The drift alarms.")
 
 
+class Bay(Section):
+    """The lock-out bay page (qcllp serve bay), one per plant: the sticks awaiting inspection
+    at each station, and the inspectors' results stored as inspections."""
+
+    host: Text = Field(
+        "127.0.0.1",
+        description="The page listens here: 127.0.0.1, this machine only (behind a reverse "
+        "proxy); 0.0.0.0 or the plant network's address for the tablets at the bay. It asks "
+        "for the token of QCLLP_BAY_TOKEN(_FILE) and refuses to start without one.",
+    )
+    port: Integer = Field(9467, ge=1, description="The port of the page (and its /healthz).")
+    session_days: Integer = Field(
+        30,
+        ge=1,
+        description="A tablet stays logged in this many days after the token was entered "
+        "(a new token logs every tablet out at once).",
+    )
+
+
 class Retention(Section):
     """How long readings are kept (PostgreSQL only)."""
 
@@ -331,6 +351,7 @@ class Plant(Section):
     retrainer: Retrainer = Field(
         Retrainer(), description="The retraining daemon (qcllp serve retrainer)."
     )
+    bay: Bay = Field(Bay(), description="The lock-out bay page (qcllp serve bay).")
     training: Training = Field(Training(), description="Training defaults.")
 
     @classmethod

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from qcllp.plant.config import document as doc
 from qcllp.plant.config.model import (
+    Bay,
     Connectors,
     FileConnector,
     MqttConnector,
@@ -133,6 +134,7 @@ def build(plant: doc.Plant, base_dir: Path, path: Path | None = None) -> PlantCo
         scorer=Scorer(**plant.scorer.model_dump()),
         retrainer=_retrainer(plant.retrainer),
         retention=Retention(**plant.retention.model_dump()),
+        bay=Bay(**plant.bay.model_dump()),
         encoding=plant.encoding,
         currency=plant.currency,
         cluster=plant.cluster,

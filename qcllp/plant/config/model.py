@@ -177,6 +177,16 @@ class Retrainer:
 
 
 @dataclass(frozen=True)
+class Bay:
+    """The lock-out bay page (``qcllp serve bay``, :mod:`qcllp.service.bay`): where it
+    listens, and how long a tablet stays logged in (``session_days``)."""
+
+    host: str = default_of(doc.Bay, "host")
+    port: int = default_of(doc.Bay, "port")
+    session_days: int = default_of(doc.Bay, "session_days")
+
+
+@dataclass(frozen=True)
 class Retention:
     """How long readings are kept (``retention:``; PostgreSQL, :mod:`qcllp.store.retention`).
 
@@ -327,6 +337,7 @@ class PlantConfig:
     scorer: Scorer = field(default_factory=Scorer)
     retrainer: Retrainer = field(default_factory=Retrainer)
     retention: Retention = field(default_factory=Retention)
+    bay: Bay = field(default_factory=Bay)
     encoding: str = default_of(doc.Plant, "encoding")
     currency: str = default_of(doc.Plant, "currency")
     cluster: str | None = None  # Dask scheduler for training (qcllp.training.cluster); None: local
