@@ -1,5 +1,6 @@
 """``qcllp serve``: the line's long-running services (a station's scorer, the plant's MQTT
-intake and retraining daemon), each until SIGTERM, logging JSON lines on stderr."""
+intake, retraining daemon and lock-out bay page), each until SIGTERM, logging JSON lines on
+stderr."""
 
 from __future__ import annotations
 
@@ -58,6 +59,24 @@ def serve_retrainer(ctx: Context, port) -> None:
     _service_logging()
     with ctx.store() as store:
         code = run_retrainer(store, ctx.config, port=port)
+    sys.exit(code)
+
+
+@serve.command("bay")
+@click.option("--port", type=int, help="HTTP port of the page (default: config bay.port).")
+@pass_ctx
+def serve_bay(ctx: Context, port) -> None:
+    """The lock-out bay page: sticks awaiting inspection, one tap per result (one per plant).
+
+    Needs the page's token in QCLLP_BAY_TOKEN or a private file named by QCLLP_BAY_TOKEN_FILE;
+    listens on bay.host:bay.port of the plant config."""
+    from qcllp.service.bay import run_bay
+    from qcllp.service.bay.auth import load_token
+
+    load_token()  # no token: one line and exit 1, before the database is opened
+    _service_logging()
+    with ctx.store() as store:
+        code = run_bay(store, ctx.config, port=port)
     sys.exit(code)
 
 

@@ -8,10 +8,10 @@ network (:func:`qcllp.plant.config.exposed_host_warning` says so at start when i
 
 Slow or idle clients cannot take the service down. ``ThreadingHTTPServer`` gives each
 accepted connection a thread at once, so 800 clients that connect and send nothing hold
-about 700 threads. Here one loop thread (:meth:`_Server.run`) accepts connections and keeps
-them in a selector until their request starts to arrive; only then does a worker thread
-take it, at most ``max_workers`` at a time (a connection beyond that gets ``503`` at once
-and is closed). A connection that sends nothing for ``idle_s`` seconds is closed by the
+about 700 threads. Here one loop thread (:meth:`GuardedServer.run`) accepts connections and
+keeps them in a selector until their request starts to arrive; only then does a worker
+thread take it, at most ``max_workers`` at a time (a connection beyond that gets ``503`` at
+once and is closed). A connection that sends nothing for ``idle_s`` seconds is closed by the
 loop (and the longest silent one as soon as ``MAX_WAITING`` wait, to make room for a new
 one: a scraper's request never waits behind them), and a worker's reads time out after
 ``idle_s`` too (the handler's ``timeout``), so a client that stalls mid-request frees its
@@ -30,7 +30,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-__all__ = ["HealthServer"]
+__all__ = ["GuardedServer", "HealthServer"]
 
 log = logging.getLogger("qcllp.http")
 
@@ -55,7 +55,7 @@ class HealthServer:
     ):
         self.state, self.registry = state, registry
         handler = _handler(self, idle_s)
-        self.server = _Server((host, port), handler, idle_s=idle_s, max_workers=max_workers)
+        self.server = GuardedServer((host, port), handler, idle_s=idle_s, max_workers=max_workers)
         self.thread = threading.Thread(target=self.server.run, name="http", daemon=True)
 
     @property
@@ -71,9 +71,10 @@ class HealthServer:
         self.server.server_close()
 
 
-class _Server(ThreadingHTTPServer):
+class GuardedServer(ThreadingHTTPServer):
     """Accepts in one loop, hands a connection to a worker thread only once its request
-    arrives, with at most ``max_workers`` workers (module docstring)."""
+    arrives, with at most ``max_workers`` workers (module docstring). Serves any request
+    handler: the lock-out bay page (:mod:`qcllp.service.bay`) runs on it too."""
 
     daemon_threads = True
     request_queue_size = 128
