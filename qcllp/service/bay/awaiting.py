@@ -87,11 +87,10 @@ def awaiting(
         )
         .exists()
     )
+    columns = [Flag.id, Flag.charge_id, Flag.stick_id, Flag.decision, Flag.probability]
+    columns += [Flag.threshold, Flag.reason, Flag.arrived_at, Flag.scored_at]
     stmt = (
-        select(
-            Flag.id, Flag.charge_id, Flag.stick_id, Flag.decision, Flag.probability,
-            Flag.threshold, Flag.reason, Flag.arrived_at, Flag.scored_at,
-        )  # fmt: skip
+        select(*columns)
         .where(
             Flag.station == station,
             Flag.id >= floor,
