@@ -4,7 +4,8 @@
 #   bash deploy/bootstrap.sh          runtime only (enough for `qcllp demo`)
 #   bash deploy/bootstrap.sh --test   plus the test tools and, where apt-get can be used as
 #                                     root, a PostgreSQL server for the engine tests,
-#                                     Chromium for the report's browser test, Mosquitto for
+#                                     Chromium for the browser tests (the report, the bay
+#                                     page; Playwright drives it), Mosquitto for
 #                                     the MQTT tests and promtool for the alert rules' test
 #                                     (no broker or Prometheus server left running)
 set -euo pipefail
@@ -51,8 +52,8 @@ if (( want_tests )) && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
         "PostgreSQL binaries not found and apt-get not usable: PostgreSQL tests will skip"
 fi
 if (( want_tests )) && ! command -v chromium >/dev/null 2>&1; then
-    apt_install chromium "the HTML report test" \
-        "chromium not found and apt-get not usable: the report's browser test will skip"
+    apt_install chromium "the HTML report and bay page tests" \
+        "chromium not found and apt-get not usable: the browser tests will skip"
 fi
 # Debian's mosquitto and prometheus packages enable their servers, and start them where
 # services may start (under systemd, or by the init script unless a policy-rc.d forbids it, as
