@@ -37,14 +37,13 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 TABLET = {"width": 800, "height": 1280}
 
 
-@pytest.fixture(scope="module")
-def plant(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("bay")
-    config = make_bay_plant(folder)
-    return folder, config
+@pytest.fixture
+def plant(tmp_path):
+    """Each test's own plant: what one test stores is no other's starting point."""
+    return tmp_path, make_bay_plant(tmp_path)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def bay(plant):
     """``qcllp serve bay`` on the plant, with its token; stopped by SIGTERM (exit 0)."""
     folder, _ = plant
