@@ -5,14 +5,21 @@ cookie and the anti-forgery checks, and the token's rules (SQLite, real files)."
 
 from __future__ import annotations
 
+import http.client
+import json
 import re
+import threading
 from datetime import UTC, datetime
+from urllib.parse import urlencode
 
 import pytest
+from sqlalchemy import create_engine
 
-from qcllp.service.bay.auth import Sessions, cross_site_problem, load_token
+from qcllp.service.bay.auth import COOKIE, Sessions, cross_site_problem, load_token
 from qcllp.service.bay.awaiting import awaiting
 from qcllp.service.bay.entry import Entry, record_entry
+from qcllp.service.bay.server import BayApp, handler_class
+from qcllp.service.http import GuardedServer
 from qcllp.store import Store
 from qcllp.store.credentials import CredentialError
 from tests.service.bay_plant import AUDIT_REASON, AWAITING_AT_FURNACE, TOKEN, make_bay_plant
@@ -186,3 +193,48 @@ def test_the_token_comes_from_the_credentials_and_must_be_long_enough(tmp_path):
         load_token({})
     with pytest.raises(CredentialError, match="token is 8 characters long; use at least 16"):
         load_token({"QCLLP_BAY_TOKEN": "12345678"})
+
+
+def test_a_database_that_does_not_answer_is_said_on_the_page_and_in_healthz(tmp_path):
+    """The page's server in this process, on a database file that cannot be opened: the list
+    and a tap answer 503 with a sentence for the inspector, ``/healthz`` 503 with the error."""
+    config = make_bay_plant(tmp_path)
+    gone = Store(create_engine(f"sqlite:///{tmp_path / 'no-such-folder' / 'plant.sqlite'}"))
+    sessions = Sessions(TOKEN, max_age_s=3600)
+    server = GuardedServer(
+        ("127.0.0.1", 0), handler_class(BayApp(gone, config, sessions)), idle_s=5, max_workers=2
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        cookie = f"{COOKIE}={sessions.issue()}"
+        sid = sessions.session_of(cookie.split("=", 1)[1])
+        status, body = _get(port, "/?station=furnace", cookie)
+        assert status == 503 and "The database does not answer" in body
+        tap = urlencode({"csrf": sessions.csrf_token(sid), "station": "furnace",
+                         "charge_id": "C-1042", "stick_id": "11", "result": "ok"})  # fmt: skip
+        status, body = _post(port, "/inspect", tap, cookie)
+        assert status == 503 and "a result stored already is not stored twice" in body
+        status, body = _get(port, "/healthz", cookie)
+        assert status == 503 and json.loads(body)["status"] == "unhealthy"
+    finally:
+        server.stopping.set()
+        thread.join(timeout=5)
+        server.server_close()
+
+
+def _get(port: int, path: str, cookie: str) -> tuple[int, str]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("GET", path, headers={"Cookie": cookie})
+    answer = conn.getresponse()
+    return answer.status, answer.read().decode()
+
+
+def _post(port: int, path: str, body: str, cookie: str) -> tuple[int, str]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    headers = {"Cookie": cookie, "Origin": f"http://127.0.0.1:{port}"}
+    headers["Content-Type"] = "application/x-www-form-urlencoded"
+    conn.request("POST", path, body=body, headers=headers)
+    answer = conn.getresponse()
+    return answer.status, answer.read().decode()

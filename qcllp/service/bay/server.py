@@ -116,6 +116,19 @@ class _Handler(BaseHTTPRequestHandler):
     sys_version = ""
     bay: BayApp
 
+    def handle_one_request(self) -> None:
+        """The standard library's, with a database that does not answer said on the page
+        (503) instead of a dropped connection."""
+        try:
+            super().handle_one_request()
+        except SQLAlchemyError as exc:
+            self._event("database_error", level=logging.ERROR, error=one_line(exc))
+            why = (
+                "The database does not answer, so a result may not be stored. Tap again in a "
+                "minute: a result stored already is not stored twice."
+            )
+            self._html(503, pages.message_page("Not available", why))
+
     # ------------------------------------------------------------------ GET
     def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
         url = urlsplit(self.path)
