@@ -50,10 +50,12 @@ THRESHOLD = 0.62
 TOKEN = "bay-token-for-the-tests-0123456789"
 
 
-def make_bay_plant(folder: Path) -> PlantConfig:
-    """The plant's YAML (``plant.yaml``) and SQLite database in ``folder``, readings and flags
-    stored; its config."""
+def make_bay_plant(folder: Path, database_url: str | None = None) -> PlantConfig:
+    """The plant's YAML (``plant.yaml``) and its database (an SQLite file in ``folder``
+    unless ``database_url`` names another), readings and flags stored; its config."""
     mapping = copy.deepcopy(TINY_PLANT)
+    if database_url is not None:
+        mapping["database_url"] = database_url
     path = folder / "plant.yaml"
     path.write_text(yaml.safe_dump(mapping, sort_keys=False))
     config = load_plant_config(path)

@@ -26,7 +26,15 @@ from tests.service.bay_plant import AUDIT_REASON, AWAITING_AT_FURNACE, TOKEN, ma
 
 
 @pytest.fixture
-def plant(tmp_path):
+def plant(store_url, tmp_path):
+    """The bay plant on each engine (SQLite, PostgreSQL)."""
+    config = make_bay_plant(tmp_path, store_url)
+    with Store.open(config.database_url) as store:
+        yield store, config
+
+
+@pytest.fixture
+def sqlite_plant(tmp_path):
     config = make_bay_plant(tmp_path)
     with Store.open(config.database_url) as store:
         yield store, config
@@ -69,10 +77,10 @@ def test_the_list_is_bounded_and_says_that_more_wait(plant):
     assert waiting(store, "furnace", scan=3) == AWAITING_AT_FURNACE[:2]
 
 
-def test_the_list_walks_the_flags_station_index_and_the_inspections_key(plant):
+def test_the_list_walks_the_flags_station_index_and_the_inspections_key(sqlite_plant):
     """The plan SQLite chooses: the flags' (station, id) index in its order (no sort of the
     station's history), one look-up of the inspections' unique key per candidate."""
-    store, _ = plant
+    store, _ = sqlite_plant
     with store.engine.connect() as conn:
         statements = []
         conn.execute = _recording(conn.execute, statements)
