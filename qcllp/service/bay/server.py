@@ -250,7 +250,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._html(413, pages.message_page("Not accepted", "The form is too large."))
             return None
         body = self.rfile.read(int(length)).decode("utf-8", errors="replace")
-        return {k: v[0] for k, v in parse_qs(body, max_num_fields=32).items()}
+        try:
+            fields = parse_qs(body, max_num_fields=32)
+        except ValueError:  # more fields than any form of the page has
+            self._html(413, pages.message_page("Not accepted", "The form is too large."))
+            return None
+        return {k: v[0] for k, v in fields.items()}
 
     def _refuse(self, status: int, why: str, path: str) -> None:
         self._event("refused", level=logging.WARNING, status=status, path=path, why=why)
