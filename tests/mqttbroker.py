@@ -41,11 +41,24 @@ def _free_port() -> int:
 class TempBroker:
     """A running broker on ``127.0.0.1:port`` with its data in a temporary folder."""
 
-    def __init__(self, binary: Path):
+    def __init__(self, binary: Path, users: dict[str, str] | None = None):
+        """``users``: name -> password the broker requires (then no anonymous client)."""
         self.binary = binary
         self.port = _free_port()
         self.root = Path(tempfile.mkdtemp(prefix="qcllp-mqtt-"))
         self.conf = self.root / "mosquitto.conf"
+        access = ["allow_anonymous true"]
+        if users:
+            passwd = self.root / "passwd"
+            for n, (user, password) in enumerate(users.items()):
+                create = ["-c"] if n == 0 else []
+                tool = shutil.which("mosquitto_passwd") or "/usr/bin/mosquitto_passwd"
+                subprocess.run(
+                    [tool, *create, "-b", str(passwd), user, password],
+                    check=True,
+                    capture_output=True,
+                )
+            access = ["allow_anonymous false", f"password_file {passwd}"]
         settings = [
             line
             for line in DEPLOY_CONF.read_text().splitlines()
@@ -56,7 +69,7 @@ class TempBroker:
                 [
                     *settings,
                     f"listener {self.port} 127.0.0.1",
-                    "allow_anonymous true",
+                    *access,
                     f"persistence_location {self.root}/",
                     "user root" if os.geteuid() == 0 else "",
                     "log_dest stdout",

@@ -27,7 +27,7 @@ from qcllp.ingest.mqtt_messages import series_payloads
 from qcllp.plant.config import load_plant_config
 from qcllp.plant.simulate import simulate_plant
 from qcllp.store import Store
-from tests.mqttbroker import TempBroker
+from tests.mqttbroker import TempBroker, find_mosquitto
 from tests.service.harness import ServiceProcess, wait_until
 from tests.support.mqtt_gateway import Gateway
 
@@ -35,8 +35,9 @@ ROOT = Path(__file__).resolve().parents[2]
 TOPIC = "plant/{station}/readings"
 
 
-def write_config(folder: Path, port: int) -> Path:
-    """The example plant, its readings from the test broker, its database a file here."""
+def write_config(folder: Path, port: int, **mqtt) -> Path:
+    """The example plant, its readings from the test broker, its database a file here;
+    ``mqtt``: more keys of ``connectors.mqtt``."""
     raw = yaml.safe_load((ROOT / "plant_config" / "example.yaml").read_text())
     raw["database_url"] = f"sqlite:///{folder / 'plant.sqlite'}"
     raw["connectors"] = {
@@ -46,6 +47,7 @@ def write_config(folder: Path, port: int) -> Path:
             "readings_topic": TOPIC,
             "keepalive_s": 5,
             "batch_max_s": 0.05,
+            **mqtt,
         }
     }
     path = folder / "plant.yaml"
@@ -56,9 +58,9 @@ def write_config(folder: Path, port: int) -> Path:
 class Line:
     """One test's plant: its config, the published readings, the intake processes."""
 
-    def __init__(self, folder: Path, broker: TempBroker, n_charges: int):
+    def __init__(self, folder: Path, broker: TempBroker, n_charges: int, **mqtt):
         self.folder, self.broker = folder, broker
-        self.config_path = write_config(folder, broker.port)
+        self.config_path = write_config(folder, broker.port, **mqtt)
         config = load_plant_config(self.config_path)
         Store.open(config.database_url).close()  # the services open a database, never create one
         self.sim = simulate_plant(config, n_charges, random_state=7, sticks_per_charge=(8, 16))
@@ -68,12 +70,19 @@ class Line:
         ]
         self.procs: list[ServiceProcess] = []
 
-    def start_intake(self, name: str = "intake") -> ServiceProcess:
+    def start_intake(
+        self, name: str = "intake", env: dict | None = None, subscribed: bool = True
+    ) -> ServiceProcess:
+        """An intake process, up and (unless told otherwise) subscribed: what the line
+        publishes before the intake's first subscription has no session to wait in."""
         proc = ServiceProcess(
-            ["--config", str(self.config_path)], ["intake"], folder=self.folder, name=name
-        )
+            ["--config", str(self.config_path)], ["intake"], folder=self.folder, name=name,
+            env=env,
+        )  # fmt: skip
         self.procs.append(proc)
         proc.wait_up()
+        if subscribed:
+            wait_until(lambda: proc.body().get("connected"), what="subscribed", procs=[proc])
         return proc
 
     def stored(self) -> int:
@@ -190,7 +199,7 @@ def test_a_broker_restart_and_a_paused_broker_lose_no_reading(line):
 @pytest.mark.slow
 def test_a_second_intake_waits_as_standby_and_takes_over_when_the_first_dies(line):
     first = line.start_intake()
-    second = line.start_intake("intake-standby")
+    second = line.start_intake("intake-standby", subscribed=False)
     wait_until(lambda: second.body().get("status") == "standby", what="standby",
                procs=[second])  # fmt: skip
     gateway = Gateway(line.broker.port)
@@ -202,6 +211,36 @@ def test_a_second_intake_waits_as_standby_and_takes_over_when_the_first_dies(lin
     events = [e["event"] for e in second.events()]
     assert events.index("standby") < events.index("active")
     gateway.close()
+
+
+def test_the_broker_password_comes_from_a_private_file_and_a_wrong_one_is_named(
+    tmp_path,
+):
+    binary = find_mosquitto()
+    if binary is None:
+        pytest.skip("mosquitto not found (deploy/bootstrap.sh --test installs it)")
+    broker = TempBroker(binary, users={"intake": "right-pass-2026"})
+    line = Line(tmp_path, broker, 1, username="intake")
+    try:
+        secret = tmp_path / "mqtt-password"
+        secret.write_text("wrong-pass\n")
+        secret.chmod(0o600)
+        env = {"QCLLP_MQTT_PASSWORD_FILE": str(secret)}
+        refused = line.start_intake("refused", env=env, subscribed=False)
+        wait_until(lambda: "refused" in " ".join(refused.body().get("problems", [])),
+                   what="/healthz naming the refusal", procs=[refused])  # fmt: skip
+        assert refused.health()[0] == 503
+        assert refused.terminate() == 0
+        secret.write_text("right-pass-2026\n")
+        intake = line.start_intake("intake", env=env)
+        gateway = Gateway(broker.port, username="intake", password="right-pass-2026")
+        gateway.publish(line.items)
+        line.all_stored([intake])
+        assert "right-pass" not in intake.log() and "wrong-pass" not in refused.log()
+        gateway.close()
+    finally:
+        line.close()
+        broker.close()
 
 
 def _in_thread(work):

@@ -29,8 +29,16 @@ def _client(client_id: str, port: int) -> mqtt.Client:
 class Gateway:
     """Publishes payloads to topics at QoS 1 and knows which the broker acknowledged."""
 
-    def __init__(self, port: int, client_id: str = "test-gateway"):
+    def __init__(
+        self,
+        port: int,
+        client_id: str = "test-gateway",
+        username: str | None = None,
+        password: str | None = None,
+    ):
         self.client = _client(client_id, port)
+        if username is not None:
+            self.client.username_pw_set(username, password)
         self.lock = threading.Lock()
         self.acknowledged: set[int] = set()
         self.connected = threading.Event()
