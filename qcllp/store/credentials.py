@@ -15,7 +15,8 @@ password of a server database comes, in this order, from
 A SQL source of the connectors (``connectors.sql.<name>.url``, a historian) follows the same
 rules under its own variables, ``QCLLP_SOURCE_<NAME>_PASSWORD`` and ``..._PASSWORD_FILE``;
 so does the MQTT broker's (``connectors.mqtt``), under ``QCLLP_MQTT_PASSWORD`` and
-``QCLLP_MQTT_PASSWORD_FILE`` (:func:`secret_from_env`).
+``QCLLP_MQTT_PASSWORD_FILE``, and the PLC's OPC UA user's (``connectors.opcua``), under
+``QCLLP_OPCUA_PASSWORD`` and ``QCLLP_OPCUA_PASSWORD_FILE`` (:func:`secret_from_env`).
 
 **Printing a URL**: :func:`display_url` is the one way a URL reaches a log line, ``status``
 or an error message. libpq takes a password in three places -- the URL's user part
@@ -44,6 +45,7 @@ from sqlalchemy.exc import ArgumentError
 __all__ = [
     "DATABASE",
     "MQTT",
+    "OPCUA",
     "PASSWORD_ENV",
     "PASSWORD_FILE_ENV",
     "CredentialError",
@@ -134,6 +136,7 @@ class CredentialError(RuntimeError):
 
 
 MQTT = "QCLLP_MQTT"  # the broker's variables: QCLLP_MQTT_PASSWORD(_FILE)
+OPCUA = "QCLLP_OPCUA"  # the PLC's OPC UA user's variables: QCLLP_OPCUA_PASSWORD(_FILE)
 
 
 def secret_from_env(prefix: str, environ: Mapping[str, str] | None = None) -> str | None:
