@@ -150,13 +150,13 @@ def test_every_flag_reaches_the_plc_once_in_order_by_the_write_handshake(
 
 
 # ----------------------------------------------------------------------------- the writer alone
-def _writer_plant(folder: Path, endpoint: str, station: dict) -> tuple:
-    """The tiny plant with furnace's flags to the PLC as ``station`` says, its database with
-    a model row to hang flags on."""
+def _writer_plant(folder: Path, endpoint: str, station: dict, **settings: str) -> tuple:
+    """The tiny plant with furnace's flags to the PLC as ``station`` says (and ``settings``),
+    its database with a model row to hang flags on."""
     raw = copy.deepcopy(TINY_PLANT)
     raw["connectors"] = {
         "opcua": {"endpoint": endpoint, "timeout_s": 1.0, "ack_timeout_s": ACK_TIMEOUT_S,
-                  "stations": {"furnace": station}},
+                  "stations": {"furnace": station}, **settings},
     }  # fmt: skip
     config = parse_plant_config(raw, base_dir=folder)
     store = Store.open(f"sqlite:///{folder / 'plant.sqlite'}")
@@ -246,6 +246,60 @@ def test_a_plc_whose_variables_do_not_fit_gets_nothing_and_health_names_the_vari
     finally:
         writer.stop()
         store.close()
+
+
+def _client_certificate(folder: Path) -> tuple[Path, Path]:
+    """qcllp's certificate (DER, its URI in the subject alternative name) and key (PEM)."""
+    from asyncua.crypto import cert_gen
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import Encoding
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
+    key = cert_gen.generate_private_key()
+    names = [x509.UniformResourceIdentifier("urn:qcllp:line1"), x509.DNSName("localhost")]
+    cert = cert_gen.generate_self_signed_app_certificate(
+        key, "qcllp", {}, names, [ExtendedKeyUsageOID.CLIENT_AUTH]
+    )
+    cert_path, key_path = folder / "qcllp-cert.der", folder / "qcllp-key.pem"
+    cert_path.write_bytes(cert.public_bytes(Encoding.DER))
+    key_path.write_bytes(cert_gen.dump_private_key_as_pem(key))
+    key_path.chmod(0o600)
+    return cert_path, key_path
+
+
+def test_a_secured_plc_takes_flags_from_the_trusted_certificate_and_user_only(
+    tmp_path, monkeypatch, caplog
+):
+    """Basic256Sha256 (sign and encrypt) with qcllp's certificate, the PLC's pinned, and a
+    user whose password comes from QCLLP_OPCUA_PASSWORD: refused with a wrong password (said in
+    /healthz), taken once it is right -- read again at the next reconnect, no restart."""
+    cert, key = _client_certificate(tmp_path)
+    plc = StandInPlc(tmp_path / "plc", secure=True, password="s3cret")
+    (plc.folder / "trusted-client.der").write_bytes(cert.read_bytes())
+    plc.start()
+    secured = {
+        "security": "Basic256Sha256", "certificate": str(cert), "private_key": str(key),
+        "server_certificate": str(plc.folder / "server-cert.der"), "username": "qcllp",
+    }  # fmt: skip
+    method = {"mode": "method", "object": OBJECT, "method": METHOD}
+    config, store, model_id = _writer_plant(tmp_path, plc.endpoint, method, **secured)
+    monkeypatch.setenv("QCLLP_OPCUA_PASSWORD", "x9-wrong-x9")
+    writer = PlcFlagWriter(store, config, "furnace", CollectorRegistry())
+    try:
+        writer.start()
+        wait(lambda: "BadUserAccessDenied" in _problems(writer), what="the refused login")
+        monkeypatch.setenv("QCLLP_OPCUA_PASSWORD", "s3cret")
+        wait(lambda: writer.status().connected, what="the login", timeout=30)
+        _decide(store, model_id, "c1", 8)
+        writer.nudge()
+        wait(lambda: len(plc.taken()) == 8, what="8 calls over the secure channel", timeout=30)
+    finally:
+        writer.stop()
+        store.close()
+        plc.stop()
+    assert_every_flag_taken_of(store, plc, "furnace")
+    assert "plc_lost" in caplog.text and "BadUserAccessDenied" in caplog.text
+    assert "s3cret" not in caplog.text and "x9-wrong-x9" not in caplog.text
 
 
 # ----------------------------------------------------------------------------- faults (slow)

@@ -17,6 +17,11 @@ folder, which outlive its restarts:
 * a file ``hold`` in the folder makes the program stop taking (a PLC in STOP with its OPC UA
   server up): no acknowledgement, and a Bad status for the method.
 
+``--secure``: the only endpoint is Basic256Sha256 with SignAndEncrypt, under the server's own
+certificate (``server-cert.der``, made at the first start); a client must present the
+certificate in ``trusted-client.der`` and log in as ``qcllp`` with the password in the
+environment variable ``PLC_PASSWORD``.
+
 The program's scan: every 10 ms, ``if FlagId <> Ack: store the record; Ack := FlagId``.
 """
 
@@ -50,15 +55,17 @@ SCAN_S = 0.01
 
 
 # ----------------------------------------------------------------------------- the PLC
-async def _serve(port: int, folder: Path) -> None:
+async def _serve(port: int, folder: Path, secure: bool) -> None:
     from asyncua import Server, ua
     from asyncua.common.callback import CallbackType
 
     vt = ua.VariantType
-    server = Server()
+    server = Server(user_manager=_Users() if secure else None)
     await server.init()
     server.set_endpoint(f"opc.tcp://127.0.0.1:{port}/")
     server.set_server_name("qcllp stand-in PLC")
+    if secure:
+        await _secure(server, folder)
     idx = await server.register_namespace(NAMESPACE)
     assert idx == 2
     line = await server.nodes.objects.add_object(ua.NodeId("Line.Cooling", idx), "Cooling")
@@ -132,6 +139,42 @@ async def _serve(port: int, folder: Path) -> None:
         await program()
 
 
+async def _secure(server, folder: Path) -> None:
+    """Basic256Sha256 only, the server's certificate, the trusted client's certificate."""
+    from asyncua import ua
+    from asyncua.common.utils import ServiceError
+    from asyncua.crypto.cert_gen import setup_self_signed_certificate
+    from cryptography.hazmat.primitives.serialization import Encoding
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
+    key, cert = folder / "server-key.pem", folder / "server-cert.der"
+    uri = "urn:qcllp:test-plc"
+    await setup_self_signed_certificate(
+        key, cert, uri, "127.0.0.1", [ExtendedKeyUsageOID.SERVER_AUTH], {}
+    )
+    await server.load_certificate(str(cert))
+    await server.load_private_key(str(key))
+    server.set_security_policy([ua.SecurityPolicyType.Basic256Sha256_SignAndEncrypt])
+    trusted = (folder / "trusted-client.der").read_bytes()
+
+    async def validate(certificate, _description) -> None:
+        if certificate.public_bytes(Encoding.DER) != trusted:
+            raise ServiceError(ua.StatusCodes.BadCertificateUntrusted)
+
+    server.set_certificate_validator(validate)
+
+
+class _Users:
+    """One user, qcllp, with the password of ``PLC_PASSWORD``."""
+
+    def get_user(self, iserver, username=None, password=None, certificate=None):
+        from asyncua.crypto.permission_rules import User, UserRole
+
+        if username == "qcllp" and password == os.environ.get("PLC_PASSWORD"):
+            return User(role=UserRole.User, name=username)
+        return None
+
+
 def _argument(ua, name: str, kind) -> object:
     argument = ua.Argument()
     argument.Name = name
@@ -149,8 +192,8 @@ def _plain(value: float) -> float | None:
 class StandInPlc:
     """The stand-in PLC in a process of its own on ``127.0.0.1:port`` (module docstring)."""
 
-    def __init__(self, folder: Path):
-        self.folder = folder
+    def __init__(self, folder: Path, *, secure: bool = False, password: str = ""):
+        self.folder, self.secure, self.password = folder, secure, password
         folder.mkdir(parents=True, exist_ok=True)
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
@@ -166,7 +209,9 @@ class StandInPlc:
         self.starts += 1
         log = open(self.folder / f"plc-{self.starts}.log", "wb")  # noqa: SIM115 - the child's
         command = [sys.executable, __file__, "--port", str(self.port), "--folder", str(self.folder)]
-        self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        command += ["--secure"] if self.secure else []
+        env = {**os.environ, "PLC_PASSWORD": self.password}
+        self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
         log.close()
         return self.wait_ready() if wait else self
 
@@ -229,6 +274,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--folder", type=Path, required=True)
+    parser.add_argument("--secure", action="store_true")
     options = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    asyncio.run(_serve(options.port, options.folder))
+    asyncio.run(_serve(options.port, options.folder, options.secure))
