@@ -60,7 +60,7 @@ class PlcNodes(Section):
     others once ``flag_id`` changes and answers by writing that id to ``ack``."""
 
     flag_id: NodeId = Field(
-        description="The flag's stable id, an integer variable (Int32, UInt32, Int64, UInt64): "
+        description="The flag's stable id, a variable of an integer type (UInt32, Int64...): "
         "written last, it says a new record is complete."
     )
     ack: NodeId = Field(
@@ -154,7 +154,10 @@ class Opcua(Section):
         "(reconnect, with a backoff of 1 to 30 s).",
     )
     poll_s: Number = Field(
-        0.05, gt=0, description="How often qcllp reads ack while the PLC has a record to take."
+        0.05,
+        gt=0,
+        description="While the PLC has a record to take, qcllp reads ack 5 ms after the write, "
+        "then twice as long each time, at most this long apart.",
     )
     ack_timeout_s: Number = Field(
         10.0,
