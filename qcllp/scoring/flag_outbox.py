@@ -1,4 +1,5 @@
-"""The flags table as an outbox: what a channel other than the sink (MQTT) still has to get.
+"""The flags table as an outbox: what a channel other than the sink (MQTT, the PLC over OPC
+UA) still has to get.
 
 A scoring step commits its flags in its own transaction (:mod:`.step`); a flag exists exactly
 when its decision does. A channel's publisher reads the station's flags above its delivery
