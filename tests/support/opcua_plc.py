@@ -168,7 +168,10 @@ class _Users:
     """One user, qcllp, with the password of ``PLC_PASSWORD``."""
 
     def get_user(self, iserver, username=None, password=None, certificate=None):
-        from asyncua.crypto.permission_rules import User, UserRole
+        try:
+            from asyncua.crypto.permission_rules import User, UserRole
+        except ImportError:  # where asyncua 1.1 keeps them
+            from asyncua.server.users import User, UserRole
 
         if username == "qcllp" and password == os.environ.get("PLC_PASSWORD"):
             return User(role=UserRole.User, name=username)
