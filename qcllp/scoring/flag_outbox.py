@@ -1,4 +1,5 @@
-"""The flags table as an outbox: what a channel other than the sink (MQTT) still has to get.
+"""The flags table as an outbox: what a channel other than the sink (MQTT, the PLC over OPC
+UA) still has to get.
 
 A scoring step commits its flags in its own transaction (:mod:`.step`); a flag exists exactly
 when its decision does. A channel's publisher reads the station's flags above its delivery
@@ -23,7 +24,14 @@ from sqlalchemy import func, select, update
 from qcllp.scoring.flag_sink import flag_line
 from qcllp.store import Flag, FlagDelivery, Store, dialect_insert
 
-__all__ = ["FLAG_PAYLOAD_VERSION", "advance", "flag_message", "start_cursor", "undelivered"]
+__all__ = [
+    "FLAG_PAYLOAD_VERSION",
+    "advance",
+    "flag_message",
+    "start_cursor",
+    "undelivered",
+    "waiting",
+]
 
 FLAG_PAYLOAD_VERSION = 1
 _F = Flag.__table__
@@ -62,6 +70,16 @@ def undelivered(store: Store, station: str, after: int, limit: int) -> list[dict
             .limit(limit)
         )
         return [dict(r._mapping) for r in rows]
+
+
+def waiting(store: Store, station: str, after: int) -> int:
+    """How many of the station's flags lie above ``after`` (what ``/healthz`` says waits)."""
+    with store.engine.connect() as conn:
+        return int(
+            conn.execute(
+                select(func.count()).where(_F.c.station == station, _F.c.id > after)
+            ).scalar_one()
+        )
 
 
 def advance(store: Store, station: str, channel: str, flag_id: int) -> None:

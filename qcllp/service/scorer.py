@@ -52,8 +52,12 @@ Around each step:
   A database away at start defers the claim to the first tick that reaches it. Every step
   then writes to the sink the checkpoint names.
 * **MQTT**: with ``connectors.mqtt`` (and ``publish_flags``), every flag is published to the
-  station's flags topic from the flags table as an outbox (:mod:`.flag_publisher`); a broker
+  station's flags topic from the flags table as an outbox (:mod:`.mqtt.flag_publisher`); a broker
   away makes ``/healthz`` say ``degraded`` with how many flags wait, and delays nothing else.
+* **PLC**: with the station in ``connectors.opcua.stations``, every flag is written to the
+  line's PLC over OPC UA from the same outbox, under a cursor of its own
+  (:mod:`qcllp.service.opcua.flag_writer`); a PLC away, or one that does not take its
+  records, is ``degraded`` the same way.
 * **SIGTERM / SIGINT**: the current step finishes and commits, the steps still due (a
   backlog of hundreds after a long stop) are left to the next start, the scheduler shuts
   down, exit code 0 -- within a step's time, well inside systemd's stop timeout.
@@ -79,9 +83,9 @@ from qcllp.plant.config import PlantConfig, exposed_host_warning
 from qcllp.scoring.flag_sink import SinkError, claim_sink
 from qcllp.scoring.inspection_guard import Realized, model_realized, realized_line
 from qcllp.scoring.step import StepResult, record_alarm, score_step
+from qcllp.service.flag_channels import flag_channels
 from qcllp.service.http import HealthServer
 from qcllp.service.logs import log_event, one_line
-from qcllp.service.mqtt.flag_publisher import FlagPublisher
 from qcllp.service.scorer_metrics import ScorerMetrics
 from qcllp.service.scorer_models import ShadowSlot, load_verified
 from qcllp.station.artifacts import ArtifactError
@@ -109,7 +113,7 @@ class ScorerState:
     standby: bool = False
     lockouts_suspended: str | None = None  # the guard's reason while it holds lock-outs
     realized: Realized | None = None  # the active model's realized (inspected) saving
-    publishing: list[str] = field(default_factory=list)  # why flags are not reaching MQTT
+    publishing: list[str] = field(default_factory=list)  # why flags miss MQTT or the PLC
     alarms: deque[str] = field(default_factory=lambda: deque(maxlen=ALARMS_SHOWN))
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -183,12 +187,7 @@ class ScorerService:
         self._realized_of: int | None = None  # the model whose realized saving is shown
         self.metrics.model_id.set(0)
         self.metrics.shadow_id.set(0)
-        mqtt = config.connectors.mqtt
-        self.publisher = (
-            FlagPublisher(store, config, station, self.metrics.registry)
-            if mqtt is not None and mqtt.publish_flags
-            else None
-        )
+        self.channels = flag_channels(store, config, station, self.metrics.registry)
 
     # -- model ---------------------------------------------------------------------------
     def refresh_model(self) -> None:
@@ -314,12 +313,14 @@ class ScorerService:
         return decided
 
     def _publish(self) -> None:
-        """Wake the flag publisher (new flags may be committed) and show its state."""
-        if self.publisher is None:
+        """Wake the flag channels (new flags may be committed) and show their state."""
+        if not self.channels:
             return
-        self.publisher.nudge()
+        for channel in self.channels:
+            channel.nudge()
+        problems = [p for channel in self.channels for p in channel.status().problems()]
         with self.state.lock:
-            self.state.publishing = self.publisher.status().problems()
+            self.state.publishing = problems
 
     def step(self) -> StepResult:
         started = time.perf_counter()
@@ -401,8 +402,8 @@ def run_scorer(
         signal.signal(signum, lambda *_: service.stopping.set())
     http = HealthServer(config.scorer.host, port, service.state, service.metrics.registry)
     http.start()
-    if service.publisher is not None:
-        service.publisher.start()
+    for channel in service.channels:
+        channel.start()
     scheduler = BackgroundScheduler(timezone="UTC")
     scheduler.add_job(
         service.tick,
@@ -428,8 +429,8 @@ def run_scorer(
     service.stopping.wait()
     _log("stopping", station=station)
     scheduler.shutdown(wait=True)  # the running step finishes and commits; no other starts
-    if service.publisher is not None:
-        service.publisher.stop()  # what the broker has not acknowledged goes at the next start
+    for channel in service.channels:
+        channel.stop()  # what the broker or the PLC has not acknowledged goes at the next start
     http.stop()
     _log("stopped", station=station)
     return service.exit_code

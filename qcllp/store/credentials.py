@@ -15,9 +15,10 @@ password of a server database comes, in this order, from
 A SQL source of the connectors (``connectors.sql.<name>.url``, a historian) follows the same
 rules under its own variables, ``QCLLP_SOURCE_<NAME>_PASSWORD`` and ``..._PASSWORD_FILE``;
 so does the MQTT broker's (``connectors.mqtt``), under ``QCLLP_MQTT_PASSWORD`` and
-``QCLLP_MQTT_PASSWORD_FILE`` (:func:`secret_from_env`), and the lock-out bay page's access
-token, under ``QCLLP_BAY_TOKEN`` and ``QCLLP_BAY_TOKEN_FILE`` (:data:`BAY`, the same function
-with ``kind="TOKEN"``).
+``QCLLP_MQTT_PASSWORD_FILE`` (:func:`secret_from_env`), the PLC's OPC UA user's
+(``connectors.opcua``), under ``QCLLP_OPCUA_PASSWORD`` and ``QCLLP_OPCUA_PASSWORD_FILE``, and
+the lock-out bay page's access token, under ``QCLLP_BAY_TOKEN`` and ``QCLLP_BAY_TOKEN_FILE``
+(:data:`BAY`, the same function with ``kind="TOKEN"``).
 
 **Printing a URL**: :func:`display_url` is the one way a URL reaches a log line, ``status``
 or an error message. libpq takes a password in three places -- the URL's user part
@@ -47,6 +48,7 @@ __all__ = [
     "BAY",
     "DATABASE",
     "MQTT",
+    "OPCUA",
     "PASSWORD_ENV",
     "PASSWORD_FILE_ENV",
     "CredentialError",
@@ -138,6 +140,7 @@ class CredentialError(RuntimeError):
 
 MQTT = "QCLLP_MQTT"  # the broker's variables: QCLLP_MQTT_PASSWORD(_FILE)
 BAY = "QCLLP_BAY"  # the lock-out bay page's access token: QCLLP_BAY_TOKEN(_FILE)
+OPCUA = "QCLLP_OPCUA"  # the PLC's OPC UA user's variables: QCLLP_OPCUA_PASSWORD(_FILE)
 
 
 def secret_from_env(

@@ -4,7 +4,7 @@
 * ``scorer_checkpoints`` each scorer's position and sink offset, ``scorer_pending`` the sticks
   a scorer has seen arrive but not yet flagged (waiting for the station to complete),
   ``lockout_guards`` the guards' state, ``alarms`` what an operator must look at,
-  ``flag_deliveries`` how far a station's flags reached MQTT.
+  ``flag_deliveries`` how far a station's flags reached MQTT and the PLC (OPC UA).
 * The retraining daemon keeps its schedule in ``retrainer_jobs`` -- APScheduler's own
   ``SQLAlchemyJobStore`` table, declared here with exactly the library's columns so that the
   migrations create it and the schema test covers it -- its leases (who may train what, until
@@ -63,10 +63,11 @@ class ScorerCheckpoint(Base):
 
 
 class FlagDelivery(Base):
-    """How far a station's flags reached a channel other than the sink (``mqtt``): the highest
-    flag id the channel acknowledged with every flag before it (the delivery cursor). The
-    flags table is the outbox: a flag is committed with its step, and a publisher moves this
-    cursor only after the channel acknowledged (:mod:`qcllp.scoring.flag_outbox`)."""
+    """How far a station's flags reached a channel other than the sink (``mqtt``, ``opcua``:
+    one row each): the highest flag id the channel acknowledged with every flag before it (the
+    delivery cursor). The flags table is the outbox: a flag is committed with its step, and a
+    publisher moves this cursor only after the channel acknowledged
+    (:mod:`qcllp.scoring.flag_outbox`)."""
 
     __tablename__ = "flag_deliveries"
 

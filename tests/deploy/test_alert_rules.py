@@ -29,6 +29,7 @@ EXPECTED = {
     "ScorerLagging",
     "LockoutsSuspended",
     "FlagsNotPublished",
+    "FlagsNotReachingPlc",
     "RetrainerDown",
     "RetrainerNoLeader",
     "RetrainingFailing",

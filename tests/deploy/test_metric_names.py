@@ -4,7 +4,8 @@ renamed metric, or a gauge queried as a counter, would leave an alert that can n
 an empty panel, and nothing would say so.
 
 The names come from the services' registries, built as the services build them (no process
-started): the scorer's (with its MQTT publisher's), the daemon's and the MQTT intake's.
+started): the scorer's (with its MQTT publisher's and its PLC writer's), the daemon's and the
+MQTT intake's.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from prometheus_client import CollectorRegistry
 
 from qcllp.service.mqtt.flag_publisher import PublisherMetrics
 from qcllp.service.mqtt.intake_health import IntakeMetrics
+from qcllp.service.opcua.flag_writer import PlcMetrics
 from qcllp.service.retrainer_health import RetrainerMetrics
 from qcllp.service.scorer_metrics import ScorerMetrics
 from tests.deploy.expressions import alert_expressions, dashboard_expressions
@@ -44,6 +46,7 @@ def exported_names(*registries: CollectorRegistry) -> set[str]:
 def services_names() -> set[str]:
     scorer = ScorerMetrics("cooling")
     PublisherMetrics(scorer.registry, "cooling")
+    PlcMetrics(scorer.registry, "cooling")
     return exported_names(scorer.registry, RetrainerMetrics().registry, IntakeMetrics().registry)
 
 

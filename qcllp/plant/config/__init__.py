@@ -47,6 +47,13 @@ Schema (see ``plant_config/example.yaml`` for a full example)::
       mqtt: {host, port, client_id, username, tls, ca_file, readings_topic, flags_topic,
              publish_flags, batch_max_messages, batch_max_s, keepalive_s, host_http,
              port_http}          # the line's broker: qcllp serve intake, flags out
+      opcua: {endpoint, username, security, security_mode, certificate, private_key,
+              server_certificate, timeout_s, poll_s, ack_timeout_s, session_timeout_s,
+              stations: {<station>: {mode: write|method,
+                                     nodes: {flag_id, ack, charge_id, stick_id, decision,
+                                             probability},        # write
+                                     object, method}}}            # method
+                                  # the line's PLC: flags out over OPC UA (qcllp[opcua])
     schedules:                        # optional
       ingest_interval_s: float > 0    # default 300 when no ingest_cron is given
       ingest_cron: str                # crontab string, alternative to the interval
@@ -101,7 +108,8 @@ the YAML is refused), so there is no pydantic-settings.
 
 Modules: :mod:`.document` and :mod:`.sections` (the YAML models), :mod:`.fields` (value
 types), :mod:`.checks` (single-value checks, also used by the CLI and the services),
-:mod:`.problems` (the error lines), :mod:`.model` (the frozen dataclasses the code uses),
+:mod:`.problems` (the error lines), :mod:`.message_bus` and :mod:`.plc` (the MQTT broker's
+and the PLC's sections), :mod:`.model` (the frozen dataclasses the code uses),
 :mod:`.loader` (file to config), :mod:`.reference` (JSON Schema and the docs' key tables).
 """
 
@@ -123,7 +131,9 @@ from qcllp.plant.config.model import (
     Connectors,
     FileConnector,
     MqttConnector,
+    OpcuaConnector,
     PlantConfig,
+    PlcStation,
     Retention,
     Retrainer,
     Schedules,
@@ -143,7 +153,9 @@ __all__ = [
     "Connectors",
     "FileConnector",
     "MqttConnector",
+    "OpcuaConnector",
     "PlantConfig",
+    "PlcStation",
     "Schedules",
     "Sensor",
     "Retrainer",

@@ -12,7 +12,7 @@ training's and the plant's own keys.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import Field
 
@@ -34,6 +34,7 @@ from qcllp.plant.config.fields import (
     choice,
 )
 from qcllp.plant.config.message_bus import Mqtt
+from qcllp.plant.config.plc import Opcua, PlcNodes, PlcStation
 from qcllp.plant.config.problems import Problem, Section, default_of, duplicates
 from qcllp.plant.config.sections import (
     MAX_FUTURE_TOLERANCE_S,
@@ -59,7 +60,10 @@ __all__ = [
     "FileSource",
     "MeasurementFiles",
     "Mqtt",
+    "Opcua",
     "Plant",
+    "PlcNodes",
+    "PlcStation",
     "Retention",
     "Retrainer",
     "Schedules",
@@ -362,21 +366,35 @@ class Plant(Section):
 
 
 def _unknown_stations(raw: Mapping) -> list[Problem]:
-    """``retrainer.stations`` names only stations of the plant."""
-    stations, retrainer = raw.get("stations"), raw.get("retrainer")
-    chosen = retrainer.get("stations") if isinstance(retrainer, Mapping) else None
-    if not isinstance(chosen, list):
-        return []
+    """``retrainer.stations`` and ``connectors.opcua.stations`` name only stations of the
+    plant."""
+    stations = raw.get("stations")
     known = (
         {s.get("name") for s in stations if isinstance(s, Mapping)}
         if isinstance(stations, list)
         else set()
     )
-    return [
+    chosen = _below(raw, "retrainer", "stations")
+    found = [
         Problem(("retrainer", "stations", i), f"unknown station {name!r}")
-        for i, name in enumerate(chosen)
+        for i, name in enumerate(chosen if isinstance(chosen, list) else [])
         if name not in known
     ]
+    plc = _below(raw, "connectors", "opcua", "stations")
+    return found + [
+        Problem(("connectors", "opcua", "stations", str(name)), f"unknown station {name!r}")
+        for name in (plc if isinstance(plc, Mapping) else {})
+        if name not in known
+    ]
+
+
+def _below(raw: Mapping, *keys: str) -> Any:
+    """The value at ``keys`` of the mapping as written, or ``None`` where it is not one."""
+    for key in keys:
+        if not isinstance(raw, Mapping):
+            return None
+        raw = raw.get(key)
+    return raw
 
 
 def _retention_needs_postgresql(raw: Mapping) -> list[Problem]:

@@ -16,7 +16,9 @@ from qcllp.plant.config.model import (
     Connectors,
     FileConnector,
     MqttConnector,
+    OpcuaConnector,
     PlantConfig,
+    PlcStation,
     Retention,
     Retrainer,
     Schedules,
@@ -196,5 +198,20 @@ def _connectors(connectors: doc.Connectors) -> Connectors:
         inspections=FileConnector(**inspections.model_dump()) if inspections else None,
         sql=sql,
         mqtt=MqttConnector(**connectors.mqtt.model_dump()) if connectors.mqtt else None,
+        opcua=_opcua(connectors.opcua) if connectors.opcua else None,
         future_tolerance_s=connectors.future_tolerance_s,
     )
+
+
+def _opcua(opcua: doc.Opcua) -> OpcuaConnector:
+    """The PLC's settings, each station's nodes as a mapping of the fields given."""
+    stations = {
+        name: PlcStation(
+            mode=station.mode,
+            nodes=station.nodes.model_dump(exclude_none=True) if station.nodes else {},
+            object=station.object,
+            method=station.method,
+        )
+        for name, station in opcua.stations.items()
+    }
+    return OpcuaConnector(**{**opcua.model_dump(exclude={"stations"}), "stations": stations})

@@ -306,8 +306,40 @@ class MqttConnector:
 
 
 @dataclass(frozen=True)
+class PlcStation:
+    """How one station's flags reach the PLC (:mod:`.plc`): ``mode`` ``"write"`` with
+    ``nodes`` (field name -> node id: ``flag_id``, ``ack``, ``charge_id``, ``stick_id``,
+    ``decision``, optionally ``probability``), or ``"method"`` with ``object`` and ``method``."""
+
+    mode: str = default_of(doc.PlcStation, "mode")
+    nodes: Mapping[str, str] = field(default_factory=dict)
+    object: str | None = None
+    method: str | None = None
+
+
+@dataclass(frozen=True)
+class OpcuaConnector:
+    """The line's PLC over OPC UA (:mod:`.plc` says what each field is for); ``stations``:
+    the stations whose flags go to it."""
+
+    endpoint: str
+    stations: Mapping[str, PlcStation] = field(default_factory=dict)
+    username: str | None = None
+    security: str = default_of(doc.Opcua, "security")
+    security_mode: str = default_of(doc.Opcua, "security_mode")
+    certificate: str | None = None
+    private_key: str | None = None
+    server_certificate: str | None = None
+    timeout_s: float = default_of(doc.Opcua, "timeout_s")
+    poll_s: float = default_of(doc.Opcua, "poll_s")
+    ack_timeout_s: float = default_of(doc.Opcua, "ack_timeout_s")
+    session_timeout_s: int = default_of(doc.Opcua, "session_timeout_s")
+
+
+@dataclass(frozen=True)
 class Connectors:
-    """Where the plant's data comes from: drop folders and SQL sources (all optional).
+    """Where the plant's data comes from -- drop folders, SQL sources, the MQTT broker -- and
+    where the flags go besides the sink (MQTT, the PLC over OPC UA); all optional.
 
     ``future_tolerance_s``: how far past the time of ingestion a reading's timestamp may lie
     (clocks of plant systems drift); a later one is quarantined as ``future_timestamp``.
@@ -318,6 +350,7 @@ class Connectors:
     inspections: FileConnector | None = None
     sql: Mapping[str, SqlSource] = field(default_factory=dict)
     mqtt: MqttConnector | None = None
+    opcua: OpcuaConnector | None = None
     future_tolerance_s: float = default_of(doc.Connectors, "future_tolerance_s")
 
 

@@ -24,6 +24,7 @@ from qcllp.plant.config.fields import (
     is_number,
 )
 from qcllp.plant.config.message_bus import Mqtt
+from qcllp.plant.config.plc import Opcua
 from qcllp.plant.config.problems import Problem, Section, default_of, duplicates
 
 MAX_FUTURE_TOLERANCE_S = 31 * 86_400  # no reading more than a month ahead: no far-future partition
@@ -234,6 +235,9 @@ class Connectors(Section):
         None,
         description="The line's MQTT broker: readings in real time (qcllp serve intake) and "
         "the scorers' flags out.",
+    )
+    opcua: Opcua | None = Field(
+        None, description="The line's PLC over OPC UA: the scorers' flags out (qcllp[opcua])."
     )
     future_tolerance_s: Number = Field(
         86_400.0,
