@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["TempBroker", "find_mosquitto"]
+__all__ = ["TempBroker", "find_mosquitto", "tls_files"]
 
 DEPLOY_CONF = Path(__file__).resolve().parents[1] / "deploy" / "mosquitto" / "conf.d" / "qcllp.conf"
 
@@ -41,8 +41,14 @@ def _free_port() -> int:
 class TempBroker:
     """A running broker on ``127.0.0.1:port`` with its data in a temporary folder."""
 
-    def __init__(self, binary: Path, users: dict[str, str] | None = None):
-        """``users``: name -> password the broker requires (then no anonymous client)."""
+    def __init__(
+        self,
+        binary: Path,
+        users: dict[str, str] | None = None,
+        tls: tuple[Path, Path, Path] | None = None,
+    ):
+        """``users``: name -> password the broker requires (then no anonymous client);
+        ``tls``: (CA, certificate, key) files of a TLS listener (:func:`tls_files`)."""
         self.binary = binary
         self.port = _free_port()
         self.root = Path(tempfile.mkdtemp(prefix="qcllp-mqtt-"))
@@ -70,6 +76,11 @@ class TempBroker:
                     *settings,
                     f"listener {self.port} 127.0.0.1",
                     *access,
+                    *(
+                        [f"cafile {tls[0]}", f"certfile {tls[1]}", f"keyfile {tls[2]}"]
+                        if tls
+                        else []
+                    ),
                     f"persistence_location {self.root}/",
                     "user root" if os.geteuid() == 0 else "",
                     "log_dest stdout",
@@ -126,3 +137,48 @@ class TempBroker:
             self.stop()
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+def tls_files(folder: Path) -> tuple[Path, Path, Path]:
+    """A throwaway CA and a certificate it signed for 127.0.0.1, as PEM files (CA certificate,
+    server certificate, server key) in ``folder`` (cryptography, which asyncua needs anyway)."""
+    from datetime import UTC, datetime, timedelta
+    from ipaddress import IPv4Address
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    def name(text: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, text)])
+
+    now = datetime.now(UTC)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca = (
+        x509.CertificateBuilder().subject_name(name("qcllp CA")).issuer_name(name("qcllp CA"))
+        .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(hours=1)).not_valid_after(now + timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )  # fmt: skip
+    cert = (
+        x509.CertificateBuilder().subject_name(name("127.0.0.1")).issuer_name(ca.subject)
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(hours=1)).not_valid_after(now + timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(IPv4Address("127.0.0.1"))]),
+                       critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )  # fmt: skip
+    paths = folder / "ca.pem", folder / "broker.pem", folder / "broker-key.pem"
+    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    paths[1].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    paths[2].write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    paths[2].chmod(0o644)  # the broker may run as another user
+    return paths

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import signal
 import sqlite3
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -27,7 +28,7 @@ from qcllp.ingest.mqtt_messages import series_payloads
 from qcllp.plant.config import load_plant_config
 from qcllp.plant.simulate import simulate_plant
 from qcllp.store import Store
-from tests.mqttbroker import TempBroker, find_mosquitto
+from tests.mqttbroker import TempBroker, find_mosquitto, tls_files
 from tests.service.harness import ServiceProcess, wait_until
 from tests.support.mqtt_gateway import Gateway
 
@@ -59,6 +60,7 @@ class Line:
     """One test's plant: its config, the published readings, the intake processes."""
 
     def __init__(self, folder: Path, broker: TempBroker, n_charges: int, **mqtt):
+        folder.mkdir(parents=True, exist_ok=True)
         self.folder, self.broker = folder, broker
         self.config_path = write_config(folder, broker.port, **mqtt)
         config = load_plant_config(self.config_path)
@@ -239,6 +241,29 @@ def test_the_broker_password_comes_from_a_private_file_and_a_wrong_one_is_named(
         assert "right-pass" not in intake.log() and "wrong-pass" not in refused.log()
         gateway.close()
     finally:
+        line.close()
+        broker.close()
+
+
+def test_over_tls_the_broker_is_checked_against_the_configured_ca(tmp_path):
+    binary = find_mosquitto()
+    if binary is None:
+        pytest.skip("mosquitto not found (deploy/bootstrap.sh --test installs it)")
+    ca, cert, key = tls_files(tmp_path)
+    broker = TempBroker(binary, tls=(ca, cert, key))
+    unchecked = Line(tmp_path / "system-cas", broker, 1, tls=True)
+    line = Line(tmp_path / "plant-ca", broker, 1, tls=True, ca_file=str(ca))
+    try:
+        refused = unchecked.start_intake("system-cas", subscribed=False)
+        time.sleep(2)  # a handshake the system's CAs cannot verify never connects
+        assert refused.health()[0] == 503 and not refused.body()["connected"]
+        intake = line.start_intake()
+        gateway = Gateway(broker.port, ca_file=ca)
+        gateway.publish(line.items)
+        line.all_stored([intake])
+        gateway.close()
+    finally:
+        unchecked.close()
         line.close()
         broker.close()
 

@@ -9,6 +9,7 @@ import json
 import threading
 import time
 from collections.abc import Iterable
+from pathlib import Path
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
@@ -35,10 +36,13 @@ class Gateway:
         client_id: str = "test-gateway",
         username: str | None = None,
         password: str | None = None,
+        ca_file: Path | None = None,
     ):
         self.client = _client(client_id, port)
         if username is not None:
             self.client.username_pw_set(username, password)
+        if ca_file is not None:
+            self.client.tls_set(ca_certs=str(ca_file))
         self.lock = threading.Lock()
         self.acknowledged: set[int] = set()
         self.connected = threading.Event()
