@@ -15,7 +15,7 @@ stored (``completion.settle_s: 0``: the message holds the whole series), scorers
 charges and promoted at every station. The fresh charges have no counts (still on the line).
 
     .venv/bin/python benchmarks/bench_line_latency.py [--rate 500] [--seconds 60] \\
-        [--interval 0.1] [--folder /tmp/bench_line_latency]
+        [--interval 0.1] [--folder /tmp/bench_line_latency] [--profile-intake]
 
 Prints the latency (p50 / p99 / max, per station and overall), flags missing or repeated, and
 the CPU seconds per 1,000 sticks of each process (from ``/proc``). Target: p99 <= 1 s.
@@ -63,15 +63,21 @@ def say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def free_port() -> int:
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free ports (all bound at once: two calls could return the same one)."""
     import socket
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
-def plant_yaml(folder: Path, broker_port: int, interval: float) -> Path:
+def plant_yaml(folder: Path, broker_port: int, interval: float, http_port: int) -> Path:
     """The example plant on this folder's SQLite file, its readings and flags on the broker."""
     raw = yaml.safe_load(EXAMPLE.read_text())
     raw["database_url"] = f"sqlite:///{folder / 'plant.sqlite'}"
@@ -85,7 +91,7 @@ def plant_yaml(folder: Path, broker_port: int, interval: float) -> Path:
     raw["connectors"] = {
         "mqtt": {
             "host": "127.0.0.1", "port": broker_port, "readings_topic": READINGS,
-            "flags_topic": FLAGS, "port_http": free_port(),
+            "flags_topic": FLAGS, "port_http": http_port,
         }
     }  # fmt: skip
     path = folder / "plant.yaml"
@@ -183,9 +189,14 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def start_service(config_path: Path, folder: Path, args: list[str], name: str):  # noqa: ANN201
+def start_service(
+    config_path: Path, folder: Path, args: list[str], name: str, profile: bool = False
+):  # noqa: ANN201
+    """``qcllp serve ARGS`` as a process logging to ``<name>.log``; ``profile``: under
+    cProfile, its statistics written to ``<name>.prof`` at its SIGTERM."""
     log = open(folder / f"{name}.log", "wb")  # noqa: SIM115 - the process holds it
-    command = [sys.executable, "-m", "qcllp.cli", "--config", str(config_path), "serve", *args]
+    python = [sys.executable, *(["-m", "cProfile", "-o", f"{name}.prof"] if profile else [])]
+    command = [*python, "-m", "qcllp.cli", "--config", str(config_path), "serve", *args]
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=folder)
 
 
@@ -271,18 +282,18 @@ def run(args) -> None:
     broker = TempBroker(binary)
     procs: dict[str, subprocess.Popen] = {}
     try:
-        config_path = plant_yaml(folder, broker.port, args.interval)
-        config = load_plant_config(config_path)
-        stations = list(config.station_names)
+        stations = list(load_plant_config(EXAMPLE).station_names)
+        ports = dict(zip(["intake", *stations], free_ports(len(stations) + 1), strict=True))
+        config_path = plant_yaml(folder, broker.port, args.interval, ports["intake"])
         say("training the stations' models ...")
         trained_plant(folder, config_path)
         n_sticks = int(args.rate * args.seconds)
         say(f"simulating {n_sticks:,} fresh sticks ...")
         sticks = fresh_messages(config_path, n_sticks)
-        procs["intake"] = start_service(config_path, folder, ["intake"], "intake")
-        ports = {"intake": config.connectors.mqtt.port_http}
+        procs["intake"] = start_service(
+            config_path, folder, ["intake"], "intake", profile=args.profile_intake
+        )
         for station in stations:
-            ports[station] = free_port()
             procs[f"scorer {station}"] = start_service(
                 config_path, folder,
                 ["scorer", "--station", station, "--port", str(ports[station])],
@@ -290,6 +301,9 @@ def run(args) -> None:
             )  # fmt: skip
         for port in ports.values():
             wait_healthy(port)
+        dead = [name for name, proc in procs.items() if proc.poll() is not None]
+        if dead:
+            raise SystemExit(f"{', '.join(dead)} exited at start: see {folder}/*.log")
         line = Line(broker.port, stations)
         time.sleep(1.0)  # the subscriber's subscription in place
         before = {n: cpu_seconds(p.pid) for n, p in procs.items()}
@@ -323,6 +337,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--interval", type=float, default=0.1, help="the scorers' poll (s)")
     parser.add_argument("--folder", default="/tmp/bench_line_latency")
+    parser.add_argument(
+        "--profile-intake", action="store_true", help="the intake under cProfile (intake.prof)"
+    )
     run(parser.parse_args(argv))
 
 

@@ -92,7 +92,7 @@ def test_a_message_that_is_no_payload_is_quarantined_whole_with_its_topic(case, 
     [(source, stored_reason, stored_detail, raw)] = _quarantined(store)
     assert stored_reason == reason and reason in REASONS
     assert stored_detail.startswith(f"topic {TOPIC}: ") and detail in stored_detail
-    assert source == f"mqtt:{TOPIC}" and json.loads(raw)["topic"] == TOPIC
+    assert source == "mqtt" and json.loads(raw)["topic"] == TOPIC
 
 
 def test_a_reading_that_fails_validation_is_quarantined_alone_naming_its_topic(store, tiny_config):
@@ -100,5 +100,5 @@ def test_a_reading_that_fails_validation_is_quarantined_alone_naming_its_topic(s
     report = store_messages(store, tiny_config, [_message(bad)])
     assert report.stored == 3 and dict(report.quarantined) == {"unknown_sensor": 1}
     [(source, reason, detail, raw)] = _quarantined(store)
-    assert (source, reason) == (f"mqtt:{TOPIC}", "unknown_sensor")
+    assert (source, reason) == ("mqtt", "unknown_sensor")
     assert json.loads(raw)["sensor"] == "force" and "force" in detail

@@ -135,7 +135,8 @@ def test_intake_stores_every_reading_once_quarantines_a_bad_message_and_stops_on
     line.all_stored([intake])
     wait_until(gateway.all_acknowledged, what="the broker's acknowledgements")
     rows = _quarantine(line)
-    assert [(r[0], r[1]) for r in rows] == [(f"mqtt:{bad_topic}", "malformed_message")]
+    source = f"mqtt:127.0.0.1:{line.broker.port}"
+    assert [(r[0], r[1]) for r in rows] == [(source, "malformed_message")]
     assert rows[0][2].startswith(f"topic {bad_topic}: not JSON")
     status, body = intake.health()
     assert status == 200 and body["status"] == "ok" and body["connected"] is True
@@ -278,11 +279,11 @@ def _in_thread(work):
 
 def test_payload_in_the_docs_is_what_the_intake_reads():
     """The series example of docs/data.md parses to readings (the documented contract)."""
-    from qcllp.ingest.mqtt_messages import Message, message_chunks
+    from qcllp.ingest.mqtt_messages import Message, message_chunk
 
     text = (ROOT / "docs" / "data.md").read_text()
     example = text.split("<!-- mqtt-series-example -->")[1].split("```json")[1].split("```")[0]
     doc = json.loads(example)
-    chunks = message_chunks([Message("t", doc["station"], json.dumps(doc).encode())])
-    assert len(chunks["t"].frame) == sum(len(v) for v in doc["series"].values())
-    assert not chunks["t"].rejected
+    chunk = message_chunk([Message("t", doc["station"], json.dumps(doc).encode())])
+    assert len(chunk.frame) == sum(len(v) for v in doc["series"].values())
+    assert not chunk.rejected
