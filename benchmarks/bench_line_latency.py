@@ -9,13 +9,16 @@ flags topics (QoS 1, persistent session). Latency is per stick and station: from
 of the stick's message for that station to the arrival of that station's flag for the stick,
 both on this process's clock.
 
-The plant: the example plant, its stations completing a stick as soon as its series message is
-stored (``completion.settle_s: 0``: the message holds the whole series), scorers polling every
-``--interval`` s, models trained (InvCal, one grid point, 2 folds) on 16 simulated labeled
-charges and promoted at every station. The fresh charges have no counts (still on the line).
+The plant database: an SQLite file, or with ``--engine postgresql`` a throwaway PostgreSQL
+server (``tests/pgserver.py``, Debian's package). The plant: the example plant, its stations
+completing a stick as soon as its series message is stored (``completion.settle_s: 0``: the
+message holds the whole series), scorers polling every ``--interval`` s, models trained
+(InvCal, one grid point, 2 folds) on 16 simulated labeled charges and promoted at every
+station. The fresh charges have no counts (still on the line).
 
     .venv/bin/python benchmarks/bench_line_latency.py [--rate 500] [--seconds 60] \\
-        [--interval 0.1] [--folder /tmp/bench_line_latency] [--profile-intake]
+        [--interval 0.1] [--engine sqlite|postgresql] [--folder /tmp/bench_line_latency] \\
+        [--profile-intake]
 
 Prints the latency (p50 / p99 / max, per station and overall), flags missing or repeated, and
 the CPU seconds per 1,000 sticks of each process (from ``/proc``). Target: p99 <= 1 s.
@@ -77,10 +80,12 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
-def plant_yaml(folder: Path, broker_port: int, interval: float, http_port: int) -> Path:
-    """The example plant on this folder's SQLite file, its readings and flags on the broker."""
+def plant_yaml(
+    folder: Path, broker_port: int, interval: float, http_port: int, database_url: str
+) -> Path:
+    """The example plant on ``database_url``, its readings and flags on the broker."""
     raw = yaml.safe_load(EXAMPLE.read_text())
-    raw["database_url"] = f"sqlite:///{folder / 'plant.sqlite'}"
+    raw["database_url"] = database_url
     raw["training"] = {
         "default_method": "inv_cal", "methods": {"inv_cal": {"C_p": [1.0]}}, "cv": 2,
         "random_state": 0, "bootstrap": 5,
@@ -218,16 +223,18 @@ def percentiles(values: np.ndarray) -> str:
     return f"{p50:.3f} | {p99:.3f} | {values.max():.3f}"
 
 
-def stages(db: Path, line: Line) -> pd.DataFrame:
+def stages(database_url: str, line: Line) -> pd.DataFrame:
     """Per flag received: publish -> stored (the batch's ``flags.arrived_at``, taken in its
     transaction) -> the start of the step that decided it (``flags.scored_at``; a step that
     started just before the batch committed takes it in, hence small negative values) ->
     received, in seconds."""
-    import sqlite3
-
-    with sqlite3.connect(db) as conn:
-        flags = pd.read_sql("SELECT station, charge_id, stick_id, arrived_at, scored_at FROM flags",
-                            conn)  # fmt: skip
+    with Store.open(database_url, create=False) as store:
+        flags = pd.DataFrame(
+            store.execute_sql(
+                "SELECT station, charge_id, stick_id, arrived_at, scored_at FROM flags"
+            ),
+            columns=["station", "charge_id", "stick_id", "arrived_at", "scored_at"],
+        )
     keys = list(zip(flags["station"], flags["charge_id"] + "/" + flags["stick_id"], strict=True))
     sent = np.array([line.sent.get(k, np.nan) for k in keys])
     got = np.array([line.received.get(k, np.nan) for k in keys])
@@ -246,7 +253,7 @@ def stages(db: Path, line: Line) -> pd.DataFrame:
 
 def report(line: Line, stations: list[str], cpu: dict[str, float], n_sticks: int, args) -> None:
     """The latency and CPU tables (markdown)."""
-    print(f"\n{args.rate:g} sticks/s for {args.seconds:g} s ({n_sticks:,} sticks, "
+    print(f"\n{args.engine}: {args.rate:g} sticks/s for {args.seconds:g} s ({n_sticks:,} sticks, "
           f"{len(line.sent):,} messages), scorers polling every {args.interval:g} s; "
           f"nproc {os.cpu_count()}, Python {platform.python_version()}\n")  # fmt: skip
     print("| station | flags received | missing | p50 s | p99 s | max s |")
@@ -263,7 +270,7 @@ def report(line: Line, stations: list[str], cpu: dict[str, float], n_sticks: int
           f"(target <= 1 s)\n")  # fmt: skip
     print("| stage | p50 s | p99 s | max s |")
     print("|---|---:|---:|---:|")
-    for name, values in stages(Path(args.folder) / "plant.sqlite", line).items():
+    for name, values in stages(args.database_url, line).items():
         print(f"| {name} | {percentiles(values.to_numpy())} |")
     print()
     print("| process | CPU s | CPU s per 1,000 sticks |")
@@ -280,11 +287,20 @@ def run(args) -> None:
     if binary is None:
         raise SystemExit("mosquitto not found: apt-get install mosquitto")
     broker = TempBroker(binary)
+    server = None
+    args.database_url = f"sqlite:///{folder / 'plant.sqlite'}"
+    if args.engine == "postgresql":
+        from tests.pgserver import TempPostgres, find_pg_bin
+
+        server = TempPostgres(find_pg_bin(), port=54393)
+        args.database_url = server.create_database("line")
     procs: dict[str, subprocess.Popen] = {}
     try:
         stations = list(load_plant_config(EXAMPLE).station_names)
         ports = dict(zip(["intake", *stations], free_ports(len(stations) + 1), strict=True))
-        config_path = plant_yaml(folder, broker.port, args.interval, ports["intake"])
+        config_path = plant_yaml(
+            folder, broker.port, args.interval, ports["intake"], args.database_url
+        )
         say("training the stations' models ...")
         trained_plant(folder, config_path)
         n_sticks = int(args.rate * args.seconds)
@@ -329,6 +345,8 @@ def run(args) -> None:
             except subprocess.TimeoutExpired:
                 proc.kill()
         broker.close()
+        if server is not None:
+            server.stop()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -337,6 +355,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--interval", type=float, default=0.1, help="the scorers' poll (s)")
     parser.add_argument("--folder", default="/tmp/bench_line_latency")
+    parser.add_argument("--engine", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument(
         "--profile-intake", action="store_true", help="the intake under cProfile (intake.prof)"
     )
