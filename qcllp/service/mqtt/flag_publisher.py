@@ -120,8 +120,9 @@ class FlagPublisher:
         )  # fmt: skip
 
     def stop(self, wait_s: float = 5.0) -> None:
-        """Stop after the acknowledgements of up to ``wait_s`` seconds are counted; what is
-        still unacknowledged is sent again from the cursor at the next start."""
+        """Stop the thread (waiting at most ``wait_s`` + 5 s for its round) after counting the
+        acknowledgements already in; what is still unacknowledged goes again from the cursor
+        at the next start."""
         self.stopping.set()
         self.wake.set()
         self._thread.join(timeout=wait_s + 5)
