@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy import func, select, update
 
-from qcllp.scoring.flag_sink import flag_line
+from qcllp.scoring.flag_sink import flag_record
 from qcllp.store import Flag, FlagDelivery, Store, dialect_insert
 
 __all__ = [
@@ -94,7 +94,7 @@ def advance(store: Store, station: str, channel: str, flag_id: int) -> None:
 
 
 def flag_message(row: dict) -> bytes:
-    """A flag as the channel's payload: the sink's line (:func:`.flag_sink.flag_line`) with
-    the payload version ``v`` and the stable ``flag_id``."""
-    doc = {"v": FLAG_PAYLOAD_VERSION, "flag_id": int(row["id"]), **json.loads(flag_line(row))}
+    """A flag as the channel's payload: the sink's record (:func:`.flag_sink.flag_record`)
+    with the payload version ``v`` and the stable ``flag_id``."""
+    doc = {"v": FLAG_PAYLOAD_VERSION, "flag_id": int(row["id"]), **flag_record(row)}
     return json.dumps(doc, separators=(",", ":")).encode()

@@ -66,6 +66,7 @@ __all__ = [
     "claim_sink",
     "claimed_sink",
     "flag_line",
+    "flag_record",
     "resolve_sink",
 ]
 
@@ -213,24 +214,28 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+def flag_record(row: dict) -> dict:
+    """A flag (a ``flags`` row) as the JSON object the line reads: the sink's line and, with
+    its id and payload version, the MQTT message (:func:`qcllp.scoring.flag_outbox.
+    flag_message`)."""
+    arrived = row["arrived_at"]
+    return {
+        "station": row["station"],
+        "charge_id": row["charge_id"],
+        "stick_id": row["stick_id"],
+        "decision": row["decision"],
+        "probability": row["probability"],
+        "threshold": row["threshold"],
+        "model_id": row["model_id"],
+        "reason": row["reason"],
+        "arrived_at": None if arrived is None else stored_utc(arrived).isoformat(),
+        "scored_at": stored_utc(row["scored_at"]).isoformat(),
+    }
+
+
 def flag_line(row: dict) -> str:
     """A flag (a ``flags`` row) as one compact JSON line."""
-    arrived = row["arrived_at"]
-    return json.dumps(
-        {
-            "station": row["station"],
-            "charge_id": row["charge_id"],
-            "stick_id": row["stick_id"],
-            "decision": row["decision"],
-            "probability": row["probability"],
-            "threshold": row["threshold"],
-            "model_id": row["model_id"],
-            "reason": row["reason"],
-            "arrived_at": None if arrived is None else stored_utc(arrived).isoformat(),
-            "scored_at": stored_utc(row["scored_at"]).isoformat(),
-        },
-        separators=(",", ":"),
-    )
+    return json.dumps(flag_record(row), separators=(",", ":"))
 
 
 # ----------------------------------------------------------------------------- claims
