@@ -13,14 +13,12 @@ and the scorer processes are those of :mod:`tests.service.test_scorer_process`.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
-import yaml
 from sqlalchemy import select
 
 from qcllp.service.mqtt.flag_publisher import WAKE_S
-from qcllp.store import FlagDelivery
+from qcllp.store import Flag, FlagDelivery
 from tests.service.test_scorer_process import (  # noqa: F401 - fixtures
     STATION,
     Plant,
@@ -37,12 +35,8 @@ TOPIC = "line/{station}/flags"
 @pytest.fixture
 def mqtt_plant(tmp_path, history, broker) -> Plant:  # noqa: F811 - the imported fixture
     """The scorer tests' plant (cooling model A active), its flags published to the broker."""
-    built = make_plant(tmp_path, history)
-    raw = yaml.safe_load(Path(built.config_path).read_text())
-    raw.setdefault("connectors", {})["mqtt"] = {
-        "host": "127.0.0.1", "port": broker.port, "flags_topic": TOPIC, "keepalive_s": 5,
-    }  # fmt: skip
-    Path(built.config_path).write_text(yaml.safe_dump(raw))
+    mqtt = {"host": "127.0.0.1", "port": broker.port, "flags_topic": TOPIC, "keepalive_s": 5}
+    built = make_plant(tmp_path, history, edit=lambda raw: raw.update(connectors={"mqtt": mqtt}))
     yield built
     built.store.close()
 
@@ -53,40 +47,28 @@ def _received_ids(collector: FlagCollector) -> list[int]:
 
 def _all_delivered(plant: Plant, collector: FlagCollector, procs, timeout: float = 60.0) -> None:
     """Until the subscriber holds every flag in the database (by id), then compare contents."""
-    flags = plant.flags()
-    wanted = set(_flag_ids(plant))
-    wait_until(lambda: wanted <= set(_received_ids(collector)), what="every flag at the line",
+    flags = _flags(plant)
+    wait_until(lambda: set(flags) <= set(_received_ids(collector)), what="every flag at the line",
                procs=procs, timeout=timeout)  # fmt: skip
     got = {m["flag_id"]: m for m in collector.received()}
-    assert set(got) == wanted  # nothing that is not a committed flag
-    assert len(flags) == len(wanted)
-    for flag in flags.itertuples():
-        message = got[_id_of(plant, flag.charge_id, flag.stick_id)]
+    assert set(got) == set(flags)  # nothing that is not a committed flag
+    for flag_id, (charge, stick, decision) in flags.items():
+        message = got[flag_id]
         assert (message["v"], message["station"], message["topic"]) == (
             1, STATION, TOPIC.replace("{station}", STATION),
         )  # fmt: skip
-        assert (message["charge_id"], message["stick_id"]) == (flag.charge_id, flag.stick_id)
-        assert message["decision"] == flag.decision
+        assert (message["charge_id"], message["stick_id"]) == (charge, stick)
+        assert message["decision"] == decision
 
 
-def _flag_ids(plant: Plant) -> list[int]:
-    from qcllp.store import Flag
-
+def _flags(plant: Plant) -> dict[int, tuple[str, str, str]]:
+    """The station's flags: id -> (charge, stick, decision)."""
     f = Flag.__table__
     with plant.store.engine.connect() as conn:
-        return list(conn.execute(select(f.c.id).where(f.c.station == STATION)).scalars())
-
-
-def _id_of(plant: Plant, charge: str, stick: str) -> int:
-    from qcllp.store import Flag
-
-    f = Flag.__table__
-    with plant.store.engine.connect() as conn:
-        return conn.execute(
-            select(f.c.id).where(
-                f.c.station == STATION, f.c.charge_id == charge, f.c.stick_id == stick
-            )  # fmt: skip
-        ).scalar_one()
+        rows = conn.execute(
+            select(f.c.id, f.c.charge_id, f.c.stick_id, f.c.decision).where(f.c.station == STATION)
+        )
+        return {row.id: (row.charge_id, row.stick_id, row.decision) for row in rows}
 
 
 def _cursor(plant: Plant) -> int | None:

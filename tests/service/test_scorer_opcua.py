@@ -22,7 +22,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-import yaml
 from prometheus_client import CollectorRegistry
 from sqlalchemy import insert, select
 
@@ -61,13 +60,11 @@ def plc(tmp_path):
 @pytest.fixture
 def opcua_plant(tmp_path, history, plc) -> Plant:  # noqa: F811 - the imported fixture
     """The scorer tests' plant (cooling model A active), cooling's flags written to the PLC."""
-    built = make_plant(tmp_path, history)
-    raw = yaml.safe_load(Path(built.config_path).read_text())
-    raw.setdefault("connectors", {})["opcua"] = {
+    opcua = {
         "endpoint": plc.endpoint, "timeout_s": 1.0, "ack_timeout_s": ACK_TIMEOUT_S,
         "stations": {STATION: {"mode": "write", "nodes": NODES}},
     }  # fmt: skip
-    Path(built.config_path).write_text(yaml.safe_dump(raw))
+    built = make_plant(tmp_path, history, edit=lambda raw: raw.update(connectors={"opcua": opcua}))
     plc.wait_ready()  # it started beside the plant's training
     yield built
     built.store.close()

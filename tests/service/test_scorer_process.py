@@ -66,8 +66,11 @@ CATCH_UP_S = 60.0  # generous: the scorer needs a fraction of a second per feed
 
 
 # ----------------------------------------------------------------------------- the plant
-def write_config(folder: Path, *, timeout_s: float = 5.0) -> Path:
-    """The example plant, fast training, ``cooling`` polled every 0.2 s."""
+def write_config(
+    folder: Path, *, timeout_s: float = 5.0, edit: Callable[[dict], None] | None = None
+) -> Path:
+    """The example plant, fast training, ``cooling`` polled every 0.2 s; ``edit`` changes the
+    YAML's mapping before it is written (a test's connectors or scorer settings)."""
     raw = yaml.safe_load((ROOT / "plant_config" / "example.yaml").read_text())
     raw["training"] = {
         "default_method": "inv_cal",
@@ -81,6 +84,8 @@ def write_config(folder: Path, *, timeout_s: float = 5.0) -> Path:
             station["scoring_interval_s"] = 0.2
             station["completion"] = {"settle_s": 0.2, "timeout_s": timeout_s}
     raw["scorer"] = {"max_lag_s": 60.0, "max_batch_sticks": 5000}
+    if edit is not None:
+        edit(raw)
     path = folder / "plant.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path
@@ -180,10 +185,11 @@ def make_plant(
     second_model: bool = False,
     promote_first: bool = True,
     timeout_s: float = 5.0,
+    edit: Callable[[dict], None] | None = None,
 ) -> Plant:
     """Ingest the history (with counts), train cooling (twice if ``second_model``), promote
-    the first model unless told not to."""
-    config_path = write_config(folder, timeout_s=timeout_s)
+    the first model unless told not to; ``edit``: :func:`write_config`'s."""
+    config_path = write_config(folder, timeout_s=timeout_s, edit=edit)
     config = load_plant_config(config_path)
     url = url or f"sqlite:///{folder / 'plant.sqlite'}"
     store = Store.open(url, models_dir=config.models_dir)

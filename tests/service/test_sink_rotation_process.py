@@ -9,10 +9,8 @@ from __future__ import annotations
 import json
 import random
 import time
-from pathlib import Path
 
 import pytest
-import yaml
 
 from qcllp.scoring.flag_sink import FlagSink
 from tests.service.test_scorer_process import (  # noqa: F401 - fixtures
@@ -29,11 +27,11 @@ KILLS = 5
 
 @pytest.fixture
 def rotating_plant(tmp_path, history) -> Plant:  # noqa: F811 - the imported fixture
-    built = make_plant(tmp_path, history)
-    raw = yaml.safe_load(Path(built.config_path).read_text())
-    raw["scorer"]["sink_max_bytes"] = 3_000
-    raw["scorer"]["max_batch_sticks"] = 40  # small steps: a rotation every step or two
-    Path(built.config_path).write_text(yaml.safe_dump(raw))
+    def rotating(raw: dict) -> None:
+        raw["scorer"]["sink_max_bytes"] = 3_000
+        raw["scorer"]["max_batch_sticks"] = 40  # small steps: a rotation every step or two
+
+    built = make_plant(tmp_path, history, edit=rotating)
     yield built
     built.store.close()
 
