@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.service.harness import free_port
+
 __all__ = ["TempBroker", "find_mosquitto", "tls_files"]
 
 DEPLOY_CONF = Path(__file__).resolve().parents[1] / "deploy" / "mosquitto" / "conf.d" / "qcllp.conf"
@@ -30,12 +32,6 @@ def find_mosquitto() -> Path | None:
         if candidate and Path(candidate).exists():
             return Path(candidate)
     return None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class TempBroker:
@@ -50,7 +46,7 @@ class TempBroker:
         """``users``: name -> password the broker requires (then no anonymous client);
         ``tls``: (CA, certificate, key) files of a TLS listener (:func:`tls_files`)."""
         self.binary = binary
-        self.port = _free_port()
+        self.port = free_port()
         self.root = Path(tempfile.mkdtemp(prefix="qcllp-mqtt-"))
         self.conf = self.root / "mosquitto.conf"
         access = ["allow_anonymous true"]
