@@ -119,5 +119,7 @@ class BrokerLink:
         self.connected.clear()
         if was:
             self.last_problem = f"disconnected from the broker: {reason_code}"
-            log_event(log, "mqtt_disconnected", level=logging.WARNING, broker=self.broker,
+            # our own disconnect at a stop is news for no one on call
+            level = logging.WARNING if reason_code.is_failure else logging.INFO
+            log_event(log, "mqtt_disconnected", level=level, broker=self.broker,
                       client_id=self.client_id, reason=str(reason_code))  # fmt: skip
