@@ -95,6 +95,7 @@ __all__ = [
     "ScoreResult",
     "SinkError",
     "StepResult",
+    "empty_step",
     "flags_frame",
     "insert_alarm",
     "record_alarm",
@@ -215,7 +216,7 @@ def score_step(
     limit = max_sticks or config.scorer.max_batch_sticks
     with ExitStack() as files, station_lock(store, station) as conn:
         if conn is None:
-            return _empty_step(station, model, standby=True)
+            return empty_step(station, model, standby=True)
         checkpoint = _checkpoint(conn, station)
         out = None if checkpoint["sink_path"] is None else FlagSink(checkpoint["sink_path"])
         offset, sink_problem = checkpoint["sink_offset"], None
@@ -279,7 +280,7 @@ def _step_result(
     )
 
 
-def _empty_step(station: str, model: LoadedModel | None, *, standby: bool) -> StepResult:
+def empty_step(station: str, model: LoadedModel | None, *, standby: bool) -> StepResult:
     """A step that did nothing (``standby``: another scorer holds the station's lock)."""
     return StepResult(
         station=station,

@@ -9,6 +9,10 @@ step, so there is nothing for a persistent job store to keep.
 
 Around each step:
 
+* **idle polls** (SQLite): a poll looks first, without the database's one writer lock
+  (:mod:`qcllp.scoring.idle_poll`), and steps only when the station has work -- or every
+  :data:`FULL_STEP_EVERY_S`, which moves the checkpoint's time -- so four scorers polling
+  fast do not take turns at the lock the intake writes under.
 * **hot model reload**: the station's active model row is read every step; a new id is loaded
   and verified completely (checksum, station, target, the feature list the station builds
   today) before it replaces the current one, so no step is scored by a half-loaded model. A
@@ -81,6 +85,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from qcllp.plant.config import PlantConfig, exposed_host_warning
 from qcllp.scoring.flag_sink import SinkError, claim_sink
+from qcllp.scoring.idle_poll import idle_step
 from qcllp.scoring.inspection_guard import Realized, model_realized, realized_line
 from qcllp.scoring.step import StepResult, record_alarm, score_step
 from qcllp.service.flag_channels import flag_channels
@@ -96,6 +101,7 @@ __all__ = ["ScorerMetrics", "ScorerService", "ScorerState", "run_scorer"]
 
 log = logging.getLogger("qcllp.scorer")
 ALARMS_SHOWN = 5  # the latest alarms of the station in /healthz
+FULL_STEP_EVERY_S = 5.0  # on SQLite, an idle scorer still steps (moves its checkpoint) this often
 
 
 @dataclass
@@ -185,6 +191,7 @@ class ScorerService:
         self._refused: set[int] = set()
         self._alarms_seen: int | None = None  # the newest alarm id read (None: none read yet)
         self._realized_of: int | None = None  # the model whose realized saving is shown
+        self._full_step_at = -float("inf")  # time.monotonic() of the last full step
         self.metrics.model_id.set(0)
         self.metrics.shadow_id.set(0)
         self.channels = flag_channels(store, config, station, self.metrics.registry)
@@ -323,10 +330,10 @@ class ScorerService:
             self.state.publishing = problems
 
     def step(self) -> StepResult:
+        """One step, or on SQLite a look without the writer lock when nothing is to do
+        (:func:`_run_step`); its figures go to the metrics, ``/healthz`` and the log."""
         started = time.perf_counter()
-        result = score_step(
-            self.store, self.config, self.station, self.model, shadow=self.shadow.model
-        )
+        result = self._run_step()
         seconds = time.perf_counter() - started
         self.metrics.batch_seconds.observe(seconds)
         counts = result.counts
@@ -362,6 +369,24 @@ class ScorerService:
                 lag_s=round(result.lag_s, 3),
                 seconds=round(seconds, 4),
             )
+        return result
+
+    def _run_step(self) -> StepResult:
+        """On SQLite, a poll first looks without the writer lock (:func:`idle_step`) and
+        runs the step only when the station has work, or when the last full step is
+        :data:`FULL_STEP_EVERY_S` old (it moves the checkpoint's time, which ``qcllp status``
+        shows as the scorer's last step). On PostgreSQL every poll is a step: it takes only
+        the station's advisory lock, and is how a second scorer learns it is the standby."""
+        now = datetime.now(UTC)
+        recent = time.monotonic() - self._full_step_at < FULL_STEP_EVERY_S
+        if self.store.dialect == "sqlite" and recent:
+            idle = idle_step(self.store, self.station, self.model, now)
+            if idle is not None:
+                return idle
+        result = score_step(
+            self.store, self.config, self.station, self.model, shadow=self.shadow.model
+        )
+        self._full_step_at = time.monotonic()
         return result
 
     def _inspections(self, result: StepResult) -> None:

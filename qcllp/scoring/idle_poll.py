@@ -1,0 +1,101 @@
+"""Whether a scorer's poll has anything to do, read without taking the writer lock.
+
+On SQLite a step (:func:`qcllp.scoring.step.score_step`) runs in ``BEGIN IMMEDIATE``: the
+database's one writer lock, shared with the intake, the other stations' scorers, the bay page
+and the daemon. A step that finds nothing still takes that lock and commits its checkpoint.
+Four scorers polling every 0.1 s are forty writer turns a second; measured with the MQTT
+intake at 500 sticks/s (``benchmarks/bench_line_latency.py``) they were what bounded the
+line's publish-to-flag latency. :func:`idle_step` looks first, in a plain read transaction
+(WAL readers never wait for the writer): when the station has nothing to do it returns the
+step's result without a write, otherwise ``None`` and the caller runs the full step.
+
+A station has something to do when any of these holds, each a condition under which the full
+step would change the database or the sink:
+
+* no checkpoint yet (its first step), or the checkpoint names another model than the one
+  loaded (the step records the model it decided with);
+* an ingestion batch committed after the checkpoint (readings, final QC's counts, inspections
+  all arrive as batches);
+* a pending stick is due (a later station saw it, or its ``due_at`` has passed);
+* the station's sink is behind: a flag above the sink's cursor, or the file's size differs
+  from the committed offset (a killed step's uncommitted lines, which the full step cuts
+  back, or a sink moved aside by hand);
+* an inspection of the station newer than the one the active model's guard has taken in.
+
+Why reading first is safe: whatever commits after the look is seen by the next poll, as it
+would be by the next step; a killed step leaves its batch, its pending stick or its flags
+above the cursor, so the look sends the next poll to the full step that repairs the sink.
+On PostgreSQL a step takes only the station's advisory lock, so an idle step costs no other
+writer anything, and the step is also how a second scorer learns it is the standby: the
+service looks first on SQLite only (:class:`qcllp.service.scorer.ScorerService`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from datetime import datetime
+
+from sqlalchemy import Connection, exists, func, select
+
+from qcllp.scoring.pending import backlog
+from qcllp.scoring.share_guard import guard_state
+from qcllp.scoring.step import StepResult, empty_step
+from qcllp.station.registry import LoadedModel
+from qcllp.store import Flag, IngestionBatch, Inspection, ScorerCheckpoint, ScorerPending, Store
+
+__all__ = ["idle_step"]
+
+
+def idle_step(
+    store: Store, station: str, model: LoadedModel | None, now: datetime
+) -> StepResult | None:
+    """The result of a step at ``station`` that would find nothing to do (its pending sticks,
+    lag and the active model's guard, as the full step reports them), read without the
+    writer lock; ``None`` when the station has work and the full step must run."""
+    with store.engine.connect() as conn:
+        cp = conn.execute(select(ScorerCheckpoint.__table__).where(_station(station))).first()
+        if cp is None or cp.model_id != (None if model is None else model.id):
+            return None
+        if _has_work(conn, station, cp, now) or _sink_behind(conn, station, cp):
+            return None
+        guard = None if model is None else guard_state(conn, station, model.id)
+        if guard is not None and _new_inspections(conn, station, guard.inspect_id):
+            return None
+        pending, lag = backlog(conn, station, int(cp.commit_seq), now)
+    idle = empty_step(station, model, standby=False)
+    return replace(idle, sink=cp.sink_path, guard=guard, pending=pending, lag_s=lag)
+
+
+def _station(station: str):  # noqa: ANN202 - a SQLAlchemy condition
+    return ScorerCheckpoint.__table__.c.station == station
+
+
+def _has_work(conn: Connection, station: str, cp, now: datetime) -> bool:  # noqa: ANN001
+    """A batch committed after the checkpoint, or a pending stick due now."""
+    b, p = IngestionBatch.__table__, ScorerPending.__table__
+    newer = exists().where(b.c.commit_seq > cp.commit_seq)
+    due = exists().where(p.c.station == station, p.c.later_seen | (p.c.due_at <= now))
+    return bool(conn.execute(select(newer | due)).scalar())
+
+
+def _sink_behind(conn: Connection, station: str, cp) -> bool:  # noqa: ANN001
+    """The station's sink lacks committed flags, or holds bytes past its committed offset."""
+    if cp.sink_path is None:
+        return False
+    f = Flag.__table__
+    newest = conn.execute(select(func.max(f.c.id)).where(f.c.station == station)).scalar()
+    if newest is not None and newest > cp.sink_flag_id:
+        return True
+    try:
+        return os.stat(cp.sink_path).st_size != cp.sink_offset
+    except FileNotFoundError:
+        return cp.sink_offset != 0
+
+
+def _new_inspections(conn: Connection, station: str, seen_id: int) -> bool:
+    """An inspection at the station the active model's guard has not taken in."""
+    i = Inspection.__table__
+    return bool(
+        conn.execute(select(exists().where(i.c.station == station, i.c.id > seen_id))).scalar()
+    )
