@@ -40,7 +40,7 @@ from sqlalchemy import Connection, func, insert, select
 from qcllp.ingest.report import IngestReport
 from qcllp.ingest.sources import Chunk, raw_json
 from qcllp.ingest.validate import SERIES_KEY
-from qcllp.store import IN_CHUNK, QuarantineRow, Reading, Series, placeholders, rows_frame
+from qcllp.store import IN_CHUNK, QuarantineRow, Reading, Series, insert_columns, rows_frame
 from qcllp.store.kept_stats import keep_series_stats
 from qcllp.store.partitions import ensure_partitions
 from qcllp.store.series_stats import series_stats
@@ -142,15 +142,13 @@ class ReadingWriter:
             missing = keys[~existed]
             t = Series.__table__
             before = self.conn.execute(select(func.coalesce(func.max(t.c.id), 0))).scalar_one()
-            cursor = self.conn.connection.dbapi_connection.cursor()
-            try:
-                cursor.executemany(
-                    "INSERT INTO series (station, charge_id, stick_id, sensor) "
-                    f"VALUES ({placeholders(self.conn, 4)}) ON CONFLICT DO NOTHING",
-                    _tuples(missing, SERIES_KEY),
-                )
-            finally:
-                cursor.close()
+            insert_columns(
+                self.conn,
+                "INSERT INTO series (station, charge_id, stick_id, sensor)",
+                ("text",) * 4,
+                _columns(missing, SERIES_KEY),
+                "ON CONFLICT DO NOTHING",
+            )
             # ids only grow and this batch holds the writer lock: the new rows are id > before
             new_rows = self.conn.execute(
                 select(t.c.id, t.c.station, t.c.charge_id, t.c.stick_id, t.c.sensor).where(
@@ -248,39 +246,37 @@ class ReadingWriter:
             ts_us=("ts_us", "min"), last_us=("last_us", "max")
         )
         least, greatest = ("least", "greatest") if self.postgres else ("min", "max")
-        cursor = self.conn.connection.dbapi_connection.cursor()
-        try:
-            cursor.executemany(
-                f"INSERT INTO charges (charge_id, first_seen_us, last_seen_us) "
-                f"VALUES ({placeholders(self.conn, 3)}) ON CONFLICT (charge_id) DO UPDATE SET "
-                f"first_seen_us = {least}(coalesce(charges.first_seen_us, "
-                "excluded.first_seen_us), excluded.first_seen_us), "
-                f"last_seen_us = {greatest}(coalesce(charges.last_seen_us, "
-                "excluded.last_seen_us), excluded.last_seen_us)",
-                _tuples(charges.reset_index(), ["charge_id", "ts_us", "last_us"]),
-            )
-            cursor.executemany(
-                f"INSERT INTO sticks (charge_id, stick_id, first_seen_us) "
-                f"VALUES ({placeholders(self.conn, 3)}) "
-                "ON CONFLICT (charge_id, stick_id) DO UPDATE SET "
-                f"first_seen_us = {least}(sticks.first_seen_us, excluded.first_seen_us)",
-                _tuples(sticks, ["charge_id", "stick_id", "ts_us"]),
-            )
-            cursor.executemany(
-                "INSERT INTO batch_sticks (batch_id, station, charge_id, stick_id) "
-                f"VALUES ({placeholders(self.conn, 4)}) ON CONFLICT DO NOTHING",
-                [
-                    (self.batch_id, *row)
-                    for row in _tuples(visits, ["station", "charge_id", "stick_id"])
-                ],
-            )
-        finally:
-            cursor.close()
+        insert_columns(
+            self.conn,
+            "INSERT INTO charges (charge_id, first_seen_us, last_seen_us)",
+            ("text", "bigint", "bigint"),
+            _columns(charges.reset_index(), ["charge_id", "ts_us", "last_us"]),
+            "ON CONFLICT (charge_id) DO UPDATE SET "
+            f"first_seen_us = {least}(coalesce(charges.first_seen_us, "
+            "excluded.first_seen_us), excluded.first_seen_us), "
+            f"last_seen_us = {greatest}(coalesce(charges.last_seen_us, "
+            "excluded.last_seen_us), excluded.last_seen_us)",
+        )
+        insert_columns(
+            self.conn,
+            "INSERT INTO sticks (charge_id, stick_id, first_seen_us)",
+            ("text", "text", "bigint"),
+            _columns(sticks, ["charge_id", "stick_id", "ts_us"]),
+            "ON CONFLICT (charge_id, stick_id) DO UPDATE SET "
+            f"first_seen_us = {least}(sticks.first_seen_us, excluded.first_seen_us)",
+        )
+        insert_columns(
+            self.conn,
+            "INSERT INTO batch_sticks (batch_id, station, charge_id, stick_id)",
+            ("integer", "text", "text", "text"),
+            [[int(self.batch_id)] * len(visits), *_columns(visits, list(visits.columns))],
+            "ON CONFLICT DO NOTHING",
+        )
 
 
-def _tuples(frame: pd.DataFrame, columns: list[str]) -> list[tuple]:
-    """Rows of ``frame`` as tuples of Python objects, built column-wise (for executemany)."""
-    return list(zip(*(frame[c].to_numpy(dtype=object) for c in columns), strict=True))
+def _columns(frame: pd.DataFrame, columns: list[str]) -> list[list]:
+    """The values of ``columns`` of ``frame`` as lists of Python objects (for the driver)."""
+    return [frame[c].tolist() for c in columns]
 
 
 def _series_of(valid: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
