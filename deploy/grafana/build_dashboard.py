@@ -287,6 +287,85 @@ DAEMON = [
     ),
 ]
 
+# -- the line's connections: readings in over MQTT, flags out to the broker and the PLC -------
+_CONNECTED = {0: ("away", "red"), 1: ("connected", "green")}
+LINE = [
+    timeseries(
+        "Readings in over MQTT per second, by outcome",
+        "What the intake (qcllp serve intake) took in: stored, duplicate (a redelivery), "
+        "quarantined (with its reason in the quarantine table).",
+        [
+            target(
+                "sum by (outcome) (rate(qcllp_intake_readings_total[$__rate_interval]))",
+                "{{outcome}}",
+            )
+        ],
+        "short",
+        w=8,
+    ),
+    timeseries(
+        "Intake: time since a batch was stored, messages waiting",
+        "Seconds since the intake last stored a batch (over 5 minutes for 5 minutes: alert "
+        "IntakeSilent, expected while the line stands still) and the messages received but "
+        "not yet stored.",
+        [
+            target("time() - max(qcllp_intake_last_stored_timestamp_seconds)", "since stored"),
+            target("max(qcllp_intake_waiting_messages)", "messages waiting"),
+        ],
+        "short",
+        w=8,
+    ),
+    states(
+        "Intake connected to the broker",
+        "Red while the intake has no session with the broker (it retries; /healthz names the "
+        "broker's reason).",
+        [target("max(qcllp_intake_connected)", "intake")],
+        _CONNECTED,
+        w=8,
+    ),
+    timeseries(
+        "Flags out: published to the broker and accepted by the PLC, per minute",
+        "Flags the broker acknowledged (MQTT) and the PLC accepted (OPC UA), per station.",
+        [
+            target(
+                "60 * sum by (station) "
+                f"(rate(qcllp_scorer_flags_published_total{{{AT}}}[$__rate_interval]))",
+                "{{station}} MQTT",
+            ),
+            target(
+                "60 * sum by (station) "
+                f"(rate(qcllp_scorer_plc_flags_delivered_total{{{AT}}}[$__rate_interval]))",
+                "{{station}} PLC",
+            ),
+        ],
+        "short",
+        w=8,
+    ),
+    timeseries(
+        "Flags not yet delivered",
+        "Flags handed to the broker and not acknowledged, and flags decided and not yet "
+        "accepted by the PLC (waiting for it for 2 minutes: alert FlagsNotReachingPlc).",
+        [
+            target(f"max by (station) (qcllp_scorer_flags_in_flight{{{AT}}})", "{{station}} MQTT"),
+            target(f"max by (station) (qcllp_scorer_plc_flags_waiting{{{AT}}})", "{{station}} PLC"),
+        ],
+        "short",
+        w=8,
+    ),
+    states(
+        "Scorers connected to the broker and the PLC",
+        "Red while a scorer has no session with the broker (for 2 minutes: alert "
+        "FlagsNotPublished) or the PLC; its flags wait in the database and go out once it is "
+        "back.",
+        [
+            target(f"max by (station) (qcllp_scorer_mqtt_connected{{{AT}}})", "{{station}} MQTT"),
+            target(f"max by (station) (qcllp_scorer_plc_connected{{{AT}}})", "{{station}} PLC"),
+        ],
+        _CONNECTED,
+        w=8,
+    ),
+]
+
 # -- the processes: up, built from what, how much CPU and memory ------------------------------
 PROCESSES = [
     states(
@@ -333,6 +412,7 @@ PROCESSES = [
 ROWS = [
     ("Stations ($station)", STATIONS),
     ("Retraining daemon", DAEMON),
+    ("The line's connections", LINE),
     ("Processes", PROCESSES),
 ]
 
