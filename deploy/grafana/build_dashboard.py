@@ -364,6 +364,20 @@ LINE = [
         _CONNECTED,
         w=8,
     ),
+    timeseries(
+        "Lock-out bay: taps per hour, by what became of them",
+        "stored; same (the stick's result was there already); refused (another tablet "
+        "recorded another result first); invalid. Nothing stored while sticks are locked out: "
+        "is the bay page up (alert BayDown) and used?",
+        [
+            target(
+                "sum by (outcome) (increase(qcllp_bay_results_total[1h]))",
+                "{{outcome}}",
+            )
+        ],
+        "short",
+        w=24,
+    ),
 ]
 
 # -- the processes: up, built from what, how much CPU and memory ------------------------------

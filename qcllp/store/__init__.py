@@ -4,13 +4,13 @@
 :mod:`qcllp.store.migrate` the versioned Alembic migrations that ``open`` applies.
 """
 
+from qcllp.store.bulk_insert import insert_columns
 from qcllp.store.core import (
     IN_CHUNK,
     Store,
     StoreError,
     charge_time_bounds,
     dialect_insert,
-    insert_columns,
     placeholders,
     rows_frame,
     stored_utc,

@@ -37,6 +37,7 @@ EXPECTED = {
     "DriftAlarm",
     "IntakeDown",
     "IntakeSilent",
+    "BayDown",
 }
 
 

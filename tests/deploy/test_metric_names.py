@@ -14,6 +14,7 @@ import re
 
 from prometheus_client import CollectorRegistry
 
+from qcllp.service.bay.metrics import BayMetrics
 from qcllp.service.mqtt.flag_publisher import PublisherMetrics
 from qcllp.service.mqtt.intake_health import IntakeMetrics
 from qcllp.service.opcua.flag_writer import PlcMetrics
@@ -47,7 +48,10 @@ def services_names() -> set[str]:
     scorer = ScorerMetrics("cooling")
     PublisherMetrics(scorer.registry, "cooling")
     PlcMetrics(scorer.registry, "cooling")
-    return exported_names(scorer.registry, RetrainerMetrics().registry, IntakeMetrics().registry)
+    return exported_names(
+        scorer.registry, RetrainerMetrics().registry, IntakeMetrics().registry,
+        BayMetrics().registry,
+    )  # fmt: skip
 
 
 def unknown_names(expressions: list[str]) -> set[str]:

@@ -28,6 +28,7 @@ from urllib.parse import urlencode
 from zoneinfo import ZoneInfo
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from qcllp.store import Store
 from tests.service.bay_plant import AWAITING_AT_FURNACE, TOKEN, make_bay_plant
@@ -83,6 +84,18 @@ def request(proc, method, path, *, form=None, headers=None):  # noqa: ANN001, AN
     result = answer.status, answer.headers, answer.read().decode()
     conn.close()
     return result
+
+
+def counted(proc) -> dict[str, float]:  # noqa: ANN001
+    """The bay's /metrics counters as ``{"name{label}": value}`` (one label each)."""
+    status, _, body = request(proc, "GET", "/metrics")
+    assert status == 200
+    found = {}
+    for family in text_string_to_metric_families(body):
+        for sample in family.samples:
+            if sample.name.startswith("qcllp_bay_") and sample.name.endswith("_total"):
+                found[f"{sample.name}{{{','.join(sample.labels.values())}}}"] = sample.value
+    return found
 
 
 def login_cookie(proc) -> str:  # noqa: ANN001
@@ -144,6 +157,13 @@ def test_no_token_no_page_and_a_forged_post_changes_nothing(bay, plant):
     status, _, page = request(bay, "GET", "/?station=furnace", headers=cookie)
     assert 'data-stick="03"' in page  # still waiting
     assert request(bay, "GET", "/healthz")[0] == 200
+    assert counted(bay) == {
+        **{f"qcllp_bay_results_total{{{o}}}": 0 for o in ("stored", "same", "refused", "invalid")},
+        "qcllp_bay_requests_refused_total{401}": 1,
+        "qcllp_bay_requests_refused_total{403}": len(forged),
+        "qcllp_bay_logins_total{ok}": 1,
+        "qcllp_bay_logins_total{wrong}": 1,
+    }
 
 
 # --------------------------------------------------------------------------- in Chromium
@@ -244,6 +264,13 @@ def test_a_second_tablet_is_refused_and_shown_the_first_result(browser, bay, pla
     (folder / "bay-refused.png").write_bytes(second.screenshot())
     stored = [r for r in inspections(config) if r[:2] == ("C-1041", "07")]
     assert [r[2] for r in stored] == ["bend"]
+    taps = {k: v for k, v in counted(bay).items() if k.startswith("qcllp_bay_results")}
+    assert taps == {
+        "qcllp_bay_results_total{stored}": 1,
+        "qcllp_bay_results_total{same}": 0,
+        "qcllp_bay_results_total{refused}": 1,
+        "qcllp_bay_results_total{invalid}": 0,
+    }
     with Store.open(config.database_url) as store:
         assert ("conflicting_inspection",) in store.execute_sql("SELECT reason FROM quarantine")
     first.context.close()

@@ -3,6 +3,7 @@
 Routes (everything but ``/healthz``, ``/bay.css`` and the login asks for a session):
 
 * ``GET /healthz`` -- JSON, 200 while the database answers, else 503;
+* ``GET /metrics`` -- Prometheus text (:mod:`.metrics`: results by outcome, refusals, logins);
 * ``GET /login``, ``POST /login`` -- the token form; a right token sets the session cookie;
 * ``GET /`` -- the station picker, or with ``?station=S`` the sticks awaiting inspection
   there (a single-station plant goes straight to its list);
@@ -28,6 +29,7 @@ import time
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlencode, urlsplit
 
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -36,6 +38,7 @@ from qcllp.service.bay import pages
 from qcllp.service.bay.auth import COOKIE, Sessions, cross_site_problem
 from qcllp.service.bay.awaiting import awaiting, inspection_by_id
 from qcllp.service.bay.entry import Entry, record_entry
+from qcllp.service.bay.metrics import BayMetrics
 from qcllp.service.http import IDLE_S
 from qcllp.service.logs import log_event, one_line
 from qcllp.store import Store
@@ -63,6 +66,7 @@ class BayApp:
 
     def __init__(self, store: Store, config: PlantConfig, sessions: Sessions):
         self.store, self.config, self.sessions = store, config, sessions
+        self.metrics = BayMetrics()
 
     def health(self) -> tuple[int, dict]:
         """200 while the database answers a query, else 503 with the error."""
@@ -135,6 +139,8 @@ class _Handler(BaseHTTPRequestHandler):
         if url.path == "/healthz":
             status, body = self.bay.health()
             self._send(status, json.dumps(body).encode(), "application/json")
+        elif url.path == "/metrics":
+            self._send(200, generate_latest(self.bay.metrics.registry), CONTENT_TYPE_LATEST)
         elif url.path == "/bay.css":
             self._send(200, pages.CSS.encode(), "text/css; charset=utf-8")
         elif url.path == "/login":
@@ -199,9 +205,11 @@ class _Handler(BaseHTTPRequestHandler):
             https = urlsplit(self.headers.get("Origin") or "").scheme == "https"
             flags = _COOKIE_FLAGS + ("; Secure" if https else "")
             self._event("login")
+            self.bay.metrics.logins.labels(outcome="ok").inc()
             self._redirect("/", cookie=f"{COOKIE}={cookie}; Max-Age={age}; {flags}")
             return
         self._event("login_refused", level=logging.WARNING)
+        self.bay.metrics.logins.labels(outcome="wrong").inc()
         time.sleep(LOGIN_FAILURE_DELAY_S)
         self._html(401, pages.login_page("That is not the token. Try again."))
 
@@ -219,6 +227,7 @@ class _Handler(BaseHTTPRequestHandler):
             stick_id=entry.stick_id, result=entry.result, outcome=outcome.status,
             reason=outcome.reason,
         )  # fmt: skip
+        self.bay.metrics.results.labels(outcome=outcome.status).inc()
         if outcome.status == "invalid" or outcome.inspection is None:
             text_ = f"Not stored: {outcome.detail or outcome.reason}"
             self._html(422, pages.message_page("Not stored", text_, link=_list_url(entry)))
@@ -259,6 +268,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _refuse(self, status: int, why: str, path: str) -> None:
         self._event("refused", level=logging.WARNING, status=status, path=path, why=why)
+        self.bay.metrics.refused.labels(status=str(status)).inc()
         link = "/login" if status == 401 else "/"
         title = "Log in again" if status == 401 else "Refused"
         self._html(status, pages.message_page(title, why, link=link, link_text="Go on"))
