@@ -385,7 +385,7 @@ PROCESSES = [
     states(
         "Up",
         "Each scraped qcllp service: red while Prometheus cannot reach it (alerts ScorerDown, "
-        "RetrainerDown, IntakeDown after 2 minutes).",
+        "RetrainerDown, IntakeDown after 2 minutes, BayDown after 5).",
         [target(f"up{{{SERVICES}}}", "{{job}} {{instance}}")],
         {0: ("down", "red"), 1: ("up", "green")},
         w=12,

@@ -16,7 +16,8 @@ step would change the database or the sink:
   loaded (the step records the model it decided with);
 * an ingestion batch committed after the checkpoint (readings, final QC's counts, inspections
   all arrive as batches);
-* a pending stick is due (a later station saw it, or its ``due_at`` has passed);
+* a pending stick is due (a later station saw it, or its ``due_at`` has passed) and a model
+  (active or shadow) is there to decide it -- without one a step decides nothing;
 * the station's sink is behind: a flag above the sink's cursor, or the file's size differs
   from the committed offset (a killed step's uncommitted lines, which the full step cuts
   back, or a sink moved aside by hand);
@@ -48,16 +49,23 @@ __all__ = ["idle_step"]
 
 
 def idle_step(
-    store: Store, station: str, model: LoadedModel | None, now: datetime
+    store: Store,
+    station: str,
+    model: LoadedModel | None,
+    now: datetime,
+    *,
+    shadow: LoadedModel | None = None,
 ) -> StepResult | None:
-    """The result of a step at ``station`` that would find nothing to do (its pending sticks,
-    lag and the active model's guard, as the full step reports them), read without the
-    writer lock; ``None`` when the station has work and the full step must run."""
+    """The result of a step at ``station`` with the active ``model`` and the ``shadow`` model
+    that would find nothing to do (its pending sticks, lag and the active model's guard, as
+    the full step reports them), read without the writer lock; ``None`` when the station has
+    work and the full step must run."""
     with store.engine.connect() as conn:
         cp = conn.execute(select(ScorerCheckpoint.__table__).where(_station(station))).first()
         if cp is None or cp.model_id != (None if model is None else model.id):
             return None
-        if _has_work(conn, station, cp, now) or _sink_behind(conn, station, cp):
+        deciding = model is not None or shadow is not None
+        if _has_work(conn, station, cp, now, deciding) or _sink_behind(conn, station, cp):
             return None
         guard = None if model is None else guard_state(conn, station, model.id)
         if guard is not None and _new_inspections(conn, station, guard.inspect_id):
@@ -71,12 +79,19 @@ def _station(station: str):  # noqa: ANN202 - a SQLAlchemy condition
     return ScorerCheckpoint.__table__.c.station == station
 
 
-def _has_work(conn: Connection, station: str, cp, now: datetime) -> bool:  # noqa: ANN001
-    """A batch committed after the checkpoint, or a pending stick due now."""
+def _has_work(
+    conn: Connection,
+    station: str,
+    cp,
+    now: datetime,
+    deciding: bool,  # noqa: ANN001
+) -> bool:
+    """A batch committed after the checkpoint, or (``deciding``) a pending stick due now."""
     b, p = IngestionBatch.__table__, ScorerPending.__table__
-    newer = exists().where(b.c.commit_seq > cp.commit_seq)
-    due = exists().where(p.c.station == station, p.c.later_seen | (p.c.due_at <= now))
-    return bool(conn.execute(select(newer | due)).scalar())
+    work = exists().where(b.c.commit_seq > cp.commit_seq)
+    if deciding:
+        work = work | exists().where(p.c.station == station, p.c.later_seen | (p.c.due_at <= now))
+    return bool(conn.execute(select(work)).scalar())
 
 
 def _sink_behind(conn: Connection, station: str, cp) -> bool:  # noqa: ANN001

@@ -333,9 +333,10 @@ class ScorerService:
         """One step, or on SQLite a look without the writer lock when nothing is to do
         (:func:`_run_step`); its figures go to the metrics, ``/healthz`` and the log."""
         started = time.perf_counter()
-        result = self._run_step()
+        result, full = self._run_step()
         seconds = time.perf_counter() - started
-        self.metrics.batch_seconds.observe(seconds)
+        if full:  # an idle look is no step: the histogram keeps the steps' own times
+            self.metrics.batch_seconds.observe(seconds)
         counts = result.counts
         self.metrics.count_step(result)
         for latency in result.latencies_s:
@@ -371,23 +372,23 @@ class ScorerService:
             )
         return result
 
-    def _run_step(self) -> StepResult:
+    def _run_step(self) -> tuple[StepResult, bool]:
         """On SQLite, a poll first looks without the writer lock (:func:`idle_step`) and
         runs the step only when the station has work, or when the last full step is
         :data:`FULL_STEP_EVERY_S` old (it moves the checkpoint's time, which ``qcllp status``
         shows as the scorer's last step). On PostgreSQL every poll is a step: it takes only
-        the station's advisory lock, and is how a second scorer learns it is the standby."""
+        the station's advisory lock, and is how a second scorer learns it is the standby.
+        Returns the result and whether it was a full step."""
         now = datetime.now(UTC)
         recent = time.monotonic() - self._full_step_at < FULL_STEP_EVERY_S
+        shadow = self.shadow.model
         if self.store.dialect == "sqlite" and recent:
-            idle = idle_step(self.store, self.station, self.model, now)
+            idle = idle_step(self.store, self.station, self.model, now, shadow=shadow)
             if idle is not None:
-                return idle
-        result = score_step(
-            self.store, self.config, self.station, self.model, shadow=self.shadow.model
-        )
+                return idle, False
+        result = score_step(self.store, self.config, self.station, self.model, shadow=shadow)
         self._full_step_at = time.monotonic()
-        return result
+        return result, True
 
     def _inspections(self, result: StepResult) -> None:
         """Count the step's inspections of the active model; read its realized (inspected)

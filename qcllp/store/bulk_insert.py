@@ -22,6 +22,8 @@ def insert_columns(
     bound the MQTT intake's batches (a batch's series, sticks and visits, tens per stick). On
     SQLite ``executemany`` of one prepared statement, as fast as it gets there. ``tail``
     (``ON CONFLICT ...``) must not meet one key twice in a call on PostgreSQL."""
+    if len(types) != len(columns) or len({len(c) for c in columns}) > 1:
+        raise ValueError(f"{len(types)} types for {len(columns)} columns of unequal lengths")
     if not columns or not len(columns[0]):
         return
     cursor = conn.connection.dbapi_connection.cursor()

@@ -52,6 +52,16 @@ def test_a_poll_is_idle_only_between_the_steps_that_have_work(line, tmp_path):
     assert idle is not None and idle.pending == 0 and idle.lag_s == 0
 
 
+def test_due_sticks_are_work_only_for_a_station_with_a_model_to_decide_them(line):
+    store, config, arrived, settle, model = line
+    early, late = arrived + settle / 2, arrived + settle + timedelta(seconds=1)
+    taken = score_step(store, config, STATION, None, now=early)  # no model: taken in only
+    assert taken.pending > 0 and taken.scores.empty
+    idle = idle_step(store, STATION, None, late)  # due, but a step would decide none
+    assert idle is not None and idle.pending == taken.pending
+    assert idle_step(store, STATION, None, late, shadow=model) is None  # a shadow decides them
+
+
 def test_a_poll_sends_a_sink_that_is_behind_or_past_its_offset_to_the_full_step(line, tmp_path):
     store, config, arrived, settle, model = line
     now = arrived + settle + timedelta(seconds=1)
