@@ -84,10 +84,11 @@ def _service_logging() -> None:
     """JSON lines on stderr (journald keeps them); the libraries' INFO chatter muted."""
     import logging
 
-    from qcllp.service.logs import JsonLines
+    from qcllp.service.logs import JsonLines, SkippedRunsAsInfo
 
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonLines())
     logging.basicConfig(level=logging.INFO, handlers=[handler])
     for noisy in ("apscheduler", "alembic"):  # their INFO lines are not the service's story
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    logging.getLogger("apscheduler.scheduler").addFilter(SkippedRunsAsInfo())

@@ -9,7 +9,7 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["JsonLines", "log_event", "one_line"]
+__all__ = ["JsonLines", "SkippedRunsAsInfo", "log_event", "one_line"]
 
 
 def log_event(
@@ -31,8 +31,8 @@ class JsonLines(logging.Formatter):
     """Every record one JSON line with the record's ``level`` (``INFO``, ``WARNING``,
     ``ERROR``, ...: what an on-call filter reads, ``jq 'select(.level != "INFO")'`` or Loki's
     ``| json | level="ERROR"``): the services' own events (:func:`log_event`) with ``level``
-    put in after ``ts``, anything else (APScheduler's "skipped: maximum number of running
-    instances", a library's warning, a traceback) wrapped as ``{"ts", "level", "event":
+    put in after ``ts``, anything else (APScheduler's lines, a library's warning, a
+    traceback) wrapped as ``{"ts", "level", "event":
     "log", "logger", "message"}`` with ``traceback`` when there is one, so a log reader never
     meets a line it cannot parse."""
 
@@ -54,6 +54,22 @@ class JsonLines(logging.Formatter):
         if record.exc_info:
             line["traceback"] = self.formatException(record.exc_info)
         return json.dumps(line, default=str)
+
+
+class SkippedRunsAsInfo(logging.Filter):
+    """APScheduler's "skipped: maximum number of running instances reached" at INFO, not
+    WARNING: the services' jobs run with ``max_instances=1`` on purpose, so a scorer draining a
+    backlog longer than its interval, or a retraining outlasting its schedule, skips runs by
+    design; as warnings they filled the on-call filter (``jq 'select(.level != "INFO")'``)
+    with a line per interval. Installed on the ``apscheduler.scheduler`` logger; every other
+    record passes unchanged."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.WARNING and "maximum number of running instances" in str(
+            record.msg
+        ):
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
 
 
 def _json_object(text: str) -> dict[str, Any] | None:

@@ -6,7 +6,7 @@ import io
 import json
 import logging
 
-from qcllp.service.logs import JsonLines, log_event
+from qcllp.service.logs import JsonLines, SkippedRunsAsInfo, log_event
 
 
 def test_every_record_is_one_json_line_including_library_warnings_and_tracebacks():
@@ -72,3 +72,28 @@ def test_a_service_event_gets_its_record_s_level_once_and_stays_one_object():
     assert records[2]["new"] == {"batches": 0}
     assert records[3] == {"level": "CRITICAL", "event": "raw"}
     assert all(line.count('"level"') == 1 for line in lines)
+
+
+def test_a_run_skipped_by_design_is_info_and_other_warnings_stay_warnings():
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonLines())
+    logger = logging.getLogger("test.qcllp.logs.scheduler")
+    logger.addHandler(handler)
+    logger.addFilter(SkippedRunsAsInfo())
+    logger.propagate = False
+    logger.setLevel(logging.WARNING)  # as the services set APScheduler's loggers
+    try:
+        logger.warning(
+            'Execution of job "%s" skipped: maximum number of running instances reached (1)',
+            "ScorerService.tick",
+        )
+        logger.warning('Run time of job "%s" was missed by 0:00:03', "retrain")
+        logger.info("Added job")  # below the logger's level: not written
+    finally:
+        logger.removeHandler(handler)
+    records = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert [(r["level"], r["message"][:20]) for r in records] == [
+        ("INFO", 'Execution of job "Sc'),
+        ("WARNING", 'Run time of job "ret'),
+    ]
