@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from qcllp.service.logs import JsonLines, SkippedRunsAsInfo, log_event
 
@@ -76,24 +78,31 @@ def test_a_service_event_gets_its_record_s_level_once_and_stays_one_object():
 
 def test_a_run_skipped_by_design_is_info_and_other_warnings_stay_warnings():
     stream = io.StringIO()
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(JsonLines())
     logger = logging.getLogger("test.qcllp.logs.scheduler")
-    logger.addHandler(handler)
     logger.addFilter(SkippedRunsAsInfo())
     logger.propagate = False
     logger.setLevel(logging.WARNING)  # as the services set APScheduler's loggers
-    try:
+    with _json_lines_into(stream, logger):
         logger.warning(
             'Execution of job "%s" skipped: maximum number of running instances reached (1)',
             "ScorerService.tick",
         )
         logger.warning('Run time of job "%s" was missed by 0:00:03', "retrain")
         logger.info("Added job")  # below the logger's level: not written
-    finally:
-        logger.removeHandler(handler)
     records = [json.loads(line) for line in stream.getvalue().splitlines()]
     assert [(r["level"], r["message"][:20]) for r in records] == [
         ("INFO", 'Execution of job "Sc'),
         ("WARNING", 'Run time of job "ret'),
     ]
+
+
+@contextmanager
+def _json_lines_into(stream: io.StringIO, logger: logging.Logger) -> Iterator[None]:
+    """``logger``'s records as JSON lines into ``stream`` while the block runs."""
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonLines())
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
