@@ -37,7 +37,7 @@ import os
 from dataclasses import replace
 from datetime import datetime
 
-from sqlalchemy import Connection, exists, func, select
+from sqlalchemy import Connection, Row, exists, func, select
 
 from qcllp.scoring.pending import backlog
 from qcllp.scoring.share_guard import guard_state
@@ -79,13 +79,7 @@ def _station(station: str):  # noqa: ANN202 - a SQLAlchemy condition
     return ScorerCheckpoint.__table__.c.station == station
 
 
-def _has_work(
-    conn: Connection,
-    station: str,
-    cp,
-    now: datetime,
-    deciding: bool,  # noqa: ANN001
-) -> bool:
+def _has_work(conn: Connection, station: str, cp: Row, now: datetime, deciding: bool) -> bool:
     """A batch committed after the checkpoint, or (``deciding``) a pending stick due now."""
     b, p = IngestionBatch.__table__, ScorerPending.__table__
     work = exists().where(b.c.commit_seq > cp.commit_seq)
@@ -94,7 +88,7 @@ def _has_work(
     return bool(conn.execute(select(work)).scalar())
 
 
-def _sink_behind(conn: Connection, station: str, cp) -> bool:  # noqa: ANN001
+def _sink_behind(conn: Connection, station: str, cp: Row) -> bool:
     """The station's sink lacks committed flags, or holds bytes past its committed offset."""
     if cp.sink_path is None:
         return False
