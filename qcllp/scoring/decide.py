@@ -39,11 +39,19 @@ def read_stick_stats(conn: Connection, sticks: pd.DataFrame, stations: list[str]
     narrowed to the sticks in pandas. One row per series, not its ~11 readings: the ingester
     keeps the rows in the transaction that stores the readings, so a stick whose readings
     the step sees has its statistics too (``benchmarks/bench_scorer.py``, issue 34)."""
-    wanted = pd.MultiIndex.from_frame(sticks[["charge_id", "stick_id"]].astype(str))
-    charges = sorted(set(wanted.get_level_values(0)))
+    wanted = set(_stick_keys(sticks))
+    charges = sorted({charge for charge, _ in wanted})
     stats = read_series_stats(conn, stations, charges)
-    keep = pd.MultiIndex.from_arrays([stats["charge_id"], stats["stick_id"]]).isin(wanted)
+    keys = zip(_column(stats, "charge_id"), _column(stats, "stick_id"), strict=True)
+    keep = np.fromiter((key in wanted for key in keys), dtype=bool, count=len(stats))
     return stats.loc[keep].reset_index(drop=True)
+
+
+def _stick_keys(frame: pd.DataFrame) -> list[tuple[str, str]]:
+    """The (charge_id, stick_id) of each row, as text. Python tuples rather than a pandas
+    MultiIndex: building one of a few sticks cost a step more than its model
+    (``benchmarks/bench_line_latency.py``, issue 35)."""
+    return list(zip(map(str, frame["charge_id"]), map(str, frame["stick_id"]), strict=True))
 
 
 @dataclass(frozen=True)
@@ -131,8 +139,7 @@ def _model_decisions(due: DueSticks, loaded: LoadedModel, X: pd.DataFrame | None
     scorable = due.scorable
     if X is None or not scorable.any():
         return out
-    keys_ok = pd.MultiIndex.from_frame(out.loc[scorable, ["charge_id", "stick_id"]])
-    decisions = loaded.model.decide(X.reindex(keys_ok))
+    decisions = loaded.model.decide(_rows_of(X, _stick_keys(out.loc[scorable])))
     p = decisions["probability"].to_numpy(dtype=float)
     finite = np.isfinite(p)
     out.loc[scorable, "probability"] = p
@@ -143,17 +150,38 @@ def _model_decisions(due: DueSticks, loaded: LoadedModel, X: pd.DataFrame | None
     return out
 
 
+def _column(frame: pd.DataFrame, name: str) -> np.ndarray:
+    """A column as a NumPy array of Python objects (what a loop over it wants)."""
+    return frame[name].to_numpy(dtype=object)
+
+
+def _rows_of(X: pd.DataFrame, keys: list[tuple[str, str]]) -> pd.DataFrame:
+    """The rows of ``X`` (indexed by charge and stick) of these sticks, in their order; a
+    stick without a row gets one of NaN (``reindex``, the slow path, taken only then)."""
+    at = {key: i for i, key in enumerate(X.index)}
+    rows = [at.get(key, -1) for key in keys]
+    if min(rows, default=0) < 0:
+        return X.reindex(pd.MultiIndex.from_tuples(keys, names=X.index.names))
+    return X.iloc[rows]
+
+
 def _missing_sensors(stats: pd.DataFrame, st: Station, due: pd.DataFrame) -> list[list[str]]:
     """Per due stick (in order), the sensors of station ``st`` without any reading (a series
     without readings has no row of statistics)."""
-    index = pd.MultiIndex.from_frame(due[["charge_id", "stick_id"]].astype(str))
-    here = stats[stats["station"] == st.name]
+    position = {key: i for i, key in enumerate(_stick_keys(due))}
     names = list(st.sensor_names)
-    stick = index.get_indexer(pd.MultiIndex.from_frame(here[["charge_id", "stick_id"]]))
-    sensor = pd.Index(names).get_indexer(here["sensor"])
-    ok = (stick >= 0) & (sensor >= 0)
-    seen = np.zeros((len(index), len(names)), dtype=bool)
-    seen[stick[ok], sensor[ok]] = True
+    sensor_at = {name: j for j, name in enumerate(names)}
+    seen = np.zeros((len(position), len(names)), dtype=bool)
+    here = _column(stats, "station") == st.name
+    for charge, stick, sensor in zip(
+        _column(stats, "charge_id")[here],
+        _column(stats, "stick_id")[here],
+        _column(stats, "sensor")[here],
+        strict=True,
+    ):
+        i, j = position.get((charge, stick)), sensor_at.get(sensor)
+        if i is not None and j is not None:
+            seen[i, j] = True
     complete = seen.all(axis=1)
     return [
         [] if done else [n for n, has in zip(names, row, strict=True) if not has]

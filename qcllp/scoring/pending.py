@@ -10,7 +10,7 @@ reading there. Everything here runs inside the step's transaction (:mod:`qcllp.s
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import NamedTuple
 
 import pandas as pd
@@ -72,7 +72,11 @@ def take_in(
     max_rows: int,
 ) -> Intake:
     """Batches committed after ``since_seq`` into ``scorer_pending``, at most
-    :data:`MAX_BATCHES_PER_STEP` and about ``max_rows`` (station, stick) rows."""
+    :data:`MAX_BATCHES_PER_STEP` and about ``max_rows`` (station, stick) rows.
+
+    Plain Python over the rows rather than pandas: a step at the line's pace takes in a few
+    sticks, and the fixed cost of a handful of small frames and indexes was most of it
+    (``benchmarks/bench_line_latency.py``, issue 35)."""
     batches, remaining = _batches_to_take(conn, since_seq, max_rows)
     if not batches:
         return Intake(since_seq, 0, False, [])
@@ -82,18 +86,24 @@ def take_in(
         remaining,
         [r.id for r in batches if r.kind == "defect_counts"],
     )
-    arrival = {r.id: r.finished_at for r in batches if r.kind == "measurements"}
+    arrival = {r.id: stored_utc(r.finished_at) for r in batches if r.kind == "measurements"}
     if not arrival:
         return intake
     visits = _visits(conn, config, st, arrival)
-    if visits.empty:
-        return intake
-    visits["arrived_at"] = pd.to_datetime(visits["batch_id"].map(arrival), utc=True)
-    visits = _still_on_line(conn, visits)
-    here = visits[visits["station"] == st.name]
-    arrived = here.groupby(["charge_id", "stick_id"])["arrived_at"].agg(["min", "max"])
-    seen_later = visits.loc[visits["station"] != st.name, ["charge_id", "stick_id"]]
-    _upsert_pending(conn, st, arrived, pd.MultiIndex.from_frame(seen_later).unique())
+    gone = _reported(conn, {v.charge_id for v in visits})
+    arrived: dict[tuple[str, str], tuple[datetime, datetime]] = {}
+    later: set[tuple[str, str]] = set()
+    for v in visits:
+        if v.charge_id in gone:
+            continue
+        key = (v.charge_id, v.stick_id)
+        if v.station != st.name:
+            later.add(key)
+            continue
+        t = arrival[v.batch_id]
+        first, last = arrived.get(key, (t, t))
+        arrived[key] = (min(first, t), max(last, t))
+    _upsert_pending(conn, st, arrived, later)
     return intake
 
 
@@ -128,61 +138,54 @@ def _batches_to_take(conn: Connection, since_seq: int, max_rows: int) -> tuple[l
     return taken, remaining
 
 
-def _visits(
-    conn: Connection, config: PlantConfig, st: Station, arrival: dict[int, datetime]
-) -> pd.DataFrame:
-    """The (station, stick) rows the measurement batches ``arrival`` brought to this station
-    or a later one (only ``batch_sticks`` of these batches are read)."""
+def _visits(conn: Connection, config: PlantConfig, st: Station, arrival: dict) -> list:
+    """The (batch_id, station, charge_id, stick_id) rows the measurement batches ``arrival``
+    brought to this station or a later one (only ``batch_sticks`` of these batches are read)."""
     bs = BatchStick.__table__
     later_stations = list(config.station_names[config.station_index(st.name) + 1 :])
-    return rows_frame(
-        conn.execute(
-            select(bs.c.batch_id, bs.c.station, bs.c.charge_id, bs.c.stick_id).where(
-                bs.c.batch_id.in_(list(arrival)), bs.c.station.in_([st.name, *later_stations])
-            )
-        ).all(),
-        ["batch_id", "station", "charge_id", "stick_id"],
-    )
+    return conn.execute(
+        select(bs.c.batch_id, bs.c.station, bs.c.charge_id, bs.c.stick_id).where(
+            bs.c.batch_id.in_(list(arrival)), bs.c.station.in_([st.name, *later_stations])
+        )
+    ).all()
 
 
-def _still_on_line(conn: Connection, visits: pd.DataFrame) -> pd.DataFrame:
-    """Drop sticks of charges final QC has reported (they have left the line)."""
-    charges = visits["charge_id"].unique().tolist()
-    gone = set()
+def _reported(conn: Connection, charges: set[str]) -> set[str]:
+    """Those of ``charges`` final QC has reported: their sticks have left the line."""
+    listed, gone = sorted(charges), set()
     c = Charge.__table__
-    for start in range(0, len(charges), IN_CHUNK):
-        part = charges[start : start + IN_CHUNK]
+    for start in range(0, len(listed), IN_CHUNK):
+        part = listed[start : start + IN_CHUNK]
         gone |= set(
             conn.execute(
                 select(c.c.charge_id).where(c.c.charge_id.in_(part), c.c.n_sticks.is_not(None))
             ).scalars()
         )
-    return visits[~visits["charge_id"].isin(gone)] if gone else visits
+    return gone
 
 
 def _upsert_pending(
-    conn: Connection, st: Station, arrived: pd.DataFrame, later: pd.MultiIndex
+    conn: Connection,
+    st: Station,
+    arrived: dict[tuple[str, str], tuple[datetime, datetime]],
+    later: set[tuple[str, str]],
 ) -> None:
-    """New arrivals at the station into ``scorer_pending``; later-station sightings mark the
-    pending sticks they belong to (a stick not pending here needs nothing)."""
+    """New arrivals at the station (first and last arrival per stick) into
+    ``scorer_pending``; later-station sightings mark the pending sticks they belong to (a
+    stick not pending here needs nothing)."""
     p = ScorerPending.__table__
-    first = arrived["min"].dt.to_pydatetime()
-    last = arrived["max"].dt.to_pydatetime()
-    due = (arrived["max"] + pd.Timedelta(seconds=st.settle_s)).dt.to_pydatetime()
-    later_seen = arrived.index.isin(later)
+    settle = timedelta(seconds=st.settle_s)
     rows = [
         {
             "station": st.name,
             "charge_id": charge,
             "stick_id": stick,
-            "first_arrived_at": f,
-            "arrived_at": a,
-            "due_at": d,
-            "later_seen": bool(ls),
+            "first_arrived_at": first,
+            "arrived_at": last,
+            "due_at": last + settle,
+            "later_seen": (charge, stick) in later,
         }
-        for (charge, stick), f, a, d, ls in zip(
-            arrived.index, first, last, due, later_seen, strict=True
-        )
+        for (charge, stick), (first, last) in arrived.items()
     ]
     if rows:
         stmt = dialect_insert(conn, p)
@@ -197,8 +200,8 @@ def _upsert_pending(
             ),
             rows,
         )
-    elsewhere = later[~later.isin(arrived.index)]
-    if len(elsewhere):
+    elsewhere = sorted(later.difference(arrived))
+    if elsewhere:
         conn.execute(
             update(p).where(*_EACH_STICK).values(later_seen=True),
             _stick_params(st.name, elsewhere),
