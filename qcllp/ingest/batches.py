@@ -66,7 +66,7 @@ def run_batch(
     ``body`` writes through ``conn`` and fills ``report``; an :class:`IngestError` from it
     marks the batch ``failed`` with the message (nothing stored) and propagates.
     """
-    with store.engine.begin() as conn:
+    with store.writing() as conn:
         batch_id = conn.execute(
             insert(_T).values(
                 kind=kind, source=source, checksum=checksum, status="running", started_at=_now()
@@ -99,7 +99,7 @@ def run_batch(
     except BaseException as exc:
         message = str(exc) if isinstance(exc, IngestError) else f"{type(exc).__name__}: {exc}"
         try:
-            with store.engine.begin() as conn:
+            with store.writing() as conn:
                 _set(conn, batch_id, status="failed", finished_at=_now(), message=message)
         except Exception:  # pragma: no cover - the database itself is gone
             log.exception("could not mark batch %s failed", batch_id)

@@ -331,7 +331,7 @@ def _signal(
         bool(previous) and previous[0]["outcome"] == "alarm" and previous[0]["model_id"] == model_id
     )
     crossed = alarm and not was_alarm
-    with store.engine.begin() as conn:
+    with store.writing() as conn:
         outcome = "alarm" if alarm else "ok"
         insert_event(conn, kind, outcome, reason, station=station, model_id=model_id, detail=detail)
         if crossed:

@@ -281,7 +281,7 @@ def decide_promotion(
                 shadow=False,
                 reason=f"candidate cannot be promoted: {exc}",
             )
-    with store.engine.begin() as conn:
+    with store.writing() as conn:
         record(conn, decision)
     return decision
 

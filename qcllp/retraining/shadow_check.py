@@ -110,7 +110,7 @@ def _reject(
     """Retire the model with its event ``rejected`` (outcome ``retired`` or
     ``inconclusive``), in one transaction."""
     m = Model.__table__
-    with store.engine.begin() as conn:
+    with store.writing() as conn:
         done = conn.execute(
             update(m).where(m.c.id == model_id, m.c.status == "shadow").values(status="retired")
         )

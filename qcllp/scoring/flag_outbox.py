@@ -44,7 +44,7 @@ _COLUMNS = (
 
 def start_cursor(store: Store, station: str, channel: str) -> int:
     """The channel's cursor, created at the station's newest flag if it has none."""
-    with store.engine.begin() as conn:
+    with store.writing() as conn:
         newest = conn.execute(select(func.max(_F.c.id)).where(_F.c.station == station)).scalar()
         conn.execute(
             dialect_insert(conn, _D)
@@ -85,7 +85,7 @@ def waiting(store: Store, station: str, after: int) -> int:
 def advance(store: Store, station: str, channel: str, flag_id: int) -> None:
     """Move the channel's cursor forward to ``flag_id`` (never back: a slower instance that
     finishes late cannot undo a newer one's progress)."""
-    with store.engine.begin() as conn:
+    with store.writing() as conn:
         conn.execute(
             update(_D)
             .where(_D.c.station == station, _D.c.channel == channel, _D.c.flag_id < flag_id)

@@ -33,7 +33,7 @@ __all__ = [
 
 def record_alarm(store: Store, source: str, station: str | None, kind: str, message: str) -> None:
     """Store an alarm for operators (``qcllp status`` lists them), in its own transaction."""
-    with store.engine.begin() as conn:
+    with store.writing() as conn:
         insert_alarm(conn, source, station, kind, message)
 
 

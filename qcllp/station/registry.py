@@ -117,7 +117,7 @@ def register_model(
     fields.setdefault("status", "candidate")
     fields.setdefault("qcllp_version", __version__)
     fields.setdefault("created_at", datetime.now(UTC))
-    with store.session() as session:
+    with store.write_session() as session:
         row = Model(**fields)
         session.add(row)
         session.flush()

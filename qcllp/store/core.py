@@ -15,7 +15,7 @@ SQLAlchemy's ``BEGIN`` is really the start of the transaction -- writers use ``B
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,6 +40,7 @@ from qcllp.store.schema import (
     Stick,
 )
 from qcllp.store.sqlite_file import create_private, sqlite_file_exists
+from qcllp.store.writer_queue import WriterQueue, queue_path
 
 if TYPE_CHECKING:  # the functions building frames import pandas: `qcllp models list` needs none
     import pandas as pd
@@ -56,6 +57,7 @@ __all__ = [
     "us_to_utc",
 ]
 
+SQLITE_BUSY_TIMEOUT_S = 60.0  # SQLite's busy timeout, and the wait for a writer's turn
 _ADVISORY_LOCK_KEY = 0x51C11F  # PostgreSQL advisory lock held by a writing ingester
 IN_CHUNK = 2000  # ids per IN (...) list: far below SQLite's and psycopg's parameter limits
 
@@ -133,7 +135,7 @@ def _sqlite_engine(url: str) -> Engine:
         for pragma in (
             "journal_mode=WAL",
             "synchronous=NORMAL",
-            "busy_timeout=60000",
+            f"busy_timeout={round(SQLITE_BUSY_TIMEOUT_S * 1000)}",
             "foreign_keys=ON",
             "cache_size=-131072",  # 128 MiB page cache: bulk inserts into the readings B-tree
         ):
@@ -181,6 +183,12 @@ class Store:
     def __init__(self, engine: Engine, models_dir: Path | None = None):
         self.engine = engine
         self.server_models_dir = None if models_dir is None else Path(models_dir)
+        database = engine.url.database
+        self._writers = (
+            WriterQueue(queue_path(database), timeout_s=SQLITE_BUSY_TIMEOUT_S)
+            if engine.dialect.name == "sqlite" and database not in (None, "", ":memory:")
+            else None
+        )
 
     @property
     def dialect(self) -> str:
@@ -292,7 +300,8 @@ class Store:
     @contextmanager
     def write_session(self) -> Iterator[Session]:
         """An ORM session in one transaction that holds SQLite's writer lock from its start
-        (``BEGIN IMMEDIATE``; on PostgreSQL a plain transaction).
+        (``BEGIN IMMEDIATE``, in its turn: :meth:`writing`; on PostgreSQL a plain
+        transaction).
 
         For transactions that read and then write (promoting a model, a rollback): in WAL mode
         a plain ``BEGIN`` reads from a snapshot, and if another connection commits before the
@@ -301,6 +310,7 @@ class Store:
         that likely. Taking the lock up front waits (busy timeout) instead of failing.
         """
         with (
+            self._turn(),
             self.engine.connect().execution_options(qcllp_write=True) as conn,
             Session(bind=conn) as session,
             session.begin(),
@@ -308,14 +318,32 @@ class Store:
             yield session
 
     @contextmanager
+    def writing(self) -> Iterator[Connection]:
+        """A Core connection in one transaction that writes: on SQLite it takes the writer
+        lock at its start (``BEGIN IMMEDIATE``) and in turn with the other writers
+        (:mod:`qcllp.store.writer_queue`); on PostgreSQL a plain transaction. Every write
+        transaction goes through here or :meth:`write`."""
+        with (
+            self._turn(),
+            self.engine.connect().execution_options(qcllp_write=True) as conn,
+            conn.begin(),
+        ):
+            yield conn
+
+    def _turn(self) -> AbstractContextManager:
+        """This writer's turn among the SQLite database's writers (none needed elsewhere)."""
+        return self._writers.turn() if self._writers is not None else nullcontext()
+
+    @contextmanager
     def write(self) -> Iterator[Connection]:
         """A Core connection in one *exclusive writing* transaction.
 
         Ingesters use it: it takes the database's writer lock up front (SQLite ``BEGIN
-        IMMEDIATE``, PostgreSQL transaction-scoped advisory lock), so what a batch reads to
-        classify its rows (duplicate or conflict) cannot change before it writes.
+        IMMEDIATE`` in its turn, :meth:`writing`; PostgreSQL a transaction-scoped advisory
+        lock), so what a batch reads to classify its rows (duplicate or conflict) cannot
+        change before it writes.
         """
-        with self.engine.connect().execution_options(qcllp_write=True) as conn, conn.begin():
+        with self.writing() as conn:
             if self.dialect == "postgresql":
                 conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_ADVISORY_LOCK_KEY})")
             yield conn

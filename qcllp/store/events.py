@@ -70,7 +70,7 @@ def insert_event(
 
 def record_event(store: Store, kind: str, outcome: str, reason: str, **fields: Any) -> None:
     """:func:`insert_event` in a transaction of its own."""
-    with store.engine.begin() as conn:
+    with store.writing() as conn:
         insert_event(conn, kind, outcome, reason, **fields)
 
 

@@ -104,7 +104,7 @@ def acquire(store: Store, name: str, holder: str, ttl_s: float) -> bool:
     """Take (or extend) the lease for ``ttl_s`` seconds; ``False`` if another holds it."""
     now = _now()
     expires = now + timedelta(seconds=ttl_s)
-    with store.engine.connect().execution_options(qcllp_write=True) as conn, conn.begin():
+    with store.writing() as conn:
         conn.execute(
             dialect_insert(conn, _T)
             .values(name=name, holder=holder, acquired_at=now, expires_at=expires)
@@ -126,7 +126,7 @@ def acquire(store: Store, name: str, holder: str, ttl_s: float) -> bool:
 def renew(store: Store, name: str, holder: str, ttl_s: float) -> bool:
     """Extend a lease we hold; ``False`` if it is no longer ours (expired and taken)."""
     expires = _now() + timedelta(seconds=ttl_s)
-    with store.engine.connect().execution_options(qcllp_write=True) as conn, conn.begin():
+    with store.writing() as conn:
         return (
             conn.execute(
                 update(_T)
@@ -139,7 +139,7 @@ def renew(store: Store, name: str, holder: str, ttl_s: float) -> bool:
 
 def release(store: Store, name: str, holder: str) -> None:
     """Give the lease up (nothing happens if it is not ours any more)."""
-    with store.engine.connect().execution_options(qcllp_write=True) as conn, conn.begin():
+    with store.writing() as conn:
         conn.execute(delete(_T).where(_T.c.name == name, _T.c.holder == holder))
 
 
