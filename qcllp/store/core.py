@@ -20,14 +20,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection, Engine, Table, create_engine, event, func, select, text
+from sqlalchemy import Connection, Engine, Table, func, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.orm import Session
 
 from qcllp.store import migrate
-from qcllp.store.credentials import CredentialError, display_url, with_password
+from qcllp.store.credentials import display_url
+from qcllp.store.engines import (
+    SQLITE_BUSY_TIMEOUT_S,
+    StoreError,
+    create_private,
+    server_engine,
+    sqlite_engine,
+    sqlite_file_exists,
+)
 from qcllp.store.problems import database_problem, url_problem
 from qcllp.store.schema import (
     Charge,
@@ -39,7 +47,6 @@ from qcllp.store.schema import (
     Series,
     Stick,
 )
-from qcllp.store.sqlite_file import create_private, sqlite_file_exists
 from qcllp.store.writer_queue import WriterQueue, queue_path
 
 if TYPE_CHECKING:  # the functions building frames import pandas: `qcllp models list` needs none
@@ -57,13 +64,8 @@ __all__ = [
     "us_to_utc",
 ]
 
-SQLITE_BUSY_TIMEOUT_S = 60.0  # SQLite's busy timeout, and the wait for a writer's turn
 _ADVISORY_LOCK_KEY = 0x51C11F  # PostgreSQL advisory lock held by a writing ingester
 IN_CHUNK = 2000  # ids per IN (...) list: far below SQLite's and psycopg's parameter limits
-
-
-class StoreError(RuntimeError):
-    """The database cannot be used (missing and create=False, or newer than this qcllp)."""
 
 
 def stored_utc(value: datetime) -> datetime:
@@ -123,58 +125,6 @@ def rows_frame(rows: Sequence, columns: list[str]) -> pd.DataFrame:
     if not rows:
         return pd.DataFrame(columns=columns)
     return pd.DataFrame(dict(zip(columns, zip(*rows, strict=True), strict=True)))
-
-
-def _sqlite_engine(url: str) -> Engine:
-    engine = create_engine(url)
-
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection, _record):  # noqa: ANN001
-        dbapi_connection.isolation_level = None  # SQLAlchemy emits BEGIN itself (below)
-        cursor = dbapi_connection.cursor()
-        for pragma in (
-            "journal_mode=WAL",
-            "synchronous=NORMAL",
-            f"busy_timeout={round(SQLITE_BUSY_TIMEOUT_S * 1000)}",
-            "foreign_keys=ON",
-            "cache_size=-131072",  # 128 MiB page cache: bulk inserts into the readings B-tree
-        ):
-            cursor.execute(f"PRAGMA {pragma}")
-        cursor.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(connection: Connection):
-        immediate = connection.get_execution_options().get("qcllp_write", False)
-        connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
-
-    return engine
-
-
-def _server_engine(parsed: URL, statement_timeout_s: float | None) -> Engine:
-    """The engine of a server database (PostgreSQL), its password from the environment
-    (:mod:`qcllp.store.credentials`); a missing driver says which extra to install."""
-    shown = display_url(parsed)
-    connect_args = (
-        {"options": f"-c statement_timeout={round(statement_timeout_s * 1000)}"}
-        if statement_timeout_s and parsed.get_backend_name() == "postgresql"
-        else {}
-    )
-    try:
-        return create_engine(with_password(parsed), pool_pre_ping=True, connect_args=connect_args)
-    except CredentialError as exc:
-        raise StoreError(str(exc)) from exc
-    except (ImportError, NoSuchModuleError) as exc:
-        if parsed.get_backend_name() == "postgresql" and isinstance(exc, ImportError):
-            other = parsed.get_driver_name() != "psycopg"  # the extra brings psycopg 3 only
-            raise StoreError(
-                f"the database URL {shown} needs the PostgreSQL driver ({exc}): "
-                "pip install 'qcllp[postgres]'"
-                + (" and write the URL as postgresql+psycopg://..." if other else "")
-            ) from exc
-        raise StoreError(
-            f"{shown}: no database driver for it ({exc}); qcllp works with "
-            "sqlite:///<file> and postgresql+psycopg://<user>@<host>/<database>"
-        ) from exc
 
 
 class Store:
@@ -255,9 +205,9 @@ class Store:
             if not create and parsed.database and not sqlite_file_exists(parsed.database):
                 raise StoreError(f"no plant database at {parsed.database}")
             create_private(parsed.database)
-            engine = _sqlite_engine(url)
+            engine = sqlite_engine(url)
         else:
-            engine = _server_engine(parsed, statement_timeout_s)
+            engine = server_engine(parsed, statement_timeout_s)
         try:
             current = migrate.current_revision(engine)
         except OperationalError as exc:

@@ -58,7 +58,11 @@ class WriterQueue:
     @contextmanager
     def turn(self) -> Iterator[None]:
         """Hold the queue's turn for the body (the caller's write transaction)."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:  # the database's folder gone or not writable: as SQLite says it
+            why = sqlite3.OperationalError(f"unable to open database file: {exc}")
+            raise OperationalError("BEGIN IMMEDIATE", None, why) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
