@@ -119,25 +119,29 @@ class ReadingWriter:
         return stored, int(dup.sum() - conflict.sum()), conflicts
 
     # --------------------------------------------------------------- internals
-    def _select_series(self, keys: pd.DataFrame) -> pd.DataFrame:
+    def _select_series(self, keys: pd.DataFrame) -> dict[tuple, int]:
+        """The stored series among ``keys``' stations and charges: key tuple -> id."""
         t = Series.__table__
         stations = keys["station"].unique().tolist()
         charges = keys["charge_id"].unique().tolist()
-        rows = []
+        found: dict[tuple, int] = {}
         for start in range(0, len(charges), IN_CHUNK):
             stmt = select(t.c.id, t.c.station, t.c.charge_id, t.c.stick_id, t.c.sensor).where(
                 t.c.station.in_(stations), t.c.charge_id.in_(charges[start : start + IN_CHUNK])
             )
-            rows += self.conn.execute(stmt).all()
-        found = rows_frame(rows, ["id", *SERIES_KEY])
-        return found.astype({"id": "float64", **dict.fromkeys(SERIES_KEY, "str")})
+            found.update((tuple(row[1:]), row[0]) for row in self.conn.execute(stmt))
+        return found
 
     def _series_ids(self, keys: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-        """Database id of each series in ``keys`` (created if new), and whether it existed."""
-        ids = keys.merge(self._select_series(keys), on=SERIES_KEY, how="left")["id"].to_numpy(
-            copy=True
-        )
-        existed = ~np.isnan(ids)
+        """Database id of each series in ``keys`` (created if new), and whether it existed.
+
+        Looked up in a dict of key tuples rather than by a pandas merge: a batch from the
+        line holds a few hundred series, and two merges on text keys were a third of its
+        write (``benchmarks/bench_line_latency.py``)."""
+        wanted = list(zip(*(map(str, keys[c]) for c in SERIES_KEY), strict=True))
+        stored = self._select_series(keys)
+        ids = np.array([stored.get(key, -1) for key in wanted], dtype=np.int64)
+        existed = ids >= 0
         if not existed.all():
             missing = keys[~existed]
             t = Series.__table__
@@ -150,16 +154,16 @@ class ReadingWriter:
                 "ON CONFLICT DO NOTHING",
             )
             # ids only grow and this batch holds the writer lock: the new rows are id > before
-            new_rows = self.conn.execute(
-                select(t.c.id, t.c.station, t.c.charge_id, t.c.stick_id, t.c.sensor).where(
-                    t.c.id > before
+            created = {
+                tuple(row[1:]): row[0]
+                for row in self.conn.execute(
+                    select(t.c.id, t.c.station, t.c.charge_id, t.c.stick_id, t.c.sensor).where(
+                        t.c.id > before
+                    )
                 )
-            ).all()
-            found = rows_frame(new_rows, ["id", *SERIES_KEY])
-            found = found.astype({"id": "float64", **dict.fromkeys(SERIES_KEY, "str")})
-            created = missing.merge(found, on=SERIES_KEY, how="left")
-            ids[~existed] = created["id"].to_numpy()
-        return ids.astype(np.int64), existed
+            }
+            ids[~existed] = [created[key] for key, e in zip(wanted, existed, strict=True) if not e]
+        return ids, existed
 
     def _stored_values(self, pairs: pd.DataFrame, series_ids: np.ndarray) -> np.ndarray:
         """Stored value for each (sid, ts) pair, NaN where there is none."""
@@ -232,25 +236,30 @@ class ReadingWriter:
         return cursor.rowcount
 
     def _upsert_sticks(self, keys: pd.DataFrame, code: np.ndarray, ts: np.ndarray) -> None:
+        """The charges, sticks and visits (``batch_sticks``) of the stored readings: their
+        first and last times, grouped by codes in NumPy (a pandas groupby per table cost a
+        batch from the line more than its readings' insert)."""
         if not len(code):
             return
-        first = np.full(len(keys), np.iinfo(np.int64).max)
-        np.minimum.at(first, code, ts)
-        last = np.full(len(keys), np.iinfo(np.int64).min)
-        np.maximum.at(last, code, ts)
+        first = _reduce(np.minimum, code, ts, len(keys))
+        last = _reduce(np.maximum, code, ts, len(keys))
         seen = first < np.iinfo(np.int64).max
-        series = keys.assign(ts_us=first, last_us=last)[seen]
-        sticks = series.groupby(["charge_id", "stick_id"], sort=False)["ts_us"].min().reset_index()
-        visits = series[["station", "charge_id", "stick_id"]].drop_duplicates()
-        charges = series.groupby("charge_id", sort=False).agg(
-            ts_us=("ts_us", "min"), last_us=("last_us", "max")
+        first, last = first[seen], last[seen]
+        station, charge, stick = (
+            keys[c].to_numpy(dtype=object)[seen] for c in ("station", "charge_id", "stick_id")
         )
+        of_stick, stick_rows = _group_codes(charge, stick)
+        stick_first = _reduce(np.minimum, of_stick, first, len(stick_rows))
+        of_charge, charge_rows = _group_codes(charge)
+        charge_first = _reduce(np.minimum, of_charge, first, len(charge_rows))
+        charge_last = _reduce(np.maximum, of_charge, last, len(charge_rows))
+        _, visit_rows = _group_codes(station, charge, stick)
         least, greatest = ("least", "greatest") if self.postgres else ("min", "max")
         insert_columns(
             self.conn,
             "INSERT INTO charges (charge_id, first_seen_us, last_seen_us)",
             ("text", "bigint", "bigint"),
-            _columns(charges.reset_index(), ["charge_id", "ts_us", "last_us"]),
+            [charge[charge_rows].tolist(), charge_first.tolist(), charge_last.tolist()],
             "ON CONFLICT (charge_id) DO UPDATE SET "
             f"first_seen_us = {least}(coalesce(charges.first_seen_us, "
             "excluded.first_seen_us), excluded.first_seen_us), "
@@ -261,7 +270,7 @@ class ReadingWriter:
             self.conn,
             "INSERT INTO sticks (charge_id, stick_id, first_seen_us)",
             ("text", "text", "bigint"),
-            _columns(sticks, ["charge_id", "stick_id", "ts_us"]),
+            [charge[stick_rows].tolist(), stick[stick_rows].tolist(), stick_first.tolist()],
             "ON CONFLICT (charge_id, stick_id) DO UPDATE SET "
             f"first_seen_us = {least}(sticks.first_seen_us, excluded.first_seen_us)",
         )
@@ -269,7 +278,8 @@ class ReadingWriter:
             self.conn,
             "INSERT INTO batch_sticks (batch_id, station, charge_id, stick_id)",
             ("integer", "text", "text", "text"),
-            [[int(self.batch_id)] * len(visits), *_columns(visits, list(visits.columns))],
+            [[int(self.batch_id)] * len(visit_rows)]
+            + [column[visit_rows].tolist() for column in (station, charge, stick)],
             "ON CONFLICT DO NOTHING",
         )
 
@@ -279,13 +289,28 @@ def _columns(frame: pd.DataFrame, columns: list[str]) -> list[list]:
     return [frame[c].tolist() for c in columns]
 
 
-def _series_of(valid: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
-    """Series code per row (0..k-1, in order of first appearance) and the k series keys."""
-    code = np.zeros(len(valid), dtype=np.int64)
-    for column in SERIES_KEY:
-        part, uniques = pd.factorize(valid[column])
+def _group_codes(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row a dense code (0..k-1, in order of first appearance) of its combination of
+    values in ``columns``, and the first row of each of the k combinations."""
+    code = np.zeros(len(columns[0]), dtype=np.int64)
+    for column in columns:
+        part, uniques = pd.factorize(column)
         code, _ = pd.factorize(code * len(uniques) + part)
     _, first = np.unique(code, return_index=True)
+    return code, first
+
+
+def _reduce(ufunc: np.ufunc, codes: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """``ufunc`` (``np.minimum``, ``np.maximum``) of ``values`` per code 0..n-1."""
+    start = np.iinfo(np.int64).max if ufunc is np.minimum else np.iinfo(np.int64).min
+    out = np.full(n, start, dtype=np.int64)
+    ufunc.at(out, codes, values)
+    return out
+
+
+def _series_of(valid: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
+    """Series code per row (0..k-1, in order of first appearance) and the k series keys."""
+    code, first = _group_codes(*(valid[c].to_numpy(dtype=object) for c in SERIES_KEY))
     keys = valid[SERIES_KEY].iloc[first].reset_index(drop=True)
     return code, keys
 
