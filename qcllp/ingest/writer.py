@@ -289,12 +289,12 @@ def _columns(frame: pd.DataFrame, columns: list[str]) -> list[list]:
     return [frame[c].tolist() for c in columns]
 
 
-def _group_codes(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _group_codes(*columns: np.ndarray | pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """Per row a dense code (0..k-1, in order of first appearance) of its combination of
     values in ``columns``, and the first row of each of the k combinations."""
     code = np.zeros(len(columns[0]), dtype=np.int64)
     for column in columns:
-        part, uniques = pd.factorize(column)
+        part, uniques = pd.factorize(column, use_na_sentinel=False)  # a missing value: a key
         code, _ = pd.factorize(code * len(uniques) + part)
     _, first = np.unique(code, return_index=True)
     return code, first
@@ -310,7 +310,7 @@ def _reduce(ufunc: np.ufunc, codes: np.ndarray, values: np.ndarray, n: int) -> n
 
 def _series_of(valid: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
     """Series code per row (0..k-1, in order of first appearance) and the k series keys."""
-    code, first = _group_codes(*(valid[c].to_numpy(dtype=object) for c in SERIES_KEY))
+    code, first = _group_codes(*(valid[c] for c in SERIES_KEY))
     keys = valid[SERIES_KEY].iloc[first].reset_index(drop=True)
     return code, keys
 

@@ -185,7 +185,7 @@ def _upsert_pending(
             "due_at": last + settle,
             "later_seen": (charge, stick) in later,
         }
-        for (charge, stick), (first, last) in arrived.items()
+        for (charge, stick), (first, last) in sorted(arrived.items())  # as the ids sort
     ]
     if rows:
         stmt = dialect_insert(conn, p)

@@ -14,6 +14,7 @@ SQLAlchemy's ``BEGIN`` is really the start of the transaction -- writers use ``B
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime
@@ -47,7 +48,7 @@ from qcllp.store.schema import (
     Series,
     Stick,
 )
-from qcllp.store.writer_queue import WriterQueue, queue_path
+from qcllp.store.writer_queue import WriterQueue
 
 if TYPE_CHECKING:  # the functions building frames import pandas: `qcllp models list` needs none
     import pandas as pd
@@ -134,9 +135,10 @@ class Store:
         self.engine = engine
         self.server_models_dir = None if models_dir is None else Path(models_dir)
         database = engine.url.database
+        file = engine.dialect.name == "sqlite" and database not in (None, "", ":memory:")
         self._writers = (
-            WriterQueue(queue_path(database), timeout_s=SQLITE_BUSY_TIMEOUT_S)
-            if engine.dialect.name == "sqlite" and database not in (None, "", ":memory:")
+            WriterQueue(os.path.realpath(database), timeout_s=SQLITE_BUSY_TIMEOUT_S)
+            if file and not database.startswith("file:")  # a URI name: SQLite's lock alone
             else None
         )
 

@@ -1,6 +1,7 @@
 """SQLite's writers in turn (:mod:`qcllp.store.writer_queue`), with real processes: a writer
-waits for another process's turn and goes as soon as it ends, a ``kill -9`` ends a turn, and a
-turn not given within the timeout is SQLite's "database is locked", naming the queue's file."""
+waits for another process's turn and goes as soon as it ends, a ``kill -9`` ends a turn, a
+turn not given within the timeout is SQLite's "database is locked", naming the queue's file,
+and neither an interrupted wait nor a forked child leaves a turn held."""
 
 from __future__ import annotations
 
@@ -117,7 +118,7 @@ def test_a_killed_writer_ends_its_turn(db):
 
 def test_no_turn_within_the_timeout_is_database_is_locked_and_leaves_no_waiter(db):
     holder = _holder(db)
-    queue = WriterQueue(queue_path(db), timeout_s=0.3)
+    queue = WriterQueue(db, timeout_s=0.3)
     started = time.monotonic()
     try:
         with pytest.raises(OperationalError, match="database is locked") as caught, queue.turn():
@@ -135,7 +136,7 @@ def test_no_turn_within_the_timeout_is_database_is_locked_and_leaves_no_waiter(d
         time.sleep(0.05)
     assert not any(t.name == "qcllp-writer-queue" for t in threading.enumerate())
     started = time.monotonic()
-    with WriterQueue(queue_path(db), timeout_s=0.3).turn():
+    with WriterQueue(db, timeout_s=0.3).turn():
         assert time.monotonic() - started < 0.2
 
 
@@ -148,9 +149,55 @@ def test_every_write_of_the_store_counts_with_the_queue(db):
     assert queue_path(db).exists()
     store._writers.timeout_s = 0.2  # not the minute a service waits
     with (
-        WriterQueue(queue_path(db), timeout_s=0.2).turn(),
+        WriterQueue(db, timeout_s=0.2).turn(),
         pytest.raises(OperationalError, match="database is locked"),
         store.write(),
     ):
         pass
+    store.close()
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def test_an_interrupted_wait_leaves_no_turn_held(db):
+    holder = _holder(db)
+    previous = signal.signal(signal.SIGUSR1, lambda *_: (_ for _ in ()).throw(_Interrupted()))
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGUSR1))
+    try:
+        timer.start()
+        with pytest.raises(_Interrupted), WriterQueue(db, timeout_s=30).turn():
+            pass
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+        holder.stdin.write("go\n")
+        holder.stdin.flush()
+        holder.wait(10)
+    started = time.monotonic()
+    with WriterQueue(db, timeout_s=2).turn():  # the abandoned helper gave the turn back
+        assert time.monotonic() - started < 1.0
+
+
+def test_a_forked_child_does_not_keep_the_parents_turn(db):
+    queue = WriterQueue(db, timeout_s=1)
+    with queue.turn():
+        child = os.fork()
+        if child == 0:  # the child lives on, as a worker would
+            time.sleep(3)
+            os._exit(0)
+    try:
+        started = time.monotonic()
+        with WriterQueue(db, timeout_s=1).turn():
+            assert time.monotonic() - started < 0.5
+    finally:
+        os.waitpid(child, 0)
+
+
+def test_a_queue_file_that_cannot_be_opened_leaves_writes_to_sqlites_lock(db):
+    queue_path(db).mkdir()  # what open() refuses even to root
+    store = Store.open(f"sqlite:///{db}")
+    with store.writing() as conn:
+        insert_alarm(conn, "test", None, "unqueued", "written")
+    assert _alarm_order(store) == ["unqueued"]
     store.close()

@@ -159,14 +159,17 @@ class FlagPublisher:
             self.cursor = start_cursor(self.store, self.station, CHANNEL)
             self.sent_up_to = self.cursor
         self.metrics.connected.set(self.link.connected.is_set())
-        self._publish()
+        full = self._publish()
         self._settle()
+        if full and len(self.in_flight) < MAX_IN_FLIGHT:
+            self.wake.set()  # settling made room: the next flags without the pause
 
-    def _publish(self) -> None:
-        """Hand the flags above the newest sent to paho, at most the room in flight."""
+    def _publish(self) -> bool:
+        """Hand the flags above the newest sent to paho, at most the room in flight; whether
+        there was no room."""
         room = MAX_IN_FLIGHT - len(self.in_flight)
         if not self.link.connected.is_set() or room <= 0:
-            return
+            return room <= 0
         rows = undelivered(self.store, self.station, self.sent_up_to, min(BATCH, room))
         for row in rows:
             info = self.link.client.publish(self.topic, flag_message(row), qos=1)
@@ -175,6 +178,7 @@ class FlagPublisher:
         self.metrics.in_flight.set(len(self.in_flight))
         if len(rows) == min(BATCH, room):
             self.wake.set()  # more waiting: go on without the pause
+        return False
 
     def _settle(self) -> None:
         """Move the cursor over the acknowledged prefix of the flags in flight."""
