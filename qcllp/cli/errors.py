@@ -26,7 +26,7 @@ USER_ERRORS: tuple[tuple[str, str], ...] = (
     ("qcllp.store.leases", "LeaseLost"),
     ("qcllp.station.registry", "RegistryError"),
     ("qcllp.scoring.flag_sink", "SinkError"),
-    ("qcllp.store.core", "StoreError"),
+    ("qcllp.store.engines", "StoreError"),
     ("qcllp.training.labeled", "TrainingError"),
     ("qcllp.training.methods", "UnknownMethodError"),
     ("builtins", "FileNotFoundError"),
