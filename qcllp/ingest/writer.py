@@ -138,7 +138,7 @@ class ReadingWriter:
         Looked up in a dict of key tuples rather than by a pandas merge: a batch from the
         line holds a few hundred series, and two merges on text keys were a third of its
         write (``benchmarks/bench_line_latency.py``)."""
-        wanted = list(zip(*(map(str, keys[c]) for c in SERIES_KEY), strict=True))
+        wanted = list(zip(*(keys[c].to_numpy(dtype=object) for c in SERIES_KEY), strict=True))
         stored = self._select_series(keys)
         ids = np.array([stored.get(key, -1) for key in wanted], dtype=np.int64)
         existed = ids >= 0
