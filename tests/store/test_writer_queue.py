@@ -184,7 +184,7 @@ def test_a_forked_child_does_not_keep_the_parents_turn(db):
     with queue.turn():
         child = os.fork()
         if child == 0:  # the child lives on, as a worker would
-            time.sleep(3)
+            time.sleep(1.5)
             os._exit(0)
     try:
         started = time.monotonic()
