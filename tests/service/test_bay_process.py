@@ -237,15 +237,18 @@ def test_the_page_at_tablet_size_and_a_tap_that_stores_an_inspection(browser, ba
 
 
 def arrival_time(config, charge: str, stick: str) -> str:  # noqa: ANN001
-    """HH:MM of the flag's arrival in the plant's time zone, as the page shows it today."""
+    """The flag's arrival in the plant's time zone as the page shows it: HH:MM today, with
+    the day before it otherwise (a run just after the plant's midnight)."""
     with Store.open(config.database_url) as store:
         ((at,),) = store.execute_sql(
             "SELECT arrived_at FROM flags WHERE charge_id = :c AND stick_id = :s",
             c=charge,
             s=stick,
         )
-    at = datetime.fromisoformat(str(at)).replace(tzinfo=ZoneInfo("UTC"))
-    return at.astimezone(ZoneInfo(config.timezone)).strftime("%H:%M")
+    zone = ZoneInfo(config.timezone)
+    local = datetime.fromisoformat(str(at)).replace(tzinfo=ZoneInfo("UTC")).astimezone(zone)
+    today = datetime.now(zone).date()
+    return local.strftime("%H:%M") if local.date() == today else local.strftime("%d %b %H:%M")
 
 
 def test_a_second_tablet_is_refused_and_shown_the_first_result(browser, bay, plant):
