@@ -273,8 +273,9 @@ class Store:
     def writing(self) -> Iterator[Connection]:
         """A Core connection in one transaction that writes: on SQLite it takes the writer
         lock at its start (``BEGIN IMMEDIATE``) and in turn with the other writers
-        (:mod:`qcllp.store.writer_queue`); on PostgreSQL a plain transaction. Every write
-        transaction goes through here or :meth:`write`."""
+        (:mod:`qcllp.store.writer_queue`); on PostgreSQL a plain transaction. qcllp's write
+        transactions go through here, :meth:`write` or :meth:`write_session`; only the
+        migrations and APScheduler's own job store write without them."""
         with (
             self._turn(),
             self.engine.connect().execution_options(qcllp_write=True) as conn,
