@@ -45,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from qcllp.datasets import load_heart  # noqa: E402
 from qcllp.learn import BagGridSearchCV, BagKFold, KMeansLabeler, PerDefectClassifier  # noqa: E402
 from qcllp.learn.synthetic import bags_from_labels, make_gaussian_mixture  # noqa: E402
+from qcllp.training.methods import method  # noqa: E402
 
 BAG_SIZES = (2, 4, 8, 16, 32, 64)
 PAPER = {  # pSVM paper, Table 2 (heart, accuracy %), for reference
@@ -108,24 +109,21 @@ def bench_heart(repeats: int) -> None:
         print(f"{name + ' (paper)':<24}" + "".join(f"{v:>14.2f}" for v in figures))
 
 
-def plant_variants(seed: int) -> dict[str, KMeansLabeler]:
-    """``before``: the method registry's former learner at k = 8; ``after``: its learner now."""
+def plant_variants(seed: int, **kmeans: int | None) -> dict[str, KMeansLabeler]:
+    """``before``: the method registry's former learner at k = 8; ``after``: its learner now
+    (``qcllp.training.methods``) at k = 16, with the ``kmeans_max_rows`` / ``kmeans_max_iter``
+    given (``None``: the registry's)."""
+    after = method("kmeans-labeler").estimator(seed).set_params(n_clusters=16)
+    after.set_params(**{name: value for name, value in kmeans.items() if value is not None})
     return {
         "before": KMeansLabeler(n_clusters=8, maxgen=5, psize=15, random_state=seed),
-        "after": KMeansLabeler(
-            n_clusters=16,
-            labeling="greedy",
-            maxgen=2,
-            psize=15,
-            scale="standard",
-            final_estimator=LogisticRegression(max_iter=1000),
-            final_target="composition",
-            random_state=seed,
-        ),
+        "after": after,
     }
 
 
-def bench_plant(scenarios: list[str], seeds: list[int], stations: list[str]) -> None:
+def bench_plant(
+    scenarios: list[str], seeds: list[int], stations: list[str], **kmeans: int | None
+) -> None:
     from bench_plant_quality import CONFIG, plants, station_case
 
     from qcllp.plant.config import load_plant_config
@@ -144,7 +142,7 @@ def bench_plant(scenarios: list[str], seeds: list[int], stations: list[str]) -> 
                 case = station_case(config, train, test, station)
                 data, bad_train, bad = case.data, case.bad_train, case.bad_fresh
                 row = {}
-                for name, learner in plant_variants(seed).items():
+                for name, learner in plant_variants(seed, **kmeans).items():
                     model = PerDefectClassifier(
                         [(t, clone(learner)) for t in data.type_shares.columns]
                     )
@@ -178,6 +176,8 @@ def main() -> None:
     parser.add_argument("--scenarios", nargs="*", default=["shared"], help="plant scenarios")
     parser.add_argument("--seeds", nargs="*", type=int, default=[0, 1], help="plant seeds")
     parser.add_argument("--stations", nargs="*", default=["cooling", "straightening"])
+    for name in ("--kmeans-max-rows", "--kmeans-max-iter"):
+        parser.add_argument(name, type=int, help="plant: the after learner's (default: registry's)")
     args = parser.parse_args()
     sizes = [10_000, 100_000] if args.quick else [10_000, 100_000, 1_000_000]
     if args.part in ("scale", "all"):
@@ -185,7 +185,14 @@ def main() -> None:
     if args.part in ("heart", "all"):
         bench_heart(repeats=args.repeats or (1 if args.quick else 5))
     if args.part in ("plant", "all"):
-        bench_plant(args.scenarios, args.seeds[:1] if args.quick else args.seeds, args.stations)
+        seeds = args.seeds[:1] if args.quick else args.seeds
+        bench_plant(
+            args.scenarios,
+            seeds,
+            args.stations,
+            kmeans_max_rows=args.kmeans_max_rows,
+            kmeans_max_iter=args.kmeans_max_iter,
+        )
 
 
 if __name__ == "__main__":

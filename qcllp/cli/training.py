@@ -33,14 +33,25 @@ from qcllp.cli.group import QcllpCommand
     help="Dask scheduler (tcp://HOST:PORT) to run the parallel parts of training on "
     "(default: the config's cluster, else this machine); needs qcllp[dask].",
 )
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=-1),
+    help="Processes of this machine to fit in parallel, -1 one per core (default: the "
+    "config's training.n_jobs, 1); the same seed gives the same model.",
+)
 @pass_ctx
-def train(ctx: Context, station, method_name, target, since, until, seed, cluster) -> None:
+def train(ctx: Context, station, method_name, target, since, until, seed, cluster, jobs) -> None:
     """Train station models on the charges with final-QC counts; they enter as candidates."""
     from qcllp.cli import render
     from qcllp.training.cluster import compute_on
     from qcllp.training.train import train_stations
 
-    with compute_on(cluster or ctx.config.cluster), ctx.store() as store:
+    if jobs == 0:
+        raise click.BadParameter(
+            "0 processes cannot train: give 1, 2, ... or -1", param_hint="'--jobs'"
+        )
+    n_jobs = ctx.config.training.n_jobs if jobs is None else jobs
+    with compute_on(cluster or ctx.config.cluster, n_jobs=n_jobs), ctx.store() as store:
         results = train_stations(
             store,
             ctx.config,

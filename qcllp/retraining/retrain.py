@@ -99,7 +99,8 @@ def retrain_station(
         if isinstance(plan, RetrainOutcome):
             return plan
         try:
-            with compute_on(config.cluster):  # an unreachable scheduler: failed, with why
+            # an unreachable scheduler: failed, with why
+            with compute_on(config.cluster, n_jobs=config.training.n_jobs):
                 result = train_station(
                     store,
                     config,

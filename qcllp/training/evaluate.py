@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from joblib import Parallel, delayed
 from sklearn.base import clone
 from sklearn.metrics import precision_score, recall_score, roc_auc_score
 
@@ -88,14 +89,37 @@ def cross_validate_charges(
     fitted_on = shares if fit_proportions is None else fit_proportions
     rows = (lambda idx: features.iloc[idx]) if hasattr(features, "iloc") else features.__getitem__
     probability = np.empty(len(features))
-    folds = BagKFold(n_splits, random_state=random_state).split(features, groups=charges)
-    for train, test in folds:
-        model = make_model() if callable(make_model) else make_model
-        model = clone(model)
-        fold_y = {} if known is None else {"y": known[train]}
-        model.fit(rows(train), charges[train], fitted_on.loc[pd.unique(charges[train])], **fold_y)
-        probability[test] = positive_proba(model, model.predict_proba(rows(test)))
+    folds = list(BagKFold(n_splits, random_state=random_state).split(features, groups=charges))
+    jobs = (
+        delayed(_fold_probability)(
+            clone(make_model() if callable(make_model) else make_model),
+            rows(train),
+            charges[train],
+            fitted_on.loc[pd.unique(charges[train])],
+            None if known is None else known[train],
+            rows(test),
+        )
+        for train, test in folds
+    )
+    for (_train, test), fold_probability in zip(folds, Parallel()(jobs), strict=True):
+        probability[test] = fold_probability
     return score_probabilities(probability, charges, shares, truth=truth, threshold=threshold)
+
+
+def _fold_probability(
+    model: Any,
+    X_train: Any,
+    bags: np.ndarray,
+    proportions: pd.Series | pd.DataFrame,
+    known: np.ndarray | None,
+    X_test: Any,
+) -> np.ndarray:
+    """One fold of :func:`cross_validate_charges`: ``model`` fitted on the training rows,
+    its probability of class 1 on the held-out ones. A function of its arguments alone, so
+    that joblib can run the folds side by side (``training.n_jobs``, a Dask cluster)."""
+    fold_y = {} if known is None else {"y": known}
+    model.fit(X_train, bags, proportions, **fold_y)
+    return positive_proba(model, model.predict_proba(X_test))
 
 
 def score_probabilities(

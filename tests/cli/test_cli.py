@@ -171,6 +171,12 @@ def test_user_errors_on_a_plant_database_exit_1_with_one_line(plant, args, messa
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(("jobs", "message"), [("0", "0 processes cannot train"), ("-2", "-2")])
+def test_a_training_on_no_processes_is_a_usage_error_naming_jobs(plant, jobs, message):
+    result = run("train", "--station", "rolling", "--jobs", jobs, db=plant["db"], expect=2)
+    assert "'--jobs'" in result.stderr and message in result.stderr
+
+
 def test_training_before_any_defect_counts_says_what_to_do(tmp_path):
     db = f"sqlite:///{tmp_path / 'empty.sqlite'}"
     run("init", db=db)

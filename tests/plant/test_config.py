@@ -216,6 +216,18 @@ BAD_CONFIGS = [
         "not among training.methods",
     ),
     (
+        "no_training_processes",
+        _set("training.n_jobs", 0),
+        "training.n_jobs",
+        "0 processes cannot train",
+    ),
+    (
+        "training_processes_below_minus_one",
+        _set("training.n_jobs", -2),
+        "training.n_jobs",
+        "must be >= -1, got -2",
+    ),
+    (
         "grid_not_list",
         _set("training.methods.inv_cal", {"C": 1.0}),
         "training.methods.inv_cal.C",

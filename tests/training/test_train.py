@@ -8,11 +8,13 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
+from joblib.parallel import get_active_backend
 
 from qcllp.features import station_features
 from qcllp.plant.config import ConfigError, Training
 from qcllp.station.registry import get_model, load_model
 from qcllp.store import Store
+from qcllp.training.cluster import compute_on
 from qcllp.training.methods import UnknownMethodError
 from qcllp.training.train import (
     TrainingError,
@@ -130,6 +132,32 @@ def test_the_same_seed_gives_the_same_model(history_plant, tmp_path):
         first.model.failure_probability(X), second.model.failure_probability(X)
     )
     assert first.model.threshold == second.model.threshold
+
+
+def test_a_training_on_two_processes_gives_the_model_of_one(history_plant, tmp_path):
+    """training.n_jobs: the grid's fits, the out-of-fold folds (and the k-means labeler's
+    population inside them) run in loky processes, and the model is the same."""
+    url = history_plant.copy_to(tmp_path)
+    method = "kmeans-labeler"
+    grid = {"n_clusters": [4, 6]}
+    config = replace(
+        history_plant.config,
+        training=Training(default_method=method, methods={method: grid}, cv=2, bootstrap=5),
+    )
+    with Store.open(url) as store:
+        models = []
+        for n_jobs in (1, 2):
+            with compute_on(None, n_jobs=n_jobs):
+                assert get_active_backend()[1] == (None if n_jobs == 1 else n_jobs)
+                trained = train_station(store, config, "rolling", random_state=3)
+            models.append(load_model(store, trained.model_id))
+        X = station_features(store, config, "rolling").X
+    one, two = models
+    np.testing.assert_array_equal(
+        one.model.failure_probability(X), two.model.failure_probability(X)
+    )
+    assert one.model.threshold == two.model.threshold
+    assert one.model.metrics == two.model.metrics
 
 
 def test_every_station_is_checked_before_the_first_training_starts(history_plant, tmp_path):

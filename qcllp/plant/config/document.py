@@ -282,6 +282,13 @@ class Training(Section):
     bootstrap: Integer = Field(
         30, ge=2, description="Charge resamples behind the lock-out threshold's lower bound."
     )
+    # why 1: a training next to the station scorers leaves them a core (model.Training)
+    n_jobs: Integer = Field(
+        1,
+        ge=-1,
+        description="Processes a training on this machine fits in parallel (grid points, "
+        "folds); -1: one per core. Ignored on a Dask cluster.",
+    )
     # 10,000 charges of ~50 sticks (the cost of more: model.Training's docstring)
     max_sticks: Integer = Field(
         500_000,
@@ -291,14 +298,18 @@ class Training(Section):
 
     @classmethod
     def cross_problems(cls, raw: Mapping, context: dict) -> list[Problem]:
+        problems = []
+        if raw.get("n_jobs") == 0 and not isinstance(raw.get("n_jobs"), bool):
+            message = "0 processes cannot train: give 1, 2, ... or -1 (one per core)"
+            problems.append(Problem(("n_jobs",), message))
         default, methods = raw.get("default_method"), raw.get("methods")
         if not isinstance(methods, Mapping) or not isinstance(default, str):
-            return []
+            return problems
         if default == "auto" or default in methods:
-            return []
+            return problems
         known = ", ".join(map(str, methods))
         message = f"{default!r} is not among training.methods ({known})"
-        return [Problem(("default_method",), message)]
+        return [*problems, Problem(("default_method",), message)]
 
 
 class Plant(Section):

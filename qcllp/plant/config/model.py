@@ -221,6 +221,13 @@ class Training:
     "Large training sets", ``benchmarks/bench_large_training.py``). Set it higher for a
     plant whose stations need more: time and memory grow in proportion.
 
+    ``n_jobs``: joblib processes (loky) a training on this machine runs its parallel parts on
+    -- the grid search's fits, the out-of-fold folds, the k-means labeler's population; the
+    same seed gives the same model for any number (``qcllp.training.cluster``). Default 1: the
+    retraining daemon shares its machine with the station scorers, whose flags must not wait
+    for a training; ``qcllp train --jobs`` overrides it for a training by hand. 0 is refused
+    as joblib refuses it; -1 is one per core.
+
     ``methods`` maps a method name as written in the YAML to its grid; the pipeline resolves
     spellings (``alter_psvm`` = ``alter-psvm``).
     """
@@ -232,6 +239,7 @@ class Training:
     any_defect: str = default_of(doc.Training, "any_defect")
     bootstrap: int = default_of(doc.Training, "bootstrap")
     max_sticks: int = default_of(doc.Training, "max_sticks")
+    n_jobs: int = default_of(doc.Training, "n_jobs")
 
 
 @dataclass(frozen=True)
