@@ -135,11 +135,11 @@ def test_the_same_seed_gives_the_same_model(history_plant, tmp_path):
 
 
 def test_a_training_on_two_processes_gives_the_model_of_one(history_plant, tmp_path):
-    """training.n_jobs: the grid's fits, the out-of-fold folds (and the k-means labeler's
-    population inside them) run in loky processes, and the model is the same."""
+    """training.n_jobs: the grid's fits and the out-of-fold folds run in loky processes, and
+    the model is the same (the learners' own parallel parts: their ``n_jobs`` tests)."""
     url = history_plant.copy_to(tmp_path)
-    method = "kmeans-labeler"
-    grid = {"n_clusters": [4, 6]}
+    method = "invcal"
+    grid = {"C_p": [0.1, 1.0]}
     config = replace(
         history_plant.config,
         training=Training(default_method=method, methods={method: grid}, cv=2, bootstrap=5),
