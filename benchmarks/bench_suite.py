@@ -1,0 +1,104 @@
+"""Where the default test suite spends its CPU: per test file and per test, this process's CPU
+and its waited-for children's (the service processes and CLI runs a test starts), and wall.
+
+The suite on 2 cores is bound by CPU, not by waiting: 3 workers instead of 2 made it no
+faster (docs/benchmarks.md, "The test suite's CPU"). So what to cut is CPU, and this says
+where it is. It runs the README's default suite once with a small plugin that reads
+``getrusage`` around every test; children's CPU counts when they are reaped, so a process a
+fixture keeps for a module is counted at its teardown, and servers shared by a worker
+(PostgreSQL, Mosquitto) are not counted at all.
+
+    python benchmarks/bench_suite.py              # the default suite, top 25 files and tests
+    python benchmarks/bench_suite.py --top 40 -- tests/service
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PLUGIN = """
+import os, resource, time
+import pytest
+
+
+def _cpu():
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    own, kids = _cpu()
+    started = time.perf_counter()
+    yield
+    own_after, kids_after = _cpu()
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with open(os.path.join(os.environ["QCLLP_BENCH_SUITE_OUT"], worker + ".tsv"), "a") as out:
+        wall = time.perf_counter() - started
+        out.write(f"{item.nodeid}\\t{own_after - own}\\t{kids_after - kids}\\t{wall}\\n")
+"""
+
+
+def run_suite(folder: Path, pytest_args: list[str]) -> float:
+    """The suite under the plugin; its wall seconds."""
+    (folder / "qcllp_bench_suite_plugin.py").write_text(textwrap.dedent(PLUGIN))
+    env = {**os.environ, "QCLLP_BENCH_SUITE_OUT": str(folder)}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(folder), env.get("PYTHONPATH")]))
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+               "-p", "qcllp_bench_suite_plugin", *pytest_args]  # fmt: skip
+    started = time.perf_counter()
+    subprocess.run(command, cwd=ROOT, env=env, check=False, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def rows(folder: Path) -> list[tuple[str, float, float, float]]:
+    """Every test's (node id, own CPU s, children's CPU s, wall s)."""
+    found = []
+    for path in folder.glob("*.tsv"):
+        for line in path.read_text().splitlines():
+            node, own, kids, wall = line.split("\t")
+            found.append((node, float(own), float(kids), float(wall)))
+    return found
+
+
+def report(tests: list[tuple[str, float, float, float]], wall: float, top: int) -> None:
+    """The totals, then the files and the tests with the most CPU."""
+    own, kids = sum(t[1] for t in tests), sum(t[2] for t in tests)
+    print(f"{len(tests)} tests in {wall:.0f} s wall; CPU in the tests: {own:.0f} s in the "
+          f"workers, {kids:.0f} s in the processes they started\n")  # fmt: skip
+    files: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    for node, o, k, w in tests:
+        totals = files[node.split("::")[0]]
+        totals[0], totals[1], totals[2] = totals[0] + o, totals[1] + k, totals[2] + w
+    print("| file | CPU s | in the worker | in its processes | wall s |")
+    print("|---|---:|---:|---:|---:|")
+    for name, (o, k, w) in sorted(files.items(), key=lambda kv: -(kv[1][0] + kv[1][1]))[:top]:
+        print(f"| {name} | {o + k:.1f} | {o:.1f} | {k:.1f} | {w:.1f} |")
+    print("\n| test | CPU s | in the worker | in its processes | wall s |")
+    print("|---|---:|---:|---:|---:|")
+    for node, o, k, w in sorted(tests, key=lambda t: -(t[1] + t[2]))[:top]:
+        print(f"| {node} | {o + k:.1f} | {o:.1f} | {k:.1f} | {w:.1f} |")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("pytest_args", nargs="*", help="after --: passed on to pytest")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="qcllp-bench-suite-") as folder:
+        wall = run_suite(Path(folder), args.pytest_args)
+        report(rows(Path(folder)), wall, args.top)
+
+
+if __name__ == "__main__":
+    main()
