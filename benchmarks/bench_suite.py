@@ -5,7 +5,8 @@ The suite on 2 cores is bound by CPU, not by waiting: 3 workers instead of 2 mad
 faster (docs/benchmarks.md, "The test suite's CPU"). So what to cut is CPU, and this says
 where it is. It runs the README's default suite once with a small plugin that reads
 ``getrusage`` around every test; children's CPU counts when they are reaped, so a process a
-fixture keeps for a module is counted at its teardown, and servers shared by a worker
+fixture keeps for a module is counted at its teardown, loky's reusable workers (a training
+with ``n_jobs`` > 1) when they idle out or the worker exits, and servers shared by a worker
 (PostgreSQL, Mosquitto) are not counted at all.
 
     python benchmarks/bench_suite.py              # the default suite, top 25 files and tests

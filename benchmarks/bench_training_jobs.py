@@ -5,8 +5,10 @@ fresh ones with their counts, so 130 labeled charges), built once in ``--folder`
 the installed CLI as a real process, ``--station cooling --method auto --jobs N``, on a copy
 of the demo's database, the values of ``--jobs`` alternated ``--repeats`` times; CPU counts
 every process of the run (the CLI and its loky workers, as children that were waited for).
-"Same choice" compares what each run printed per method (CV bag error, expected saving) with
-the first run on one process: a fixed seed must give the same trials for any ``--jobs``.
+"Same trials" compares what each run printed per method (CV bag error, expected saving) and
+the method it chose with the first run (of the first ``--jobs`` given): a fixed seed must give
+the same trials for any ``--jobs``. A run whose output has no trial lines (``--method`` other
+than ``auto``) or no chosen model stops the benchmark.
 
     python benchmarks/bench_training_jobs.py                    # --jobs 1 and 2, 2 repeats
     python benchmarks/bench_training_jobs.py --jobs 1 2 --repeats 3 --method auto
@@ -26,7 +28,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-QCLLP = Path(sys.executable).with_name("qcllp")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_cli import demo_folder, qcllp  # noqa: E402
+
 TRIAL = re.compile(r"^\s+\*?\s*(\S+)\s+CV bag error (\S+), expected saving (\S+) .*?, (\d+) s$")
 
 
@@ -41,22 +46,13 @@ class Run:
     trials: dict[str, tuple[str, str, int]]  # method: (CV bag error, saving, seconds)
 
 
-def demo_plant(folder: Path) -> Path:
-    """The demo's folder (built once): its plant.yaml and plant.sqlite."""
-    if not (folder / "plant.sqlite").exists():
-        print(f"building the demo's plant in {folder} ...", file=sys.stderr)
-        subprocess.run([str(QCLLP), "demo", "--folder", str(folder)], check=True,
-                       stdout=subprocess.DEVNULL)  # fmt: skip
-    return folder
-
-
 def train(folder: Path, station: str, method: str, jobs: int) -> Run:
     """One ``qcllp train`` on a fresh copy of the demo's database."""
     database = folder / "bench-train.sqlite"
     for suffix in ("", "-wal", "-shm"):
         Path(f"{database}{suffix}").unlink(missing_ok=True)
     shutil.copy(folder / "plant.sqlite", database)
-    command = [str(QCLLP), "--config", str(folder / "plant.yaml"), "train", "--db",
+    command = [*qcllp(), "--config", str(folder / "plant.yaml"), "train", "--db",
                f"sqlite:///{database}", "--station", station, "--method", method,
                "--jobs", str(jobs)]  # fmt: skip
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -70,7 +66,9 @@ def train(folder: Path, station: str, method: str, jobs: int) -> Run:
         m[1]: (m[2], m[3], int(m[4])) for line in text.splitlines() if (m := TRIAL.match(line))
     }
     chose = re.search(r"registered model \d+ \((\S+)\)", text)
-    return Run(jobs, wall, cpu, chose[1] if chose else "?", trials)
+    if chose is None or (method == "auto" and not trials):
+        raise SystemExit(f"no chosen model or no trials in the output of {command}:\n{text}")
+    return Run(jobs, wall, cpu, chose[1], trials)
 
 
 def report(runs: list[Run]) -> None:
@@ -108,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--jobs", nargs="*", type=int, default=[1, 2])
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args(argv)
-    folder = demo_plant(args.folder)
+    folder = demo_folder(args.folder).parent
     runs = []
     for repeat in range(args.repeats):
         for jobs in args.jobs:

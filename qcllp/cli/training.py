@@ -36,8 +36,9 @@ from qcllp.cli.group import QcllpCommand
 @click.option(
     "--jobs",
     type=click.IntRange(min=-1),
-    help="Processes of this machine to fit in parallel, -1 one per core (default: the "
-    "config's training.n_jobs, 1); the same seed gives the same model.",
+    help="Processes of this machine to fit in parallel: 1, 2, ... or -1 (one per core); "
+    "default: the config's training.n_jobs (1). The same seed gives the same model. Not used "
+    "with a Dask cluster.",
 )
 @pass_ctx
 def train(ctx: Context, station, method_name, target, since, until, seed, cluster, jobs) -> None:

@@ -1,12 +1,14 @@
-"""Training on a Dask cluster: ``qcllp train --cluster tcp://HOST:8786`` and the plant
-config's ``cluster:`` (which the retraining daemon uses too).
+"""Where a training's parallel parts run: on a Dask cluster (``qcllp train --cluster
+tcp://HOST:8786`` and the plant config's ``cluster:``, which the retraining daemon uses too)
+or on processes of this machine (``qcllp train --jobs N``, ``training.n_jobs``).
 
-**Why joblib's Dask backend.** The learners already run their parallel parts through
-``joblib.Parallel`` -- grid points x folds of the bag-aware grid search, the restarts of the
-alternating proportion-SVMs, one-vs-rest fits, the k-means labeler's population -- and pin no
-backend, so whichever backend the caller's ``joblib.parallel_config`` names runs them: loky
-on one machine, Dask's workers on a cluster. :func:`compute_on` only sets that backend for the
-duration of a training; :mod:`qcllp.learn` knows nothing of clusters and imports no Dask.
+**Why joblib's Dask backend.** The training runs its parallel parts through ``joblib.Parallel``
+-- grid points x folds of the bag-aware grid search, the out-of-fold folds, the restarts of
+the alternating proportion-SVMs, one-vs-rest fits, the k-means labeler's population -- and
+pins no backend, so whichever backend the caller's ``joblib.parallel_config`` names runs them:
+loky on one machine, Dask's workers on a cluster. :func:`compute_on` only sets that backend
+(or the number of local processes) for the duration of a training; :mod:`qcllp.learn` knows
+nothing of clusters and imports no Dask.
 
 **The same model.** Every random seed a parallel part needs is drawn in the training process
 *before* its tasks are dispatched and travels with its task, and joblib hands the results
@@ -82,6 +84,8 @@ def compute_on(
     block (its tasks cancelled, the client reconnecting) ends it with :class:`ClusterError`, one
     line, instead of Dask's cancelled future.
     """
+    if n_jobs == 0 or n_jobs < -1:
+        raise ValueError(f"n_jobs must be 1, 2, ... or -1 (one per core), got {n_jobs}")
     if cluster is None:
         if n_jobs == 1:
             yield None

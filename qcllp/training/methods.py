@@ -110,15 +110,14 @@ METHODS: dict[str, Method] = {
     for m in [
         # Standardized (not min-max: reading counts would pick the clusters), 8 or 16 clusters
         # labeled greedily, a logistic regression on the clusters' estimated compositions
-        # (KMeansLabeler docstring), two generations (more fit the training bags): on fresh
+        # (KMeansLabeler docstring), two generations (more fit the training bags), k-means
+        # centers found on 2,000 rows (every row is then assigned and labeled): on fresh
         # charges of the simulated plant, cooling and straightening, 2 scenarios x 3 seeds,
-        # fits at 16 clusters: median ROC AUC 0.865 (0.769-0.924) in 19.6 s against 0.531 for
-        # the paper's nearest-cluster model at 8, and 0.871 in 54.2 s with five generations
-        # (benchmarks/bench_kmeans_labeler.py --part plant). k-means finds its centers on
-        # 2,000 rows (every row is then assigned and labeled): the same median AUC (0.868
-        # against 0.865, 2 scenarios x 3 seeds x 2 stations; the mean 0.849 against 0.863,
-        # one case falling from 0.788 to 0.615) in half the time: most of a training's time
-        # had been k-means on every row (docs/benchmarks.md, "Training on several cores").
+        # fits at 16 clusters: median ROC AUC 0.868 (0.615-0.944) in 3.2 s a fit, against
+        # 0.531 for the paper's nearest-cluster model at 8. k-means on every row had the same
+        # median (0.865, 0.769-0.924) in 6.2 s, a higher mean (0.863 against 0.849: one plant
+        # fell from 0.788 to 0.615 at cooling, 0.855 to 0.746 at straightening); most of a
+        # training's time was k-means (docs/benchmarks.md, "Training on several cores").
         Method(
             "kmeans-labeler",
             lambda seed: KMeansLabeler(

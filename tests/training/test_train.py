@@ -160,6 +160,12 @@ def test_a_training_on_two_processes_gives_the_model_of_one(history_plant, tmp_p
     assert one.model.metrics == two.model.metrics
 
 
+@pytest.mark.parametrize("n_jobs", [0, -2])
+def test_no_process_to_train_on_is_refused_before_any_work(n_jobs):
+    with pytest.raises(ValueError, match=f"got {n_jobs}"), compute_on(None, n_jobs=n_jobs):
+        pytest.fail("the block ran")
+
+
 def test_every_station_is_checked_before_the_first_training_starts(history_plant, tmp_path):
     url = history_plant.copy_to(tmp_path)
     with Store.open(url) as store, pytest.raises(ConfigError, match="unknown station 'oven'"):

@@ -79,6 +79,7 @@ Schema (see ``plant_config/example.yaml`` for a full example)::
       bootstrap: int >= 2               # resamples for the lock-out rule (default 30)
       max_sticks: int >= 1              # train on a seeded subset of whole charges when the
                                         # labeled ones hold more sticks (default 500,000)
+      n_jobs: int >= 1 or -1            # processes a training fits on here (default 1)
 
 Choices made where a plant could reasonably expect otherwise:
 

@@ -225,8 +225,9 @@ class Training:
     -- the grid search's fits, the out-of-fold folds, the k-means labeler's population; the
     same seed gives the same model for any number (``qcllp.training.cluster``). Default 1: the
     retraining daemon shares its machine with the station scorers, whose flags must not wait
-    for a training; ``qcllp train --jobs`` overrides it for a training by hand. 0 is refused
-    as joblib refuses it; -1 is one per core.
+    for a training (the daemon's systemd unit sets ``OMP_NUM_THREADS=1``, so one process stays
+    one core); ``qcllp train --jobs`` overrides it for a training by hand. 0 is refused as
+    joblib refuses it; -1 is one per core.
 
     ``methods`` maps a method name as written in the YAML to its grid; the pipeline resolves
     spellings (``alter_psvm`` = ``alter-psvm``).
