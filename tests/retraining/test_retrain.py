@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import pandas as pd
 import pytest
+from joblib.parallel import get_active_backend
 
 from qcllp.features import station_features
 from qcllp.retraining.promotion import HoldoutFigures, decide_promotion, judge
@@ -104,6 +105,28 @@ def test_first_retraining_promotes_then_skips_until_new_counts_arrive(retrain_pl
     assert [d["outcome"] for d in decisions] == ["kept", "promoted"]
     assert decisions[0]["detail"]["candidate"]["bag_error"] is not None
     assert decisions[0]["detail"]["champion"]["model_id"] == first.model_id
+    store.close()
+
+
+def test_the_daemon_trains_on_the_configs_processes_to_the_same_model(retrain_plant, tmp_path):
+    """training.n_jobs reaches the daemon's training (the active joblib config during it), and
+    the model trained on two processes ties with the one trained on one."""
+    store = retrain_plant.copy_to(tmp_path)
+    one = retrain_plant.config
+    two = replace(one, training=replace(one.training, n_jobs=2))
+    seen = []
+
+    def progress(_line: str) -> None:
+        seen.append(get_active_backend()[1])
+
+    first = retrain_station(store, one, STATION)
+    forced = retrain_station(store, two, STATION, force=True, progress=progress)
+    assert first.outcome == "promoted" and seen and set(seen) == {2}
+    assert forced.outcome == "kept" and "not 2% below" in forced.reason
+    (decision,) = events(store, ["promotion"], station=STATION, limit=1)
+    candidate, champion = decision["detail"]["candidate"], decision["detail"]["champion"]
+    for figure in ("bag_error", "saving_per_1000", "lockout_rate"):  # on the holdout
+        assert candidate[figure] == champion[figure], figure  # the same model
     store.close()
 
 
