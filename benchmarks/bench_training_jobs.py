@@ -74,10 +74,12 @@ def train(folder: Path, station: str, method: str, jobs: int) -> Run:
 def report(runs: list[Run]) -> None:
     """One row per ``--jobs``: medians, the runs, and whether every run chose as the first."""
     first = runs[0]
+    by_jobs = {
+        jobs: [r for r in runs if r.jobs == jobs] for jobs in dict.fromkeys(r.jobs for r in runs)
+    }
     print("| --jobs | wall s (median) | runs s | CPU s (median) | chose | same trials |")
     print("|---:|---:|---|---:|---|---|")
-    for jobs in dict.fromkeys(r.jobs for r in runs):
-        mine = [r for r in runs if r.jobs == jobs]
+    for jobs, mine in by_jobs.items():
         walls = " / ".join(f"{r.wall_s:.1f}" for r in mine)
         same = all(
             {m: t[:2] for m, t in r.trials.items()} == {m: t[:2] for m, t in first.trials.items()}
@@ -89,8 +91,7 @@ def report(runs: list[Run]) -> None:
               f"{'yes' if same else 'NO'} |")  # fmt: skip
     print("\n| --jobs | " + " | ".join(f"{m} s" for m in first.trials) + " |")
     print("|---:|" + "---:|" * len(first.trials))
-    for jobs in dict.fromkeys(r.jobs for r in runs):
-        mine = [r for r in runs if r.jobs == jobs]
+    for jobs, mine in by_jobs.items():
         cells = [
             f"{statistics.median(r.trials.get(m, ('', '', 0))[2] for r in mine):.0f}"
             for m in first.trials

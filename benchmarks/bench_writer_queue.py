@@ -22,14 +22,14 @@ from pathlib import Path
 
 import numpy as np
 
-from qcllp.store.writer_queue import WriterQueue, queue_path
+from qcllp.store.writer_queue import WriterQueue
 
 
 def writer(path: str, queued: bool, args: argparse.Namespace, out: mp.Queue) -> None:
     """One writing process: the waits for the lock, in seconds."""
     con = sqlite3.connect(path, timeout=60, isolation_level=None)
     con.execute("PRAGMA synchronous=NORMAL")
-    queue = WriterQueue(queue_path(path)) if queued else None
+    queue = WriterQueue(path) if queued else None  # its file beside the database, as the store's
     waits, end = [], time.time() + args.seconds
     while time.time() < end:
         start = time.perf_counter()
