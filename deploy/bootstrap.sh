@@ -28,6 +28,11 @@ if (( want_tests )); then
 else
     .venv/bin/python -m pip install --quiet -e .
 fi
+# pip compiles what it copies into site-packages, but an editable install leaves qcllp's own
+# modules as source: compile them once here, so a CLI run or a service start reads bytecode
+# instead of compiling some 200 modules (every time where PYTHONDONTWRITEBYTECODE is set, as on
+# CI). A module edited later is compiled afresh by Python; a stale file is never used.
+.venv/bin/python -m compileall -q qcllp
 
 # apt_install PACKAGE PURPOSE SKIP_NOTE [APT_OPTION...]: install a system package when root with
 # apt-get, else say which tests will skip. The package index is fetched once.
