@@ -41,9 +41,13 @@ from qcllp.ingest.report import IngestReport
 from qcllp.ingest.sources import Chunk, raw_json
 from qcllp.ingest.validate import SERIES_KEY
 from qcllp.store import IN_CHUNK, QuarantineRow, Reading, Series, insert_columns, rows_frame
+from qcllp.store.bulk_insert import copy_binary
 from qcllp.store.kept_stats import keep_series_stats
 from qcllp.store.partitions import ensure_partitions
 from qcllp.store.series_stats import series_stats
+
+# the PostgreSQL types of readings' series_id, ts_us, value and batch_id
+READING_TYPES = ("integer", "bigint", "double precision", "integer")
 
 __all__ = ["ReadingWriter", "insert_quarantine", "raw_json", "read_rejects"]
 
@@ -188,35 +192,33 @@ class ReadingWriter:
         skipped (``ON CONFLICT DO NOTHING``). Returns how many were stored."""
         if not len(sid):
             return 0
-        rows = list(zip(sid.tolist(), ts.tolist(), value.tolist(), strict=True))
         cols = "series_id, ts_us, value, batch_id"
         cursor = self.conn.connection.dbapi_connection.cursor()
         try:
-            if not self.postgres:
-                cursor.executemany(
-                    f"INSERT INTO readings ({cols}) VALUES (?, ?, ?, {int(self.batch_id)}) "
-                    "ON CONFLICT DO NOTHING",
-                    rows,
-                )
-                return cursor.rowcount
-            return self._copy(cursor, rows)
+            if self.postgres:
+                return self._copy(cursor, sid, ts, value)
+            cursor.executemany(
+                f"INSERT INTO readings ({cols}) VALUES (?, ?, ?, {int(self.batch_id)}) "
+                "ON CONFLICT DO NOTHING",
+                list(zip(sid.tolist(), ts.tolist(), value.tolist(), strict=True)),
+            )
+            return cursor.rowcount
         finally:
             cursor.close()
 
-    def _copy(self, cursor, rows: list[tuple]) -> int:  # noqa: ANN001
-        """PostgreSQL: ``COPY`` straight into ``readings`` (the rows were checked to be new under
-        the writer lock); should a key exist after all, the savepoint is rolled back and the
-        rows go through a staging table and ``INSERT ... ON CONFLICT DO NOTHING``."""
+    def _copy(self, cursor, sid: np.ndarray, ts: np.ndarray, value: np.ndarray) -> int:  # noqa: ANN001
+        """PostgreSQL: binary ``COPY`` straight into ``readings`` (the rows were checked to be
+        new under the writer lock); should a key exist after all, the savepoint is rolled back
+        and the rows go through a staging table and ``INSERT ... ON CONFLICT DO NOTHING``."""
         import psycopg
 
-        batch = int(self.batch_id)
+        batch = np.full(len(sid), int(self.batch_id), dtype=np.int64)
         cursor.execute("SAVEPOINT qcllp_copy")
         try:
-            with cursor.copy("COPY readings (series_id, ts_us, value, batch_id) FROM STDIN") as cp:
-                for sid, ts, value in rows:
-                    cp.write_row((sid, ts, value, batch))
+            copy_binary(cursor, "COPY readings (series_id, ts_us, value, batch_id)",
+                        [sid, ts, value, batch], READING_TYPES)  # fmt: skip
             cursor.execute("RELEASE SAVEPOINT qcllp_copy")
-            return len(rows)
+            return len(sid)
         except psycopg.errors.UniqueViolation:
             cursor.execute("ROLLBACK TO SAVEPOINT qcllp_copy")
         if not self._staged:
@@ -226,12 +228,11 @@ class ReadingWriter:
             )
             self._staged = True
         cursor.execute("TRUNCATE qcllp_stage_readings")
-        with cursor.copy("COPY qcllp_stage_readings (series_id, ts_us, value) FROM STDIN") as cp:
-            for row in rows:
-                cp.write_row(row)
+        copy_binary(cursor, "COPY qcllp_stage_readings (series_id, ts_us, value)",
+                    [sid, ts, value], READING_TYPES[:3])  # fmt: skip
         cursor.execute(
             "INSERT INTO readings (series_id, ts_us, value, batch_id) SELECT series_id, ts_us, "
-            f"value, {batch} FROM qcllp_stage_readings ON CONFLICT DO NOTHING"
+            f"value, {int(self.batch_id)} FROM qcllp_stage_readings ON CONFLICT DO NOTHING"
         )
         return cursor.rowcount
 
