@@ -18,7 +18,7 @@ station. The fresh charges have no counts (still on the line).
 
     .venv/bin/python benchmarks/bench_line_latency.py [--rate 500] [--seconds 60] \\
         [--interval 0.1] [--engine sqlite|postgresql] [--folder /tmp/bench_line_latency] \\
-        [--profile-intake]
+        [--profile-intake] [--pg-statements]
 
 Prints the latency (p50 / p99 / max, per station and overall), flags missing or repeated, and
 the CPU seconds per 1,000 sticks of each process (from ``/proc``). Target: p99 <= 1 s.
@@ -194,6 +194,21 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def server_cpu_seconds(postmaster: int) -> float:
+    """A PostgreSQL server's CPU seconds: the postmaster's own and its reaped children's
+    (``/proc/<pid>/stat`` fields 14-17), and its live backends' own."""
+    fields = Path(f"/proc/{postmaster}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = sum(int(f) for f in fields[11:15])
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            child = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited meanwhile
+        if int(child[1]) == postmaster:
+            ticks += int(child[11]) + int(child[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def start_service(
     config_path: Path, folder: Path, args: list[str], name: str, profile: bool = False
 ):  # noqa: ANN201
@@ -279,6 +294,71 @@ def report(line: Line, stations: list[str], cpu: dict[str, float], n_sticks: int
         print(f"| {name} | {seconds:.1f} | {seconds / n_sticks * 1000:.2f} |")
 
 
+def plant_database(folder: Path, args):  # noqa: ANN201 - (TempPostgres or None, its URL)
+    """An SQLite file in ``folder``, or a throwaway PostgreSQL server and its database (with
+    ``--pg-statements``, tracking its statements in ``pg_stat_statements``)."""
+    if args.engine != "postgresql":
+        return None, f"sqlite:///{folder / 'plant.sqlite'}"
+    from tests.pgserver import TempPostgres, find_pg_bin
+
+    tracked = "-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"
+    server = TempPostgres(find_pg_bin(), port=54393, options=tracked if args.pg_statements else "")
+    url = server.create_database("line")
+    if args.pg_statements:
+        _pg_sql(url, "CREATE EXTENSION pg_stat_statements")
+    return server, url
+
+
+def _pg_sql(url: str, sql: str, params: tuple = ()) -> list[tuple]:
+    """One statement on the bench's PostgreSQL database, committed; its rows."""
+    import psycopg
+
+    with psycopg.connect(url.replace("postgresql+psycopg", "postgresql"), autocommit=True) as c:
+        cursor = c.execute(sql, params)
+        return cursor.fetchall() if cursor.description else []
+
+
+def print_statements(url: str, top: int = 15) -> None:
+    """The statements that took the server's time, most first (``pg_stat_statements``)."""
+    rows = _pg_sql(
+        url,
+        "SELECT calls, total_exec_time, rows, query FROM pg_stat_statements "
+        "ORDER BY total_exec_time DESC LIMIT %s",
+        (top,),
+    )
+    print("\n| calls | total ms | mean ms | rows | statement |\n|---:|---:|---:|---:|---|")
+    for calls, total, n_rows, query in rows:
+        text = " ".join(query.split())[:110].replace("|", "/")
+        print(f"| {calls:,} | {total:,.0f} | {total / calls:.3f} | {n_rows:,} | `{text}` |")
+
+
+def start_services(procs: dict, config_path: Path, folder: Path, ports: dict, args) -> None:
+    """The intake and a scorer per station (``ports``: theirs, the intake's first) into
+    ``procs``, each up and healthy."""
+    procs["intake"] = start_service(
+        config_path, folder, ["intake"], "intake", profile=args.profile_intake
+    )
+    for station, port in list(ports.items())[1:]:
+        procs[f"scorer {station}"] = start_service(
+            config_path, folder, ["scorer", "--station", station, "--port", str(port)],
+            f"scorer-{station}",
+        )  # fmt: skip
+    for port in ports.values():
+        wait_healthy(port)
+    dead = [name for name, proc in procs.items() if proc.poll() is not None]
+    if dead:
+        raise SystemExit(f"{', '.join(dead)} exited at start: see {folder}/*.log")
+
+
+def cpu_now(procs: dict, broker: TempBroker, postmaster: int | None) -> dict[str, float]:
+    """CPU seconds so far of each service, the broker and (PostgreSQL) the server."""
+    now = {name: cpu_seconds(proc.pid) for name, proc in procs.items()}
+    now["broker"] = cpu_seconds(broker.proc.pid)
+    if postmaster is not None:
+        now["PostgreSQL server"] = server_cpu_seconds(postmaster)
+    return now
+
+
 def run(args) -> None:
     folder = Path(args.folder)
     shutil.rmtree(folder, ignore_errors=True)
@@ -287,13 +367,7 @@ def run(args) -> None:
     if binary is None:
         raise SystemExit("mosquitto not found: apt-get install mosquitto")
     broker = TempBroker(binary)
-    server = None
-    args.database_url = f"sqlite:///{folder / 'plant.sqlite'}"
-    if args.engine == "postgresql":
-        from tests.pgserver import TempPostgres, find_pg_bin
-
-        server = TempPostgres(find_pg_bin(), port=54393)
-        args.database_url = server.create_database("line")
+    server, args.database_url = plant_database(folder, args)
     procs: dict[str, subprocess.Popen] = {}
     try:
         stations = list(load_plant_config(EXAMPLE).station_names)
@@ -306,24 +380,13 @@ def run(args) -> None:
         n_sticks = int(args.rate * args.seconds)
         say(f"simulating {n_sticks:,} fresh sticks ...")
         sticks = fresh_messages(config_path, n_sticks)
-        procs["intake"] = start_service(
-            config_path, folder, ["intake"], "intake", profile=args.profile_intake
-        )
-        for station in stations:
-            procs[f"scorer {station}"] = start_service(
-                config_path, folder,
-                ["scorer", "--station", station, "--port", str(ports[station])],
-                f"scorer-{station}",
-            )  # fmt: skip
-        for port in ports.values():
-            wait_healthy(port)
-        dead = [name for name, proc in procs.items() if proc.poll() is not None]
-        if dead:
-            raise SystemExit(f"{', '.join(dead)} exited at start: see {folder}/*.log")
+        start_services(procs, config_path, folder, ports, args)
         line = Line(broker.port, stations)
         time.sleep(1.0)  # the subscriber's subscription in place
-        before = {n: cpu_seconds(p.pid) for n, p in procs.items()}
-        before["broker"] = cpu_seconds(broker.proc.pid)
+        postmaster = server.postmaster_pid() if server is not None else None
+        before = cpu_now(procs, broker, postmaster)
+        if args.pg_statements:
+            _pg_sql(args.database_url, "SELECT pg_stat_statements_reset()")
         own = time.process_time()
         say(f"publishing {n_sticks:,} sticks at {args.rate:g}/s ...")
         took = line.publish(sticks, args.rate)
@@ -331,8 +394,7 @@ def run(args) -> None:
         deadline = time.monotonic() + 60
         while len(line.received) < len(line.sent) and time.monotonic() < deadline:
             time.sleep(0.2)
-        cpu = {n: cpu_seconds(p.pid) - before[n] for n, p in procs.items()}
-        cpu["broker"] = cpu_seconds(broker.proc.pid) - before["broker"]
+        cpu = {n: t - before[n] for n, t in cpu_now(procs, broker, postmaster).items()}
         cpu["line (publisher + subscriber)"] = time.process_time() - own
         line.close()
         report(line, stations, cpu, len(sticks), args)
@@ -346,6 +408,8 @@ def run(args) -> None:
                 proc.kill()
         broker.close()
         if server is not None:
+            if args.pg_statements:
+                print_statements(args.database_url)
             server.stop()
 
 
@@ -358,6 +422,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--engine", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument(
         "--profile-intake", action="store_true", help="the intake under cProfile (intake.prof)"
+    )
+    parser.add_argument(
+        "--pg-statements",
+        action="store_true",
+        help="PostgreSQL: print the statements that took the server's time (pg_stat_statements)",
     )
     run(parser.parse_args(argv))
 

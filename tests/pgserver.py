@@ -33,7 +33,7 @@ def find_pg_bin() -> Path | None:
 class TempPostgres:
     """A running throwaway cluster; ``url(db)`` gives a ``postgresql+psycopg://`` URL."""
 
-    def __init__(self, bin_dir: Path, port: int = 54329):
+    def __init__(self, bin_dir: Path, port: int = 54329, options: str = ""):
         self.bin_dir = bin_dir
         self.port = port
         self.root = Path(tempfile.mkdtemp(prefix="qcllp-pg-"))
@@ -56,8 +56,9 @@ class TempPostgres:
         )  # fmt: skip
         self.options = (
             f"-c listen_addresses='' -c unix_socket_directories={self.socket_dir} "
-            f"-c port={port} -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-        )
+            f"-c port={port} -c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+            f"{options}"
+        ).strip()
         self.start()
 
     def start(self) -> None:
@@ -81,6 +82,10 @@ class TempPostgres:
             log = self.root / "server.log"
             tail = log.read_text()[-2000:] if log.exists() else ""
             raise RuntimeError(f"{tool} failed: {done.stderr or done.stdout}\n{tail}")
+
+    def postmaster_pid(self) -> int:
+        """The running server's postmaster (the first line of ``postmaster.pid``)."""
+        return int((self.data / "postmaster.pid").read_text().split("\n", 1)[0])
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql+psycopg://postgres@/{database}?host={self.socket_dir}&port={self.port}"

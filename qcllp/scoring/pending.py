@@ -24,6 +24,7 @@ from qcllp.store import (
     IngestionBatch,
     ScorerPending,
     dialect_insert,
+    insert_columns,
     rows_frame,
     stored_utc,
 )
@@ -175,19 +176,22 @@ def _upsert_pending(
     stick not pending here needs nothing)."""
     p = ScorerPending.__table__
     settle = timedelta(seconds=st.settle_s)
-    rows = [
-        {
-            "station": st.name,
-            "charge_id": charge,
-            "stick_id": stick,
-            "first_arrived_at": first,
-            "arrived_at": last,
-            "due_at": last + settle,
-            "later_seen": (charge, stick) in later,
-        }
-        for (charge, stick), (first, last) in sorted(arrived.items())  # as the ids sort
-    ]
-    if rows:
+    keys = sorted(arrived)  # as the ids sort
+    if keys and conn.dialect.name == "postgresql":
+        _upsert_pending_postgres(conn, st.name, keys, [arrived[k] for k in keys], settle, later)
+    elif keys:
+        rows = [
+            {
+                "station": st.name,
+                "charge_id": charge,
+                "stick_id": stick,
+                "first_arrived_at": arrived[charge, stick][0],
+                "arrived_at": arrived[charge, stick][1],
+                "due_at": arrived[charge, stick][1] + settle,
+                "later_seen": (charge, stick) in later,
+            }
+            for charge, stick in keys
+        ]
         stmt = dialect_insert(conn, p)
         conn.execute(
             stmt.on_conflict_do_update(
@@ -206,6 +210,37 @@ def _upsert_pending(
             update(p).where(*_EACH_STICK).values(later_seen=True),
             _stick_params(st.name, elsewhere),
         )
+
+
+def _upsert_pending_postgres(
+    conn: Connection,
+    station: str,
+    keys: list[tuple[str, str]],
+    times: list[tuple[datetime, datetime]],
+    settle: timedelta,
+    later: set[tuple[str, str]],
+) -> None:
+    """:func:`_upsert_pending`'s upsert on PostgreSQL in one statement over arrays
+    (:func:`~qcllp.store.insert_columns`): SQLAlchemy's ``executemany`` sent one statement per
+    stick, 120,000 in a minute of the line at 500 sticks/s."""
+    insert_columns(
+        conn,
+        "INSERT INTO scorer_pending (station, charge_id, stick_id, first_arrived_at, "
+        "arrived_at, due_at, later_seen)",
+        ("text", "text", "text", "timestamptz", "timestamptz", "timestamptz", "boolean"),
+        [
+            [station] * len(keys),
+            [charge for charge, _ in keys],
+            [stick for _, stick in keys],
+            [first for first, _ in times],
+            [last for _, last in times],
+            [last + settle for _, last in times],
+            [key in later for key in keys],
+        ],
+        "ON CONFLICT (station, charge_id, stick_id) DO UPDATE SET "
+        "arrived_at = excluded.arrived_at, due_at = excluded.due_at, "
+        "later_seen = scorer_pending.later_seen OR excluded.later_seen",
+    )
 
 
 def due_sticks(
@@ -238,9 +273,25 @@ def postpone(conn: Connection, st: Station, waiting: pd.DataFrame, first: pd.Ser
 
 
 def forget_pending(conn: Connection, station: str, scores: pd.DataFrame) -> None:
-    """Decided sticks leave ``scorer_pending``."""
-    keys = zip(scores["charge_id"], scores["stick_id"], strict=True)
-    conn.execute(delete(ScorerPending.__table__).where(*_EACH_STICK), _stick_params(station, keys))
+    """Decided sticks leave ``scorer_pending``: on PostgreSQL in one statement over arrays
+    (an ``executemany`` sent one per stick), on SQLite by one prepared statement per stick."""
+    if scores.empty:
+        return
+    if conn.dialect.name != "postgresql":
+        keys = zip(scores["charge_id"], scores["stick_id"], strict=True)
+        conn.execute(
+            delete(ScorerPending.__table__).where(*_EACH_STICK), _stick_params(station, keys)
+        )
+        return
+    cursor = conn.connection.dbapi_connection.cursor()
+    try:
+        cursor.execute(
+            "DELETE FROM scorer_pending WHERE station = %s AND (charge_id, stick_id) IN "
+            "(SELECT * FROM unnest(%s::text[], %s::text[]))",
+            [station, scores["charge_id"].tolist(), scores["stick_id"].tolist()],
+        )
+    finally:
+        cursor.close()
 
 
 def backlog(conn: Connection, station: str, seq: int, now: datetime) -> tuple[int, float]:

@@ -1,0 +1,47 @@
+"""The scorer's pending sticks on both engines (PostgreSQL writes them in one statement over
+arrays, SQLite one prepared statement per stick): an arrival again moves a stick's last
+arrival and due time but keeps its first arrival and its later-station sighting, a sighting
+of a stick not arrived marks it, and deciding a stick forgets it alone."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pandas as pd
+
+from qcllp.scoring.pending import _upsert_pending, forget_pending
+from qcllp.store import stored_utc
+
+T0 = datetime(2026, 3, 1, 6, 0, tzinfo=UTC)
+
+
+def _pending(store) -> dict[str, tuple]:
+    rows = store.execute_sql(
+        "SELECT stick_id, first_arrived_at, arrived_at, due_at, later_seen FROM scorer_pending "
+        "ORDER BY stick_id"
+    )
+
+    def utc(t) -> datetime:  # noqa: ANN001 - SQLite gives text, PostgreSQL datetimes
+        return stored_utc(pd.Timestamp(t).to_pydatetime())
+
+    return {r[0]: (*(utc(t) for t in r[1:4]), bool(r[4])) for r in rows}
+
+
+def test_arrivals_sightings_and_decisions_keep_each_pending_stick_right(store, tiny_config):
+    st = tiny_config.stations[0]
+    settle = timedelta(seconds=st.settle_s)
+    t1, t2 = T0 + timedelta(seconds=5), T0 + timedelta(seconds=30)
+    with store.write() as conn:
+        first = {("C1", "S1"): (T0, t1), ("C1", "S2"): (T0, t1), ("C1", "S3"): (T0, t1)}
+        _upsert_pending(conn, st, first, later={("C1", "S1")})
+    with store.write() as conn:  # S1 again without a sighting; S2 seen at a later station
+        _upsert_pending(conn, st, {("C1", "S1"): (t1, t2)}, later={("C1", "S2")})
+    assert _pending(store) == {
+        "S1": (T0, t2, t2 + settle, True),
+        "S2": (T0, t1, t1 + settle, True),
+        "S3": (T0, t1, t1 + settle, False),
+    }
+    with store.write() as conn:
+        forget_pending(conn, st.name, pd.DataFrame({"charge_id": ["C1"], "stick_id": ["S2"]}))
+        forget_pending(conn, st.name, pd.DataFrame({"charge_id": [], "stick_id": []}))
+    assert sorted(_pending(store)) == ["S1", "S3"]
