@@ -16,12 +16,14 @@ PostgreSQL 2.8-3.0 s per million readings, against 1.9-2.2 s this way
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from sqlalchemy import Connection
 
 from qcllp.store.core import placeholders
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["binary_rows", "copy_binary", "insert_columns"]
 
@@ -62,6 +64,8 @@ WIRE_TYPES = {"integer": ">i4", "bigint": ">i8", "double precision": ">f8"}
 def wire_dtype(pg_type: str) -> np.dtype:
     """The NumPy type of one value of ``pg_type`` on the wire: ``integer``, ``bigint``,
     ``double precision`` or ``bytea(N)`` (a ``bytea`` of exactly N bytes per row)."""
+    import numpy as np  # here: `qcllp models list` imports the store, and needs no NumPy
+
     if pg_type.startswith("bytea(") and pg_type.endswith(")"):
         return np.dtype((np.void, int(pg_type[6:-1])))
     return np.dtype(WIRE_TYPES[pg_type])
@@ -73,6 +77,8 @@ def binary_rows(columns: Sequence[np.ndarray], pg_types: Sequence[str]) -> bytes
     column is an array of N-byte voids, or of rows of N bytes in total)."""
     if len(columns) != len(pg_types) or len({len(c) for c in columns}) > 1:
         raise ValueError(f"{len(pg_types)} types for {len(columns)} columns of unequal lengths")
+    import numpy as np
+
     types = [wire_dtype(t) for t in pg_types]
     layout: list[tuple[str, Any]] = [("count", ">i2")]
     for k, dtype in enumerate(types):
@@ -88,6 +94,8 @@ def binary_rows(columns: Sequence[np.ndarray], pg_types: Sequence[str]) -> bytes
 def _as_wire(column: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """``column`` as ``dtype``'s values: numbers converted (refused if they do not fit),
     ``bytea(N)`` rows viewed as N-byte voids."""
+    import numpy as np
+
     if dtype.kind == "V":
         raw = np.ascontiguousarray(column)
         return raw.view(np.uint8).reshape(len(raw), -1).view(dtype).ravel()
