@@ -385,7 +385,7 @@ def run(args) -> None:
         time.sleep(1.0)  # the subscriber's subscription in place
         postmaster = server.postmaster_pid() if server is not None else None
         before = cpu_now(procs, broker, postmaster)
-        if args.pg_statements:
+        if args.pg_statements and server is not None:
             _pg_sql(args.database_url, "SELECT pg_stat_statements_reset()")
         own = time.process_time()
         say(f"publishing {n_sticks:,} sticks at {args.rate:g}/s ...")

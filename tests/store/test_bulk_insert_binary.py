@@ -25,7 +25,7 @@ def _columns() -> list[np.ndarray]:
     return [ints, bigs, floats, raw]
 
 
-def _copied(store, columns, types) -> list[tuple]:
+def _copied(store, columns, types) -> tuple[int, list[tuple]]:
     with store.write() as conn:
         conn.exec_driver_sql(TABLE)
         cursor = conn.connection.dbapi_connection.cursor()
