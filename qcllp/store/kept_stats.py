@@ -232,9 +232,7 @@ def _insert(conn: Connection, stats: SeriesStats) -> None:
         _upsert(conn, stats)
         return
     names = ("series_id", *STORED)
-    columns = [stats.ids, np.full(len(stats), STATS_VERSION)]
-    columns += [getattr(stats, c) for c in COUNT_COLUMNS]
-    columns.append(_moments(stats))
+    columns = [*_integer_columns(stats), _moments(stats)]
     width = MOMENTS_DTYPE.itemsize * len(MOMENT_COLUMNS)
     cursor = conn.connection.dbapi_connection.cursor()
     try:
@@ -244,12 +242,19 @@ def _insert(conn: Connection, stats: SeriesStats) -> None:
         cursor.close()
 
 
+def _integer_columns(stats: SeriesStats) -> list[np.ndarray]:
+    """The columns ``series_id``, ``version`` and :data:`COUNT_COLUMNS` of ``stats``' rows."""
+    return [
+        stats.ids,
+        np.full(len(stats), STATS_VERSION),
+        *(getattr(stats, c) for c in COUNT_COLUMNS),
+    ]
+
+
 def _rows(stats: SeriesStats) -> list[tuple]:
     """The rows of ``stats`` in the order ``series_id``, :data:`STORED`."""
-    columns = [stats.ids.tolist(), [STATS_VERSION] * len(stats)]
-    columns += [getattr(stats, c).tolist() for c in COUNT_COLUMNS]
-    columns.append(_packed(stats))
-    return list(zip(*columns, strict=True))
+    columns = [column.tolist() for column in _integer_columns(stats)]
+    return list(zip(*columns, _packed(stats), strict=True))
 
 
 def _upsert(conn: Connection, stats: SeriesStats) -> None:
