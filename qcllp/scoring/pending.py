@@ -177,20 +177,21 @@ def _upsert_pending(
     p = ScorerPending.__table__
     settle = timedelta(seconds=st.settle_s)
     keys = sorted(arrived)  # as the ids sort
+    times = [arrived[key] for key in keys]
     if keys and conn.dialect.name == "postgresql":
-        _upsert_pending_postgres(conn, st.name, keys, [arrived[k] for k in keys], settle, later)
+        _upsert_pending_postgres(conn, st.name, keys, times, settle, later)
     elif keys:
         rows = [
             {
                 "station": st.name,
                 "charge_id": charge,
                 "stick_id": stick,
-                "first_arrived_at": arrived[charge, stick][0],
-                "arrived_at": arrived[charge, stick][1],
-                "due_at": arrived[charge, stick][1] + settle,
+                "first_arrived_at": first,
+                "arrived_at": last,
+                "due_at": last + settle,
                 "later_seen": (charge, stick) in later,
             }
-            for charge, stick in keys
+            for (charge, stick), (first, last) in zip(keys, times, strict=True)
         ]
         stmt = dialect_insert(conn, p)
         conn.execute(
