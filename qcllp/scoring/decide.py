@@ -39,19 +39,21 @@ def read_stick_stats(conn: Connection, sticks: pd.DataFrame, stations: list[str]
     narrowed to the sticks in pandas. One row per series, not its ~11 readings: the ingester
     keeps the rows in the transaction that stores the readings, so a stick whose readings
     the step sees has its statistics too (``benchmarks/bench_scorer.py``, issue 34)."""
-    wanted = set(_stick_keys(sticks))
-    charges = sorted({charge for charge, _ in wanted})
+    charges = sorted(set(sticks["charge_id"].astype(str)))
     stats = read_series_stats(conn, stations, charges)
-    keys = zip(_column(stats, "charge_id"), _column(stats, "stick_id"), strict=True)
-    keep = np.fromiter((key in wanted for key in keys), dtype=bool, count=len(stats))
-    return stats.loc[keep].reset_index(drop=True)
+    keep = _stick_keys(sticks).unique().get_indexer(_stick_keys(stats)) >= 0
+    return stats if keep.all() else stats.loc[keep].reset_index(drop=True)
 
 
-def _stick_keys(frame: pd.DataFrame) -> list[tuple[str, str]]:
-    """The (charge_id, stick_id) of each row, as text. Python tuples rather than a pandas
-    MultiIndex: building one of a few sticks cost a step more than its model
-    (``benchmarks/bench_line_latency.py``, issue 35)."""
-    return list(zip(map(str, frame["charge_id"]), map(str, frame["stick_id"]), strict=True))
+def _stick_keys(frame: pd.DataFrame) -> pd.Index:
+    """Per row its stick as one text key, ``charge_id`` and ``stick_id`` joined by the unit
+    separator: matched across frames by pandas' hash tables (``isin``, ``get_indexer``), a
+    loop over Python tuples took a backlog's drain a tenth of its time
+    (``benchmarks/bench_scorer.py`` backlog, issue 34)."""
+    return pd.Index(frame["charge_id"].astype(str) + _SEP + frame["stick_id"].astype(str))
+
+
+_SEP = "\x1f"
 
 
 @dataclass(frozen=True)
@@ -150,38 +152,29 @@ def _model_decisions(due: DueSticks, loaded: LoadedModel, X: pd.DataFrame | None
     return out
 
 
-def _column(frame: pd.DataFrame, name: str) -> np.ndarray:
-    """A column as a NumPy array of Python objects (what a loop over it wants)."""
-    return frame[name].to_numpy(dtype=object)
-
-
-def _rows_of(X: pd.DataFrame, keys: list[tuple[str, str]]) -> pd.DataFrame:
-    """The rows of ``X`` (indexed by charge and stick) of these sticks, in their order; a
-    stick without a row gets one of NaN (``reindex``, the slow path, taken only then)."""
-    at = {key: i for i, key in enumerate(X.index)}
-    rows = [at.get(key, -1) for key in keys]
-    if min(rows, default=0) < 0:
-        return X.reindex(pd.MultiIndex.from_tuples(keys, names=X.index.names))
+def _rows_of(X: pd.DataFrame, keys: pd.Index) -> pd.DataFrame:
+    """The rows of ``X`` (indexed by charge and stick) of these sticks (:func:`_stick_keys`),
+    in their order; a stick without a row gets one of NaN."""
+    index = X.index
+    rows = pd.Index(
+        index.get_level_values(0).astype(str) + _SEP + index.get_level_values(1).astype(str)
+    ).get_indexer(keys)
+    if (rows < 0).any():  # the slow path, taken only then
+        pairs = [tuple(key.split(_SEP, 1)) for key in keys]
+        return X.reindex(pd.MultiIndex.from_tuples(pairs, names=index.names))
     return X.iloc[rows]
 
 
 def _missing_sensors(stats: pd.DataFrame, st: Station, due: pd.DataFrame) -> list[list[str]]:
     """Per due stick (in order), the sensors of station ``st`` without any reading (a series
     without readings has no row of statistics)."""
-    position = {key: i for i, key in enumerate(_stick_keys(due))}
     names = list(st.sensor_names)
-    sensor_at = {name: j for j, name in enumerate(names)}
-    seen = np.zeros((len(position), len(names)), dtype=bool)
-    here = _column(stats, "station") == st.name
-    for charge, stick, sensor in zip(
-        _column(stats, "charge_id")[here],
-        _column(stats, "stick_id")[here],
-        _column(stats, "sensor")[here],
-        strict=True,
-    ):
-        i, j = position.get((charge, stick)), sensor_at.get(sensor)
-        if i is not None and j is not None:
-            seen[i, j] = True
+    here = (stats["station"] == st.name).to_numpy(bool)
+    rows = _stick_keys(due).get_indexer(_stick_keys(stats.loc[here]))
+    columns = pd.Index(names).get_indexer(stats["sensor"].loc[here])
+    found = (rows >= 0) & (columns >= 0)
+    seen = np.zeros((len(due), len(names)), dtype=bool)
+    seen[rows[found], columns[found]] = True
     complete = seen.all(axis=1)
     return [
         [] if done else [n for n, has in zip(names, row, strict=True) if not has]

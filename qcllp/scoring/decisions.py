@@ -80,7 +80,7 @@ def decide_and_write(
             flags = draw_audits(st, model, active_scores, shadow, shadow_scores)
         else:
             flags = shadow_audits(st, shadow, shadow_scores)
-        written = len(write_flags(conn, st.name, model or shadow, flags, now))
+        written = write_flags(conn, st.name, model or shadow, flags, now)
         if shadow is not None:
             shadow_written = write_shadow_flags(conn, st.name, shadow, shadow_scores, now)
         forget_pending(conn, st.name, decided.base)

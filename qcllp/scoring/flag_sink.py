@@ -48,11 +48,12 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Connection, select
 
@@ -70,6 +71,8 @@ __all__ = [
     "resolve_sink",
 ]
 
+# a flag's line: compact, as json.dumps(..., separators=(",", ":")), one encoder for all
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
 _CLAIMS_KEY = scorer_lock_key("\x00sink-claims")  # PostgreSQL: one claim at a time, plant-wide
 
 
@@ -214,10 +217,12 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def flag_record(row: dict) -> dict:
+def flag_record(row: Mapping, when: Callable[[Any], str] | None = None) -> dict:
     """A flag (a ``flags`` row) as the JSON object the line reads: the sink's line and, with
     its id and payload version, the MQTT message (:func:`qcllp.scoring.flag_outbox.
-    flag_message`)."""
+    flag_message`). ``when`` turns a stored time into its ISO text (:func:`_iso_utc`, or a
+    memo of it)."""
+    when = when or _iso_utc
     arrived = row["arrived_at"]
     return {
         "station": row["station"],
@@ -228,14 +233,36 @@ def flag_record(row: dict) -> dict:
         "threshold": row["threshold"],
         "model_id": row["model_id"],
         "reason": row["reason"],
-        "arrived_at": None if arrived is None else stored_utc(arrived).isoformat(),
-        "scored_at": stored_utc(row["scored_at"]).isoformat(),
+        "arrived_at": None if arrived is None else when(arrived),
+        "scored_at": when(row["scored_at"]),
     }
 
 
-def flag_line(row: dict) -> str:
+def flag_line(row: Mapping) -> str:
     """A flag (a ``flags`` row) as one compact JSON line."""
-    return json.dumps(flag_record(row), separators=(",", ":"))
+    return _COMPACT.encode(flag_record(row))
+
+
+def flag_lines(rows: Iterable[Mapping]) -> list[str]:
+    """:func:`flag_line` of each row, each distinct time converted once: a step's flags share
+    their ``scored_at`` and a batch's sticks their arrival, and the conversion cost as much
+    as the JSON (``benchmarks/bench_scorer.py`` backlog, issue 34)."""
+    memo: dict[Any, str] = {}
+
+    def when(value: Any) -> str:
+        text = memo.get(value)
+        if text is None:
+            text = memo[value] = _iso_utc(value)
+        return text
+
+    return [_COMPACT.encode(flag_record(row, when)) for row in rows]
+
+
+def _iso_utc(value: datetime | str) -> str:
+    """A stored time as ISO 8601 text with its zone: a datetime (PostgreSQL's, or SQLite's
+    through SQLAlchemy) or the text SQLite holds (read through the driver's own cursor)."""
+    stamp = value if isinstance(value, datetime) else datetime.fromisoformat(value)
+    return stored_utc(stamp).isoformat()
 
 
 # ----------------------------------------------------------------------------- claims

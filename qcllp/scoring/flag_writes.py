@@ -10,16 +10,16 @@ and cursor the step commits with its checkpoint.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-import numpy as np
 import pandas as pd
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection
 
-from qcllp.scoring.flag_sink import FlagSink, flag_line
+from qcllp.scoring.flag_sink import FlagSink, flag_lines
 from qcllp.station.registry import LoadedModel
-from qcllp.store import IN_CHUNK, Alarm, Flag, ShadowFlag, Store, dialect_insert
+from qcllp.store import Alarm, Store, insert_columns, placeholders
 
 __all__ = [
     "Delivery",
@@ -54,32 +54,31 @@ def insert_alarm(
 
 def write_flags(
     conn: Connection, station: str, loaded: LoadedModel, scores: pd.DataFrame, now: datetime
-) -> list[dict]:
-    """Insert the flags; returns those actually inserted (not already flagged). Columns
-    ``model_id`` and ``threshold`` in ``scores``, when there, name each flag's model (an
-    audit of a shadow model's decision, :mod:`.audits`); else they are ``loaded``'s."""
+) -> int:
+    """Insert the flags; returns how many were inserted (a stick flagged before is not).
+    Columns ``model_id`` and ``threshold`` in ``scores``, when there, name each flag's model
+    (an audit of a shadow model's decision, :mod:`.audits`); else they are ``loaded``'s.
+
+    One statement for all of them (:func:`~qcllp.store.insert_columns`): SQLAlchemy's
+    ``executemany`` with ``RETURNING`` cost a drain 1 s in 7 (``benchmarks/bench_scorer.py``
+    backlog, issue 34), and the count is all a step needs."""
     if scores.empty:
-        return []
-    rows = _rows(station, loaded, scores, now)
-    for row, d, r, a in zip(
-        rows, scores["decision"], scores["reason"], scores["arrived_at"], strict=True
-    ):
-        row |= {
-            "flagged": d == "lock_out",
-            "decision": d,
-            "reason": r if isinstance(r, str) else None,
-            "arrived_at": a.to_pydatetime(),
-        }
-    statement = dialect_insert(conn, Flag.__table__).on_conflict_do_nothing(
-        index_elements=["station", "charge_id", "stick_id"]
+        return 0
+    decisions = scores["decision"].tolist()
+    columns = {
+        **_shared_columns(station, loaded, scores, now),
+        "flagged": [d == "lock_out" for d in decisions],
+        "decision": decisions,
+        "reason": [r if isinstance(r, str) else None for r in scores["reason"]],
+        "arrived_at": _datetimes(scores["arrived_at"]),
+    }
+    return insert_columns(
+        conn,
+        f"INSERT INTO flags ({', '.join(columns)})",
+        [*_SHARED_TYPES, "boolean", "text", "text", "timestamptz"],
+        list(columns.values()),
+        "ON CONFLICT (station, charge_id, stick_id) DO NOTHING",
     )
-    f = Flag.__table__
-    inserted = set()
-    for start in range(0, len(rows), IN_CHUNK):
-        part = rows[start : start + IN_CHUNK]
-        result = conn.execute(statement.returning(f.c.charge_id, f.c.stick_id), part)
-        inserted |= {(r.charge_id, r.stick_id) for r in result}
-    return [row for row in rows if (row["charge_id"], row["stick_id"]) in inserted]
 
 
 def write_shadow_flags(
@@ -89,40 +88,47 @@ def write_shadow_flags(
     NOTHING`` on the unique (model, charge, stick)); returns the rows inserted."""
     if scores.empty:
         return 0
-    rows = _rows(station, shadow, scores, now)
-    for row, d in zip(rows, scores["decision"], strict=True):
-        row["decision"] = d
-    s = ShadowFlag.__table__
-    statement = dialect_insert(conn, s).on_conflict_do_nothing(
-        index_elements=["model_id", "charge_id", "stick_id"]
+    columns = {
+        **_shared_columns(station, shadow, scores, now),
+        "decision": scores["decision"].tolist(),
+    }
+    return insert_columns(
+        conn,
+        f"INSERT INTO shadow_flags ({', '.join(columns)})",
+        [*_SHARED_TYPES, "text"],
+        list(columns.values()),
+        "ON CONFLICT (model_id, charge_id, stick_id) DO NOTHING",
     )
-    inserted = 0
-    for start in range(0, len(rows), IN_CHUNK):
-        part = rows[start : start + IN_CHUNK]
-        inserted += len(conn.execute(statement.returning(s.c.id), part).all())
-    return inserted
 
 
-def _rows(station: str, loaded: LoadedModel, scores: pd.DataFrame, now: datetime) -> list[dict]:
-    """The columns flags and shadow flags share, one dict per decided stick."""
+# the PostgreSQL types of _shared_columns, in its order
+_SHARED_TYPES = ("text", "text", "text", "integer", "double precision", "double precision",
+                 "timestamptz")  # fmt: skip
+
+
+def _shared_columns(
+    station: str, loaded: LoadedModel, scores: pd.DataFrame, now: datetime
+) -> dict[str, list]:
+    """The columns flags and shadow flags share, one list per column."""
     n = len(scores)
     probability = scores["probability"].to_numpy(dtype=float)
     model_ids = scores["model_id"] if "model_id" in scores else [loaded.id] * n
     thresholds = scores["threshold"] if "threshold" in scores else [loaded.model.threshold] * n
-    return [
-        {
-            "station": station,
-            "charge_id": c,
-            "stick_id": s,
-            "model_id": int(m),
-            "probability": None if np.isnan(p) else float(p),
-            "threshold": float(t),
-            "scored_at": now,
-        }
-        for c, s, p, m, t in zip(
-            scores["charge_id"], scores["stick_id"], probability, model_ids, thresholds, strict=True
-        )
-    ]
+    return {
+        "station": [station] * n,
+        "charge_id": scores["charge_id"].astype(str).tolist(),
+        "stick_id": scores["stick_id"].astype(str).tolist(),
+        "model_id": [int(m) for m in model_ids],
+        "probability": [None if math.isnan(p) else p for p in probability.tolist()],
+        "threshold": [float(t) for t in thresholds],
+        "scored_at": [now] * n,
+    }
+
+
+def _datetimes(values: pd.Series) -> list[datetime | None]:
+    """A column of times as zone-aware Python datetimes, ``None`` for a missing one."""
+    stamps = pd.to_datetime(values, utc=True)
+    return [None if t is pd.NaT else t for t in stamps.dt.to_pydatetime()]
 
 
 @dataclass(frozen=True)
@@ -150,31 +156,39 @@ _SINK_COLUMNS = (
     "arrived_at",
     "scored_at",
 )
+# the station's flags above the delivery cursor, oldest first ({mark}: the driver's parameter mark)
+_SELECT_TO_DELIVER = (
+    f"SELECT {', '.join(_SINK_COLUMNS)} FROM flags WHERE station = {{mark}} AND id > {{mark}} "
+    "ORDER BY id LIMIT {mark}"
+)
 
 
 def deliver(
     conn: Connection,
     station: str,
     sink: FlagSink | None,
-    cursor: int,
+    cursor_id: int,
     offset: int,
     bound: int,
 ) -> Delivery:
     """Append the station's flags above the cursor (at most ``bound``, oldest first) -- the
     step's own and any a run without the sink open wrote -- and fsync them; the new offset
-    and cursor are committed with the step. Without a sink the cursor stays where it is."""
+    and cursor are committed with the step. Without a sink the cursor stays where it is.
+
+    Read through the driver's own cursor (SQLite's times come as text, :func:`.flag_sink.
+    flag_lines` reads both): SQLAlchemy's rows cost a third of the delivery."""
     if sink is None:
-        return Delivery(None, offset, cursor)
-    f = Flag.__table__
-    rows = conn.execute(
-        select(*(f.c[c] for c in _SINK_COLUMNS))
-        .where(f.c.station == station, f.c.id > cursor)
-        .order_by(f.c.id)
-        .limit(bound + 1)
-    ).all()
+        return Delivery(None, offset, cursor_id)
+    cursor = conn.connection.dbapi_connection.cursor()
+    try:
+        cursor.execute(_SELECT_TO_DELIVER.format(mark=placeholders(conn, 1)),
+                       [station, cursor_id, bound + 1])  # fmt: skip
+        rows = [dict(zip(_SINK_COLUMNS, row, strict=True)) for row in cursor.fetchall()]
+    finally:
+        cursor.close()
     more = len(rows) > bound
     rows = rows[:bound]
     if not rows:
-        return Delivery(str(sink.path), offset, cursor)
-    offset = sink.append([flag_line(row._mapping) for row in rows])
-    return Delivery(str(sink.path), offset, int(rows[-1].id), len(rows), more)
+        return Delivery(str(sink.path), offset, cursor_id)
+    offset = sink.append(flag_lines(rows))
+    return Delivery(str(sink.path), offset, int(rows[-1]["id"]), len(rows), more)

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import NamedTuple
 
 import pandas as pd
-from sqlalchemy import Connection, bindparam, delete, func, select, update
+from sqlalchemy import Connection, bindparam, func, select, update
 
 from qcllp.plant.config import PlantConfig, Station
 from qcllp.store import (
@@ -23,9 +23,10 @@ from qcllp.store import (
     Charge,
     IngestionBatch,
     ScorerPending,
-    dialect_insert,
     insert_columns,
+    placeholders,
     rows_frame,
+    sqlite_timestamps,
     stored_utc,
 )
 
@@ -91,17 +92,17 @@ def take_in(
     if not arrival:
         return intake
     visits = _visits(conn, config, st, arrival)
-    gone = _reported(conn, {v.charge_id for v in visits})
+    gone = _reported(conn, {charge for _, _, charge, _ in visits})
     arrived: dict[tuple[str, str], tuple[datetime, datetime]] = {}
     later: set[tuple[str, str]] = set()
-    for v in visits:
-        if v.charge_id in gone:
+    for batch_id, station, charge_id, stick_id in visits:
+        if charge_id in gone:
             continue
-        key = (v.charge_id, v.stick_id)
-        if v.station != st.name:
+        key = (charge_id, stick_id)
+        if station != st.name:
             later.add(key)
             continue
-        t = arrival[v.batch_id]
+        t = arrival[batch_id]
         first, last = arrived.get(key, (t, t))
         arrived[key] = (min(first, t), max(last, t))
     _upsert_pending(conn, st, arrived, later)
@@ -139,16 +140,24 @@ def _batches_to_take(conn: Connection, since_seq: int, max_rows: int) -> tuple[l
     return taken, remaining
 
 
-def _visits(conn: Connection, config: PlantConfig, st: Station, arrival: dict) -> list:
+def _visits(conn: Connection, config: PlantConfig, st: Station, arrival: dict) -> list[tuple]:
     """The (batch_id, station, charge_id, stick_id) rows the measurement batches ``arrival``
-    brought to this station or a later one (only ``batch_sticks`` of these batches are read)."""
-    bs = BatchStick.__table__
-    later_stations = list(config.station_names[config.station_index(st.name) + 1 :])
-    return conn.execute(
-        select(bs.c.batch_id, bs.c.station, bs.c.charge_id, bs.c.stick_id).where(
-            bs.c.batch_id.in_(list(arrival)), bs.c.station.in_([st.name, *later_stations])
-        )
-    ).all()
+    brought to this station or a later one (only ``batch_sticks`` of these batches are read).
+    Plain tuples through the driver's own cursor: SQLAlchemy's rows took 5 µs each, a tenth
+    of a backlog's drain (``benchmarks/bench_scorer.py`` backlog, issue 34)."""
+    stations = list(config.station_names[config.station_index(st.name) :])
+    batches = list(arrival)
+    sql = (
+        "SELECT batch_id, station, charge_id, stick_id FROM batch_sticks "
+        f"WHERE batch_id IN ({placeholders(conn, len(batches))}) "
+        f"AND station IN ({placeholders(conn, len(stations))})"
+    )
+    cursor = conn.connection.dbapi_connection.cursor()
+    try:
+        cursor.execute(sql, [*batches, *stations])
+        return cursor.fetchall()
+    finally:
+        cursor.close()
 
 
 def _reported(conn: Connection, charges: set[str]) -> set[str]:
@@ -174,46 +183,17 @@ def _upsert_pending(
     """New arrivals at the station (first and last arrival per stick) into
     ``scorer_pending``; later-station sightings mark the pending sticks they belong to (a
     stick not pending here needs nothing)."""
-    p = ScorerPending.__table__
     settle = timedelta(seconds=st.settle_s)
     keys = sorted(arrived)  # as the ids sort
     times = [arrived[key] for key in keys]
-    if keys and conn.dialect.name == "postgresql":
-        _upsert_pending_postgres(conn, st.name, keys, times, settle, later)
-    elif keys:
-        rows = [
-            {
-                "station": st.name,
-                "charge_id": charge,
-                "stick_id": stick,
-                "first_arrived_at": first,
-                "arrived_at": last,
-                "due_at": last + settle,
-                "later_seen": (charge, stick) in later,
-            }
-            for (charge, stick), (first, last) in zip(keys, times, strict=True)
-        ]
-        stmt = dialect_insert(conn, p)
-        conn.execute(
-            stmt.on_conflict_do_update(
-                index_elements=["station", "charge_id", "stick_id"],
-                set_={
-                    "arrived_at": stmt.excluded.arrived_at,
-                    "due_at": stmt.excluded.due_at,
-                    "later_seen": p.c.later_seen | stmt.excluded.later_seen,
-                },
-            ),
-            rows,
-        )
+    if keys:
+        _upsert_arrivals(conn, st.name, keys, times, settle, later)
     elsewhere = sorted(later.difference(arrived))
     if elsewhere:
-        conn.execute(
-            update(p).where(*_EACH_STICK).values(later_seen=True),
-            _stick_params(st.name, elsewhere),
-        )
+        _by_stick(conn, "UPDATE scorer_pending SET later_seen = true", st.name, elsewhere)
 
 
-def _upsert_pending_postgres(
+def _upsert_arrivals(
     conn: Connection,
     station: str,
     keys: list[tuple[str, str]],
@@ -221,9 +201,10 @@ def _upsert_pending_postgres(
     settle: timedelta,
     later: set[tuple[str, str]],
 ) -> None:
-    """:func:`_upsert_pending`'s upsert on PostgreSQL in one statement over arrays
-    (:func:`~qcllp.store.insert_columns`): SQLAlchemy's ``executemany`` sent one statement per
-    stick, 120,000 in a minute of the line at 500 sticks/s."""
+    """:func:`_upsert_pending`'s upsert through :func:`~qcllp.store.insert_columns`: one
+    statement over arrays on PostgreSQL (SQLAlchemy's ``executemany`` sent one per stick,
+    120,000 in a minute of the line at 500 sticks/s), the driver's ``executemany`` of plain
+    tuples on SQLite (SQLAlchemy's per-row parameters were a tenth of a backlog's drain)."""
     insert_columns(
         conn,
         "INSERT INTO scorer_pending (station, charge_id, stick_id, first_arrived_at, "
@@ -247,17 +228,34 @@ def _upsert_pending_postgres(
 def due_sticks(
     conn: Connection, station: str, now: datetime, limit: int, assume_complete: bool
 ) -> pd.DataFrame:
-    """Pending sticks that may have completed (later-station reading or due), oldest first."""
-    p = ScorerPending.__table__
-    query = select(
-        p.c.charge_id, p.c.stick_id, p.c.first_arrived_at, p.c.arrived_at, p.c.later_seen
-    ).where(p.c.station == station)
+    """Pending sticks that may have completed (later-station reading or due), oldest first:
+    ``charge_id, stick_id, first_arrived_at, arrived_at`` (UTC) and ``later_seen``.
+
+    Through the driver's own cursor, the times parsed by pandas in one pass: SQLAlchemy's
+    rows and their per-value datetime parsing cost 8 % of a backlog's drain
+    (``benchmarks/bench_scorer.py`` backlog, issue 34)."""
+    mark = placeholders(conn, 1)
+    sql = (
+        "SELECT charge_id, stick_id, first_arrived_at, arrived_at, later_seen "
+        f"FROM scorer_pending WHERE station = {mark}"
+    )
+    parameters: list = [station]
     if not assume_complete:
-        query = query.where(p.c.later_seen | (p.c.due_at <= now))
-    rows = conn.execute(query.order_by(p.c.due_at).limit(limit)).all()
-    return rows_frame(
+        sql += f" AND (later_seen OR due_at <= {mark})"
+        parameters.append(sqlite_timestamps([now])[0] if conn.dialect.name == "sqlite" else now)
+    cursor = conn.connection.dbapi_connection.cursor()
+    try:
+        cursor.execute(f"{sql} ORDER BY due_at LIMIT {mark}", [*parameters, limit])
+        rows = cursor.fetchall()
+    finally:
+        cursor.close()
+    due = rows_frame(
         rows, ["charge_id", "stick_id", "first_arrived_at", "arrived_at", "later_seen"]
     )
+    for column in ("first_arrived_at", "arrived_at"):
+        due[column] = pd.to_datetime(due[column], utc=True, format="ISO8601")
+    due["later_seen"] = due["later_seen"].astype(bool)
+    return due
 
 
 def postpone(conn: Connection, st: Station, waiting: pd.DataFrame, first: pd.Series) -> None:
@@ -275,22 +273,31 @@ def postpone(conn: Connection, st: Station, waiting: pd.DataFrame, first: pd.Ser
 
 def forget_pending(conn: Connection, station: str, scores: pd.DataFrame) -> None:
     """Decided sticks leave ``scorer_pending``: on PostgreSQL in one statement over arrays
-    (an ``executemany`` sent one per stick), on SQLite by one prepared statement per stick."""
+    (an ``executemany`` sent one per stick), on SQLite by the driver's ``executemany`` of one
+    prepared statement (SQLAlchemy's per-row parameters cost 5 % of a backlog's drain)."""
     if scores.empty:
         return
-    if conn.dialect.name != "postgresql":
-        keys = zip(scores["charge_id"], scores["stick_id"], strict=True)
-        conn.execute(
-            delete(ScorerPending.__table__).where(*_EACH_STICK), _stick_params(station, keys)
-        )
-        return
+    keys = zip(scores["charge_id"].tolist(), scores["stick_id"].tolist(), strict=True)
+    _by_stick(conn, "DELETE FROM scorer_pending", station, list(keys))
+
+
+def _by_stick(conn: Connection, head: str, station: str, keys: list[tuple[str, str]]) -> None:
+    """``{head}`` (an ``UPDATE ... SET`` or ``DELETE FROM`` of ``scorer_pending``) on these
+    sticks of the station: on PostgreSQL one statement over arrays, on SQLite the driver's
+    ``executemany`` of one prepared statement with plain tuples."""
     cursor = conn.connection.dbapi_connection.cursor()
     try:
-        cursor.execute(
-            "DELETE FROM scorer_pending WHERE station = %s AND (charge_id, stick_id) IN "
-            "(SELECT * FROM unnest(%s::text[], %s::text[]))",
-            [station, scores["charge_id"].tolist(), scores["stick_id"].tolist()],
-        )
+        if conn.dialect.name == "postgresql":
+            cursor.execute(
+                f"{head} WHERE station = %s AND (charge_id, stick_id) IN "
+                "(SELECT * FROM unnest(%s::text[], %s::text[]))",
+                [station, [c for c, _ in keys], [s for _, s in keys]],
+            )
+        else:
+            cursor.executemany(
+                f"{head} WHERE station = ? AND charge_id = ? AND stick_id = ?",
+                [(station, c, s) for c, s in keys],
+            )
     finally:
         cursor.close()
 

@@ -4,7 +4,7 @@
 :mod:`qcllp.store.migrate` the versioned Alembic migrations that ``open`` applies.
 """
 
-from qcllp.store.bulk_insert import insert_columns
+from qcllp.store.bulk_insert import insert_columns, sqlite_timestamps
 from qcllp.store.core import (
     IN_CHUNK,
     Store,
@@ -78,6 +78,7 @@ __all__ = [
     "insert_columns",
     "placeholders",
     "rows_frame",
+    "sqlite_timestamps",
     "stored_utc",
     "us_to_utc",
 ]

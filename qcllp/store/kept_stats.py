@@ -145,9 +145,10 @@ def read_series_stats(
             return sql, listed
         return f"{sql} AND s.charge_id IN ({placeholders(conn, len(part))})", [*listed, *part]
 
-    rows = _fetch(conn, map(query, _id_chunks(charge_ids)))
-    columns = list(zip(*rows, strict=True)) if rows else [()] * (len(SERIES_COLUMNS) + len(STORED))
-    data = {c: np.array(v, dtype=object) for c, v in zip(SERIES_COLUMNS, columns, strict=False)}
+    columns = _transposed(
+        _fetch(conn, map(query, _id_chunks(charge_ids))), len(SERIES_COLUMNS) + len(STORED)
+    )
+    data = dict(zip(SERIES_COLUMNS, columns, strict=False))
     data.update(_decoded(columns[len(SERIES_COLUMNS) :]))
     stale = data.pop("version") != STATS_VERSION
     if stale.any():
@@ -176,8 +177,8 @@ def _stored(conn: Connection, ids: np.ndarray) -> tuple[SeriesStats, np.ndarray]
         ),
     )
     rows.sort()
-    columns = list(zip(*rows, strict=True)) if rows else [()] * (1 + len(STORED))
-    ids = np.array(columns[0], dtype=np.int64)
+    columns = _transposed(rows, 1 + len(STORED))
+    ids = columns[0].astype(np.int64)
     data = _decoded(columns[1:])
     current = data.pop("version") == STATS_VERSION
     kept = SeriesStats(ids=ids, **{c: v for c, v in data.items()})
@@ -198,15 +199,20 @@ def _fetch(conn: Connection, queries: Iterable[tuple[str, list]]) -> list[tuple]
     return rows
 
 
-def _decoded(columns: Sequence[tuple]) -> dict[str, np.ndarray]:
+def _transposed(rows: list[tuple], width: int) -> list[np.ndarray]:
+    """The fetched rows' columns, each an array of Python objects: one two-dimensional
+    array sliced, a third of the time ``zip(*rows)`` took (``benchmarks/bench_scorer.py``
+    backlog, issue 34)."""
+    table = np.array(rows, dtype=object) if rows else np.empty((0, width), dtype=object)
+    return [table[:, k] for k in range(width)]
+
+
+def _decoded(columns: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
     """The fetched columns of :data:`STORED` as arrays: version and counts int64, the
     ``moments`` unpacked into one float64 array per figure."""
     *ints, moments = columns
-    out = {
-        name: np.array(values, dtype=np.int64)
-        for name, values in zip(STORED[:-1], ints, strict=True)
-    }
-    packed = np.frombuffer(b"".join(moments), dtype=MOMENTS_DTYPE)
+    out = {name: values.astype(np.int64) for name, values in zip(STORED[:-1], ints, strict=True)}
+    packed = np.frombuffer(b"".join(moments.tolist()), dtype=MOMENTS_DTYPE)
     packed = packed.reshape(-1, len(MOMENT_COLUMNS))
     out.update({c: packed[:, k].astype(np.float64) for k, c in enumerate(MOMENT_COLUMNS)})
     return out

@@ -1,5 +1,5 @@
 """The scorer's pending sticks on both engines (PostgreSQL writes them in one statement over
-arrays, SQLite one prepared statement per stick): an arrival again moves a stick's last
+arrays, SQLite one prepared statement run per stick): an arrival again moves a stick's last
 arrival and due time but keeps its first arrival and its later-station sighting, a sighting
 of a stick not arrived marks it, and deciding a stick forgets it alone."""
 
@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pandas as pd
 
-from qcllp.scoring.pending import _upsert_pending, forget_pending
+from qcllp.scoring.pending import _upsert_pending, due_sticks, forget_pending
 from qcllp.store import stored_utc
 
 T0 = datetime(2026, 3, 1, 6, 0, tzinfo=UTC)
@@ -45,3 +45,23 @@ def test_arrivals_sightings_and_decisions_keep_each_pending_stick_right(store, t
         forget_pending(conn, st.name, pd.DataFrame({"charge_id": ["C1"], "stick_id": ["S2"]}))
         forget_pending(conn, st.name, pd.DataFrame({"charge_id": [], "stick_id": []}))
     assert sorted(_pending(store)) == ["S1", "S3"]
+
+
+def test_due_sticks_are_those_seen_later_or_settled_oldest_first_with_their_times(
+    store, tiny_config
+):
+    st = tiny_config.stations[0]
+    settle = timedelta(seconds=st.settle_s)
+    t1, t2 = T0 + timedelta(seconds=1), T0 + timedelta(seconds=2)
+    with store.write() as conn:
+        arrived = {("C1", "S1"): (T0, t2), ("C1", "S2"): (T0, t1), ("C1", "S3"): (T0, t1)}
+        _upsert_pending(conn, st, arrived, later={("C1", "S3")})
+    with store.engine.connect() as conn:
+        settled = due_sticks(conn, st.name, t1 + settle, 10, assume_complete=False)
+        every = due_sticks(conn, st.name, T0, 10, assume_complete=True)
+        empty = due_sticks(conn, "rolling", T0, 10, assume_complete=False)
+    assert list(settled["stick_id"]) == ["S2", "S3"]  # S1 settles a second later
+    assert list(every["stick_id"]) == ["S2", "S3", "S1"]  # by due time
+    assert list(every["later_seen"]) == [False, True, False]
+    assert list(every["arrived_at"]) == [t1, t1, t2]
+    assert (every["first_arrived_at"] == T0).all() and empty.empty

@@ -3,20 +3,22 @@ per stick on SQLite and PostgreSQL alike, with the features built as at training
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pandas as pd
 import pytest
+from sqlalchemy import select
 
 from qcllp.features import station_features
 from qcllp.scoring.flag_sink import SinkError, claim_sink, claimed_sink
 from qcllp.scoring.step import FlagSink, flags_frame, score_file, score_station, score_step
 from qcllp.station.registry import load_model, promote
-from qcllp.store import Store
+from qcllp.store import Flag, Store, stored_utc
 from tests.support.plants import FRESH_CHARGES
 
 
@@ -53,6 +55,31 @@ def test_each_stick_still_on_the_line_is_flagged_once_with_the_models_decision(
     expected = model.failure_probability(X)
     got = flags.set_index(["charge_id", "stick_id"]).loc[X.index, "probability"].to_numpy()
     np.testing.assert_allclose(got, expected)
+
+
+def test_each_sink_line_is_its_flag_as_read_through_the_orm(scored_plant, tmp_path):
+    """The sink reads the flags through the driver (SQLite's times as text): each line is
+    still the flag's record from SQLAlchemy's row, a whole second's time without a fraction."""
+    store, config, _ = scored_plant
+    now = datetime(2026, 11, 28, 6, 0, 0, tzinfo=UTC)
+    sink = FlagSink(tmp_path / "flags.jsonl")
+    done = score_step(store, config, "cooling", load_model(store, station="cooling"), now=now,
+                      assume_complete=True, sink=sink)  # fmt: skip
+    f = Flag.__table__
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(f).where(f.c.station == "cooling").order_by(f.c.id)).all()
+
+    def line(row) -> str:  # noqa: ANN001
+        record = {c: getattr(row, c) for c in ("station", "charge_id", "stick_id", "decision",
+                  "probability", "threshold", "model_id", "reason")}  # fmt: skip
+        record["arrived_at"] = stored_utc(row.arrived_at).isoformat()
+        record["scored_at"] = stored_utc(row.scored_at).isoformat()
+        return json.dumps(record, separators=(",", ":"))
+
+    lines = sink.path.read_text().splitlines()
+    assert len(lines) == len(rows) == done.flags_written > 0
+    assert lines == [line(row) for row in rows]
+    assert all(json.loads(x)["scored_at"] == "2026-11-28T06:00:00+00:00" for x in lines)
 
 
 def test_a_file_is_scored_with_the_same_model_and_writes_no_flags(scored_plant, history_plant):
