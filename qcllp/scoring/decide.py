@@ -175,8 +175,7 @@ def _missing_sensors(stats: pd.DataFrame, st: Station, due: pd.DataFrame) -> lis
     found = (rows >= 0) & (columns >= 0)
     seen = np.zeros((len(due), len(names)), dtype=bool)
     seen[rows[found], columns[found]] = True
-    complete = seen.all(axis=1)
-    return [
-        [] if done else [n for n, has in zip(names, row, strict=True) if not has]
-        for done, row in zip(complete, seen, strict=True)
-    ]
+    missing: list[list[str]] = [[] for _ in range(len(due))]
+    for i in np.flatnonzero(~seen.all(axis=1)):  # few: a loop over every row cost 3 %
+        missing[i] = [n for n, has in zip(names, seen[i], strict=True) if not has]
+    return missing
