@@ -287,7 +287,7 @@ class TimedService:
 
     def __init__(self, store: Store, config: PlantConfig, sink: Path | None):
         self.service = ScorerService(store, config, STATION, sink=sink)
-        self.service.refresh_model()  # loaded and verified before any clock starts
+        self.service.refresh_models()  # loaded and verified before any clock starts
         self.steps: list[float] = []
         plain_step = self.service.step
 

@@ -296,16 +296,18 @@ def apply_imputation(X: pd.DataFrame, imputation: Mapping[str, float]) -> pd.Dat
     Raises ``ValueError`` when ``X`` lacks a recorded feature or has one the imputation does not
     know (a model trained on other features must not silently score these).
     """
-    cols = list(imputation)
-    absent = [c for c in cols if c not in X.columns]
-    extra = [c for c in X.columns if c not in imputation]
+    cols, present = list(imputation), list(X.columns)
+    known = set(present)
+    absent = [c for c in cols if c not in known]
+    extra = [c for c in present if c not in imputation]
     if absent or extra:
         raise ValueError(
             "features do not match the recorded imputation: "
             f"missing {absent[:5]}{'...' if len(absent) > 5 else ''}, "
             f"unknown {extra[:5]}{'...' if len(extra) > 5 else ''}"
         )
-    values = X[cols].to_numpy(dtype=np.float64, copy=True)
+    ordered = X if present == cols else X[cols]  # a scorer's table is in order already
+    values = ordered.to_numpy(dtype=np.float64, copy=True)
     fill = np.array([imputation[c] for c in cols], dtype=np.float64)
     holes = np.isnan(values)
     values[holes] = np.broadcast_to(fill, values.shape)[holes]

@@ -39,21 +39,20 @@ def read_stick_stats(conn: Connection, sticks: pd.DataFrame, stations: list[str]
     narrowed to the sticks in pandas. One row per series, not its ~11 readings: the ingester
     keeps the rows in the transaction that stores the readings, so a stick whose readings
     the step sees has its statistics too (``benchmarks/bench_scorer.py``, issue 34)."""
-    charges = sorted(set(sticks["charge_id"].astype(str)))
-    stats = read_series_stats(conn, stations, charges)
-    keep = _stick_keys(sticks).unique().get_indexer(_stick_keys(stats)) >= 0
+    wanted = set(_stick_keys(sticks))
+    stats = read_series_stats(conn, stations, sorted({charge for charge, _ in wanted}))
+    keep = np.array([key in wanted for key in _stick_keys(stats)], dtype=bool)
     return stats if keep.all() else stats.loc[keep].reset_index(drop=True)
 
 
-def _stick_keys(frame: pd.DataFrame) -> pd.Index:
-    """Per row its stick as one text key, ``charge_id`` and ``stick_id`` joined by the unit
-    separator: matched across frames by pandas' hash tables (``isin``, ``get_indexer``), a
-    loop over Python tuples took a backlog's drain a tenth of its time
-    (``benchmarks/bench_scorer.py`` backlog, issue 34)."""
-    return pd.Index(frame["charge_id"].astype(str) + _SEP + frame["stick_id"].astype(str))
-
-
-_SEP = "\x1f"
+def _stick_keys(frame: pd.DataFrame) -> list[tuple[str, str]]:
+    """The (charge_id, stick_id) of each row, as text. Python tuples rather than a pandas
+    index: building one of a few sticks cost a step more than its model
+    (``benchmarks/bench_line_latency.py``, issue 35); the columns converted by ``tolist``,
+    as iterating pandas' Arrow-backed text one value at a time took a backlog's drain a
+    tenth of its time (``benchmarks/bench_scorer.py`` backlog, issue 34)."""
+    charges = frame["charge_id"].astype(str).tolist()
+    return list(zip(charges, frame["stick_id"].astype(str).tolist(), strict=True))
 
 
 @dataclass(frozen=True)
@@ -141,41 +140,42 @@ def _model_decisions(due: DueSticks, loaded: LoadedModel, X: pd.DataFrame | None
     scorable = due.scorable
     if X is None or not scorable.any():
         return out
-    decisions = loaded.model.decide(_rows_of(X, _stick_keys(out.loc[scorable])))
-    p = decisions["probability"].to_numpy(dtype=float)
+    model = loaded.model
+    p = model.failure_probability(_rows_of(X, _stick_keys(out.loc[scorable])))
     finite = np.isfinite(p)
     out.loc[scorable, "probability"] = p
     out.loc[scorable, "decision"] = np.where(
-        ~finite, "unscorable", np.where(decisions["flagged"].to_numpy(bool), "lock_out", "pass")
+        ~finite, "unscorable", np.where(model.flagged(p), "lock_out", "pass")
     )
     out.loc[scorable, "reason"] = np.where(finite, None, "the model gave no probability")
     return out
 
 
-def _rows_of(X: pd.DataFrame, keys: pd.Index) -> pd.DataFrame:
-    """The rows of ``X`` (indexed by charge and stick) of these sticks (:func:`_stick_keys`),
-    in their order; a stick without a row gets one of NaN."""
-    index = X.index
-    rows = pd.Index(
-        index.get_level_values(0).astype(str) + _SEP + index.get_level_values(1).astype(str)
-    ).get_indexer(keys)
-    if (rows < 0).any():  # the slow path, taken only then
-        pairs = [tuple(key.split(_SEP, 1)) for key in keys]
-        return X.reindex(pd.MultiIndex.from_tuples(pairs, names=index.names))
+def _rows_of(X: pd.DataFrame, keys: list[tuple[str, str]]) -> pd.DataFrame:
+    """The rows of ``X`` (indexed by charge and stick) of these sticks, in their order; a
+    stick without a row gets one of NaN (``reindex``, the slow path, taken only then)."""
+    at = {key: i for i, key in enumerate(X.index.tolist())}
+    rows = [at.get(key, -1) for key in keys]
+    if min(rows, default=0) < 0:
+        return X.reindex(pd.MultiIndex.from_tuples(keys, names=X.index.names))
     return X.iloc[rows]
 
 
 def _missing_sensors(stats: pd.DataFrame, st: Station, due: pd.DataFrame) -> list[list[str]]:
     """Per due stick (in order), the sensors of station ``st`` without any reading (a series
     without readings has no row of statistics)."""
+    position = {key: i for i, key in enumerate(_stick_keys(due))}
     names = list(st.sensor_names)
-    here = (stats["station"] == st.name).to_numpy(bool)
-    rows = _stick_keys(due).get_indexer(_stick_keys(stats.loc[here]))
-    columns = pd.Index(names).get_indexer(stats["sensor"].loc[here])
+    sensor_at = {name: j for j, name in enumerate(names)}
+    here = stats.loc[
+        (stats["station"] == st.name).to_numpy(bool), ["charge_id", "stick_id", "sensor"]
+    ]
+    rows = np.array([position.get(key, -1) for key in _stick_keys(here)], dtype=np.int64)
+    columns = np.array([sensor_at.get(s, -1) for s in here["sensor"].tolist()], dtype=np.int64)
     found = (rows >= 0) & (columns >= 0)
-    seen = np.zeros((len(due), len(names)), dtype=bool)
+    seen = np.zeros((len(position), len(names)), dtype=bool)
     seen[rows[found], columns[found]] = True
-    missing: list[list[str]] = [[] for _ in range(len(due))]
+    missing: list[list[str]] = [[] for _ in range(len(position))]
     for i in np.flatnonzero(~seen.all(axis=1)):  # few: a loop over every row cost 3 %
         missing[i] = [n for n, has in zip(names, seen[i], strict=True) if not has]
     return missing

@@ -94,7 +94,7 @@ from qcllp.service.logs import log_event, one_line
 from qcllp.service.scorer_metrics import ScorerMetrics
 from qcllp.service.scorer_models import ShadowSlot, load_verified
 from qcllp.station.artifacts import ArtifactError
-from qcllp.station.registry import LoadedModel, RegistryError, active_model
+from qcllp.station.registry import LoadedModel, RegistryError, live_model_ids
 from qcllp.store import Alarm, Store
 
 __all__ = ["ScorerMetrics", "ScorerService", "ScorerState", "run_scorer"]
@@ -197,19 +197,26 @@ class ScorerService:
         self.channels = flag_channels(store, config, station, self.metrics.registry)
 
     # -- model ---------------------------------------------------------------------------
-    def refresh_model(self) -> None:
-        """Load the station's active model if it changed; refuse (and keep the last good one)
-        if it cannot be loaded or does not build the station's features."""
-        record = active_model(self.store, self.station)
-        if record is None or (self.model is not None and record["id"] == self.model.id):
+    def refresh_models(self) -> None:
+        """Follow the registry's active and shadow models of the station (one look at their
+        ids, :func:`~qcllp.station.registry.live_model_ids`)."""
+        ids = live_model_ids(self.store, self.station)
+        self.refresh_model(ids.get("active"))
+        self.refresh_shadow(ids.get("shadow"))
+
+    def refresh_model(self, model_id: int | None) -> None:
+        """Load the station's active model (id ``model_id``; ``None``: it has none) if it
+        changed; refuse (and keep the last good one) if it cannot be loaded or does not build
+        the station's features."""
+        if model_id is None or (self.model is not None and model_id == self.model.id):
             return
-        if record["id"] in self._refused:
+        if model_id in self._refused:
             return
         try:
-            loaded = load_verified(self.store, self.config, self.station, record["id"])
+            loaded = load_verified(self.store, self.config, self.station, model_id)
         except (ArtifactError, RegistryError) as exc:
-            self._refused.add(record["id"])
-            self.alarm("model_refused", f"model {record['id']} refused: {exc}")
+            self._refused.add(model_id)
+            self.alarm("model_refused", f"model {model_id} refused: {exc}")
             return
         previous = None if self.model is None else self.model.id
         self.model = loaded
@@ -218,10 +225,10 @@ class ScorerService:
             self.state.model_id = loaded.id
         _log("model_loaded", station=self.station, model_id=loaded.id, previous=previous)
 
-    def refresh_shadow(self) -> None:
-        """Follow the station's shadow model (:class:`ShadowSlot`: a change of id loads it,
-        one that cannot be loaded is an alarm and no shadow)."""
-        if not self.shadow.refresh():
+    def refresh_shadow(self, model_id: int | None) -> None:
+        """Follow the station's shadow model (id ``model_id``; :class:`ShadowSlot`: a change
+        of id loads it, one that cannot be loaded is an alarm and no shadow)."""
+        if not self.shadow.refresh(model_id):
             return
         loaded = self.shadow.model
         self.metrics.shadow_id.set(0 if loaded is None else loaded.id)
@@ -296,8 +303,7 @@ class ScorerService:
         try:
             if not self._claimed_or_refused():
                 return 0
-            self.refresh_model()
-            self.refresh_shadow()
+            self.refresh_models()
             for _ in range(max_steps):
                 if self.stopping.is_set():
                     break

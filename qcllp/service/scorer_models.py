@@ -19,7 +19,7 @@ from qcllp.features import feature_names
 from qcllp.plant.config import PlantConfig
 from qcllp.service.logs import one_line
 from qcllp.station.artifacts import ArtifactError
-from qcllp.station.registry import LoadedModel, load_model, shadow_model
+from qcllp.station.registry import LoadedModel, load_model
 from qcllp.store import Store
 
 __all__ = ["ShadowSlot", "load_verified"]
@@ -54,12 +54,11 @@ class ShadowSlot:
         self.model: LoadedModel | None = None
         self._refused: set[int] = set()
 
-    def refresh(self) -> bool:
-        """Follow the registry's shadow model of the station; ``True`` when the model held
-        changed (loaded, dropped or refused). A database away raises, as for the active model;
-        any failure to load the artifact is an alarm and no shadow."""
-        record = shadow_model(self.store, self.station)
-        wanted = None if record is None else int(record["id"])
+    def refresh(self, wanted: int | None) -> bool:
+        """Follow the registry's shadow model of the station (``wanted``: its id, ``None``
+        when it has none); ``True`` when the model held changed (loaded, dropped or refused).
+        A database away raises, as for the active model; any failure to load the artifact is
+        an alarm and no shadow."""
         held = None if self.model is None else self.model.id
         if wanted == held or (wanted is not None and wanted in self._refused and held is None):
             return False

@@ -126,8 +126,12 @@ class StationModel:
         probability = self.failure_probability(X) if len(X) else np.empty(0)
         frame = X.index.to_frame(index=False)
         frame["probability"] = probability
-        frame["flagged"] = probability >= self.threshold
+        frame["flagged"] = self.flagged(probability)
         return frame
+
+    def flagged(self, probability: np.ndarray) -> np.ndarray:
+        """The lock-out rule on failure probabilities: lock out from the threshold up."""
+        return probability >= self.threshold
 
     def check_matches(self, *, station: str, target: str, features: list[str] | None) -> None:
         """Refuse a model whose station, target or feature list is not the one expected."""

@@ -47,6 +47,7 @@ __all__ = [
     "RegistryError",
     "get_model",
     "list_models",
+    "live_model_ids",
     "load_model",
     "promote",
     "promote_shadow",
@@ -151,6 +152,21 @@ def active_model(store: Store, station: str) -> dict[str, Any] | None:
 def shadow_model(store: Store, station: str) -> dict[str, Any] | None:
     """The station's model on a shadow trial, or ``None``."""
     return _model_with_status(store, station, "shadow")
+
+
+def live_model_ids(store: Store, station: str) -> dict[str, int]:
+    """The ids of the station's ``active`` and ``shadow`` models, keyed by status (a status
+    no model holds is left out): the look a scorer takes every tick, one indexed query of two
+    columns (reading both whole rows through the ORM, their JSON parsed, cost a line's scorer
+    5 ms a tick, ``benchmarks/bench_scorer.py`` poll)."""
+    m = Model.__table__
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            select(m.c.status, m.c.id).where(
+                m.c.station == station, m.c.status.in_(("active", "shadow"))
+            )
+        ).all()
+    return {status: int(model_id) for status, model_id in rows}
 
 
 def _model_with_status(store: Store, station: str, status: str) -> dict[str, Any] | None:

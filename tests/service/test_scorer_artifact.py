@@ -29,7 +29,7 @@ def test_the_scorer_refuses_an_active_model_outside_the_models_folder_and_keeps_
     good = history_plant.record_trained(store, history_plant.config, "cooling")
     promote(store, good)
     service = ScorerService(store, history_plant.config, "cooling")
-    service.refresh_model()
+    service.refresh_models()
     assert service.model.id == good
 
     row = get_model(store, good)
@@ -50,8 +50,8 @@ def test_the_scorer_refuses_an_active_model_outside_the_models_folder_and_keeps_
         session.execute(update(Model).where(Model.id == good).values(status="retired"))
         session.execute(update(Model).where(Model.id == hostile).values(status="active"))
 
-    service.refresh_model()
-    service.refresh_model()  # refused once, not once per tick
+    service.refresh_models()
+    service.refresh_models()  # refused once, not once per tick
     assert service.model.id == good
     with store.session() as session:
         alarms = [(a.kind, a.message) for a in session.query(Alarm).all()]
