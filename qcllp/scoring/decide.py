@@ -154,10 +154,12 @@ def _model_decisions(due: DueSticks, loaded: LoadedModel, X: pd.DataFrame | None
 def _rows_of(X: pd.DataFrame, keys: list[tuple[str, str]]) -> pd.DataFrame:
     """The rows of ``X`` (indexed by charge and stick) of these sticks, in their order; a
     stick without a row gets one of NaN (``reindex``, the slow path, taken only then)."""
-    at = {key: i for i, key in enumerate(X.index.tolist())}
+    index = X.index
+    keyed = zip(index.get_level_values(0).tolist(), index.get_level_values(1).tolist(), strict=True)
+    at = {key: i for i, key in enumerate(keyed)}
     rows = [at.get(key, -1) for key in keys]
     if min(rows, default=0) < 0:
-        return X.reindex(pd.MultiIndex.from_tuples(keys, names=X.index.names))
+        return X.reindex(pd.MultiIndex.from_tuples(keys, names=index.names))
     return X.iloc[rows]
 
 
