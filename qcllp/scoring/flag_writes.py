@@ -69,7 +69,7 @@ def write_flags(
         **_shared_columns(station, loaded, scores, now),
         "flagged": [d == "lock_out" for d in decisions],
         "decision": decisions,
-        "reason": [r if isinstance(r, str) else None for r in scores["reason"]],
+        "reason": [r if isinstance(r, str) else None for r in scores["reason"].tolist()],
         "arrived_at": _datetimes(scores["arrived_at"]),
     }
     return insert_columns(
