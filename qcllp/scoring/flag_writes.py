@@ -19,7 +19,7 @@ from sqlalchemy import Connection
 
 from qcllp.scoring.flag_sink import FlagSink, flag_lines
 from qcllp.station.registry import LoadedModel
-from qcllp.store import Alarm, Store, insert_columns, placeholders
+from qcllp.store import Alarm, Store, fetch_tuples, insert_columns, placeholders
 
 __all__ = [
     "Delivery",
@@ -179,13 +179,9 @@ def deliver(
     flag_lines` reads both): SQLAlchemy's rows cost a third of the delivery."""
     if sink is None:
         return Delivery(None, offset, cursor_id)
-    cursor = conn.connection.dbapi_connection.cursor()
-    try:
-        cursor.execute(_SELECT_TO_DELIVER.format(mark=placeholders(conn, 1)),
-                       [station, cursor_id, bound + 1])  # fmt: skip
-        rows = [dict(zip(_SINK_COLUMNS, row, strict=True)) for row in cursor.fetchall()]
-    finally:
-        cursor.close()
+    sql = _SELECT_TO_DELIVER.format(mark=placeholders(conn, 1))
+    fetched = fetch_tuples(conn, sql, [station, cursor_id, bound + 1])
+    rows = [dict(zip(_SINK_COLUMNS, row, strict=True)) for row in fetched]
     more = len(rows) > bound
     rows = rows[:bound]
     if not rows:

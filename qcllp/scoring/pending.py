@@ -23,6 +23,7 @@ from qcllp.store import (
     Charge,
     IngestionBatch,
     ScorerPending,
+    fetch_tuples,
     insert_columns,
     placeholders,
     rows_frame,
@@ -152,12 +153,7 @@ def _visits(conn: Connection, config: PlantConfig, st: Station, arrival: dict) -
         f"WHERE batch_id IN ({placeholders(conn, len(batches))}) "
         f"AND station IN ({placeholders(conn, len(stations))})"
     )
-    cursor = conn.connection.dbapi_connection.cursor()
-    try:
-        cursor.execute(sql, [*batches, *stations])
-        return cursor.fetchall()
-    finally:
-        cursor.close()
+    return fetch_tuples(conn, sql, [*batches, *stations])
 
 
 def _reported(conn: Connection, charges: set[str]) -> set[str]:
@@ -243,12 +239,7 @@ def due_sticks(
     if not assume_complete:
         sql += f" AND (later_seen OR due_at <= {mark})"
         parameters.append(sqlite_timestamps([now])[0] if conn.dialect.name == "sqlite" else now)
-    cursor = conn.connection.dbapi_connection.cursor()
-    try:
-        cursor.execute(f"{sql} ORDER BY due_at LIMIT {mark}", [*parameters, limit])
-        rows = cursor.fetchall()
-    finally:
-        cursor.close()
+    rows = fetch_tuples(conn, f"{sql} ORDER BY due_at LIMIT {mark}", [*parameters, limit])
     due = rows_frame(
         rows, ["charge_id", "stick_id", "first_arrived_at", "arrived_at", "later_seen"]
     )

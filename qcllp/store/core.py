@@ -59,6 +59,7 @@ __all__ = [
     "Store",
     "StoreError",
     "dialect_insert",
+    "fetch_tuples",
     "placeholders",
     "rows_frame",
     "stored_utc",
@@ -93,6 +94,19 @@ def placeholders(conn: Connection, n: int) -> str:
     """``n`` positional parameter marks for the driver's own cursor (``?`` or ``%s``)."""
     mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
     return ", ".join([mark] * n)
+
+
+def fetch_tuples(conn: Connection, sql: str, parameters: Sequence) -> list[tuple]:
+    """The rows of ``sql`` (marks from :func:`placeholders`) as plain tuples through the
+    driver's own cursor, in ``conn``'s transaction: SQLAlchemy's result rows cost as much
+    again as the fetch where a step or a read takes thousands (``benchmarks/bench_scorer.py``
+    backlog, issue 34). Times come as the driver gives them: text on SQLite."""
+    cursor = conn.connection.dbapi_connection.cursor()
+    try:
+        cursor.execute(sql, parameters)
+        return cursor.fetchall()
+    finally:
+        cursor.close()
 
 
 def charge_time_bounds(conn: Connection, charge_ids: Sequence[str]) -> tuple[int, int] | None:

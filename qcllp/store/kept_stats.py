@@ -22,7 +22,7 @@ import pandas as pd
 from sqlalchemy import Connection, delete, func, select
 
 from qcllp.store.bulk_insert import copy_binary
-from qcllp.store.core import IN_CHUNK, Store, placeholders, rows_frame
+from qcllp.store.core import IN_CHUNK, Store, fetch_tuples, placeholders, rows_frame
 from qcllp.store.schema import Reading, Series, SeriesStatistics
 from qcllp.store.series_stats import (
     COUNT_COLUMNS,
@@ -186,17 +186,8 @@ def _stored(conn: Connection, ids: np.ndarray) -> tuple[SeriesStats, np.ndarray]
 
 
 def _fetch(conn: Connection, queries: Iterable[tuple[str, list]]) -> list[tuple]:
-    """The rows of each ``(sql, parameters)`` through the driver's own cursor: plain tuples,
-    without SQLAlchemy's result rows, which cost as much again as the fetch."""
-    rows: list[tuple] = []
-    cursor = conn.connection.dbapi_connection.cursor()
-    try:
-        for sql, parameters in queries:
-            cursor.execute(sql, parameters)
-            rows += cursor.fetchall()
-    finally:
-        cursor.close()
-    return rows
+    """The rows of each ``(sql, parameters)`` as plain tuples (:func:`.core.fetch_tuples`)."""
+    return [row for sql, parameters in queries for row in fetch_tuples(conn, sql, parameters)]
 
 
 def _transposed(rows: list[tuple], width: int) -> list[np.ndarray]:
