@@ -306,8 +306,9 @@ class TimedService:
         return decided, time.perf_counter() - started
 
 
-def raw_stick_stats(conn, sticks: pd.DataFrame, stations: list[str]) -> pd.DataFrame:  # noqa: ANN001
-    """The raw path, for comparison: what ``decide.read_stick_stats`` returns, computed from
+def raw_stick_stats(conn, sticks: pd.DataFrame, stations: list[str]):  # noqa: ANN001, ANN201
+    """The raw path, for comparison: what ``decide.read_stick_stats`` returns (the rows and
+    their (charge_id, stick_id)), computed from
     the sticks' readings as the scorer did before issue 34 -- their series by station and
     charge, then every reading of them by ``series_id`` -- reduced to statistics in NumPy."""
     wanted = pd.MultiIndex.from_frame(sticks[["charge_id", "stick_id"]].astype(str))
@@ -341,7 +342,10 @@ def raw_stick_stats(conn, sticks: pd.DataFrame, stations: list[str]) -> pd.DataF
     out = series.set_index("id").loc[stats.ids, names[1:]].reset_index(drop=True)
     for column in STAT_COLUMNS:
         out[column] = getattr(stats, column)
-    return out
+    keys = zip(
+        out["charge_id"].astype(str).tolist(), out["stick_id"].astype(str).tolist(), strict=True
+    )
+    return out, list(keys)
 
 
 @contextlib.contextmanager

@@ -36,6 +36,7 @@ the count guard (:mod:`.count_guard`) needs. With the shadow alone they are the 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -50,7 +51,7 @@ AUDIT = "inspect"  # a flag's decision for an audit sample
 _KEY = b"qcllp audit sample"
 
 
-def audit_draw(station: str, charge_ids: pd.Series, stick_ids: pd.Series) -> np.ndarray:
+def audit_draw(station: str, charge_ids: Sequence, stick_ids: Sequence) -> np.ndarray:
     """Per stick, a number in [0, 1) that depends on (station, charge, stick) only: the
     first 8 bytes of a keyed BLAKE2b (hashlib: fast, standard, no state) over the three
     names, over 2**64 (about 4 microseconds a stick; only eligible sticks are hashed). A
@@ -72,10 +73,11 @@ def draw_audits(
 ) -> pd.DataFrame:
     """The active model's decisions (after its guards) with the drawn passes made ``inspect``;
     ``shadow_scores`` (same rows, same order) adds the passes the shadow would lock out.
-    Columns ``model_id`` and ``threshold`` are added: the model each flag's decision is of."""
-    out = scores.assign(model_id=active.id, threshold=float(active.model.threshold))
-    if out.empty:
-        return out
+    Every flag's decision is the active model's (its id and threshold go with the flags,
+    :func:`qcllp.scoring.flag_writes.write_flags`)."""
+    if scores.empty:
+        return scores
+    out = scores
     p = out["probability"].to_numpy(dtype=float)
     passed = (out["decision"] == "pass").to_numpy()
     threshold = float(active.model.threshold)
@@ -87,11 +89,19 @@ def draw_audits(
     disagree = tried & ~band
     drawn = np.zeros(len(out), dtype=bool)
     eligible = np.flatnonzero(band | disagree)  # only they are hashed
-    keys = out.iloc[eligible]
+    if not len(eligible):
+        return scores
+    charges, sticks = out["charge_id"].tolist(), out["stick_id"].tolist()
     share = np.where(tried, st.trial_audit_share, 0.0)
     share = np.where(band, np.maximum(share, st.audit_share), share)
-    drawn[eligible] = audit_draw(st.name, keys["charge_id"], keys["stick_id"]) < share[eligible]
+    drawn[eligible] = (
+        audit_draw(st.name, [charges[i] for i in eligible], [sticks[i] for i in eligible])
+        < share[eligible]
+    )
     in_band, of_shadow = band & drawn, disagree & drawn
+    if not (in_band.any() or of_shadow.any()):
+        return out
+    out = scores.copy()
     if in_band.any():
         out.loc[in_band, "decision"] = AUDIT
         out.loc[in_band, "reason"] = [

@@ -30,9 +30,12 @@ from qcllp.store.kept_stats import read_series_stats
 __all__ = ["DueSticks", "decide_due", "read_due", "read_stick_stats"]
 
 
-def read_stick_stats(conn: Connection, sticks: pd.DataFrame, stations: list[str]) -> pd.DataFrame:
+def read_stick_stats(
+    conn: Connection, sticks: pd.DataFrame, stations: list[str]
+) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
     """The kept statistics (:func:`qcllp.store.kept_stats.read_series_stats`: one row per
-    series with readings) of the given sticks at the given stations.
+    series with readings) of the given sticks at the given stations, and each row's
+    (charge_id, stick_id).
 
     Series are looked up by ``station`` and ``charge_id`` -- the unique index's prefix, so the
     lookup costs in proportion to the charges asked for, not to the stored history -- and
@@ -41,8 +44,13 @@ def read_stick_stats(conn: Connection, sticks: pd.DataFrame, stations: list[str]
     the step sees has its statistics too (``benchmarks/bench_scorer.py``, issue 34)."""
     wanted = set(_stick_keys(sticks))
     stats = read_series_stats(conn, stations, sorted({charge for charge, _ in wanted}))
-    keep = np.array([key in wanted for key in _stick_keys(stats)], dtype=bool)
-    return stats if keep.all() else stats.loc[keep].reset_index(drop=True)
+    keys = _stick_keys(stats)
+    keep = np.array([key in wanted for key in keys], dtype=bool)
+    if keep.all():
+        return stats, keys
+    return stats.loc[keep].reset_index(drop=True), [
+        k for k, kept in zip(keys, keep, strict=True) if kept
+    ]
 
 
 def _stick_keys(frame: pd.DataFrame) -> list[tuple[str, str]]:
@@ -79,8 +87,8 @@ def read_due(
     """The due sticks that have completed, with their series' statistics; sticks still waiting
     for a missing sensor (before the timeout) get a later ``due_at`` and are left out."""
     stations = [s.name for s in config.stations_up_to(st.name)]
-    stats = read_stick_stats(conn, due, stations)
-    missing = _missing_sensors(stats, st, due)
+    stats, keys = read_stick_stats(conn, due, stations)
+    missing = _missing_sensors(stats, keys, st, due)
     first = pd.to_datetime(due["first_arrived_at"], utc=True)
     timed_out = (pd.Timestamp(now) - first).dt.total_seconds().to_numpy() >= st.timeout_s
     complete = due["later_seen"].to_numpy(bool) | timed_out | assume_complete
@@ -135,20 +143,29 @@ def decide_due(
 
 def _model_decisions(due: DueSticks, loaded: LoadedModel, X: pd.DataFrame | None) -> pd.DataFrame:
     """One model's ``lock_out`` or ``pass`` (``unscorable`` without a probability) for the
-    scorable sticks of ``due`` on their features ``X``."""
-    out = due.base.copy()
-    scorable = due.scorable
+    scorable sticks of ``due`` on their features ``X``. The three columns are filled as
+    arrays and the frame built once: masked ``.loc`` writes cost a line step more than
+    building it (``benchmarks/bench_line_latency.py``, issue 35)."""
+    base, scorable = due.base, due.scorable
     if X is None or not scorable.any():
-        return out
+        return base.copy()
     model = loaded.model
-    p = model.failure_probability(_rows_of(X, _stick_keys(out.loc[scorable])))
+    keys = _stick_keys(base)
+    p = model.failure_probability(
+        _rows_of(X, [k for k, s in zip(keys, scorable, strict=True) if s])
+    )
     finite = np.isfinite(p)
-    out.loc[scorable, "probability"] = p
-    out.loc[scorable, "decision"] = np.where(
+    probability = base["probability"].to_numpy(dtype=np.float64, copy=True)
+    probability[scorable] = p
+    decision = np.array(base["decision"].tolist(), dtype=object)
+    decision[scorable] = np.where(
         ~finite, "unscorable", np.where(model.flagged(p), "lock_out", "pass")
     )
-    out.loc[scorable, "reason"] = np.where(finite, None, "the model gave no probability")
-    return out
+    reason = np.array(base["reason"].tolist(), dtype=object)
+    reason[scorable] = np.where(finite, None, "the model gave no probability")
+    columns = {c: base[c] for c in base.columns}
+    columns |= {"probability": probability, "decision": decision, "reason": reason}
+    return pd.DataFrame(columns, index=base.index)
 
 
 def _rows_of(X: pd.DataFrame, keys: list[tuple[str, str]]) -> pd.DataFrame:
@@ -163,17 +180,18 @@ def _rows_of(X: pd.DataFrame, keys: list[tuple[str, str]]) -> pd.DataFrame:
     return X.iloc[rows]
 
 
-def _missing_sensors(stats: pd.DataFrame, st: Station, due: pd.DataFrame) -> list[list[str]]:
+def _missing_sensors(
+    stats: pd.DataFrame, keys: list[tuple[str, str]], st: Station, due: pd.DataFrame
+) -> list[list[str]]:
     """Per due stick (in order), the sensors of station ``st`` without any reading (a series
-    without readings has no row of statistics)."""
+    without readings has no row of statistics); ``keys``: each row's (charge_id, stick_id)."""
     position = {key: i for i, key in enumerate(_stick_keys(due))}
     names = list(st.sensor_names)
     sensor_at = {name: j for j, name in enumerate(names)}
-    here = stats.loc[
-        (stats["station"] == st.name).to_numpy(bool), ["charge_id", "stick_id", "sensor"]
-    ]
-    rows = np.array([position.get(key, -1) for key in _stick_keys(here)], dtype=np.int64)
-    columns = np.array([sensor_at.get(s, -1) for s in here["sensor"].tolist()], dtype=np.int64)
+    here = np.flatnonzero((stats["station"] == st.name).to_numpy(bool))
+    sensors = stats["sensor"].tolist()
+    rows = np.array([position.get(keys[i], -1) for i in here], dtype=np.int64)
+    columns = np.array([sensor_at.get(sensors[i], -1) for i in here], dtype=np.int64)
     found = (rows >= 0) & (columns >= 0)
     seen = np.zeros((len(position), len(names)), dtype=bool)
     seen[rows[found], columns[found]] = True

@@ -26,7 +26,7 @@ from qcllp.scoring.decide import decide_due, read_due
 from qcllp.scoring.flag_writes import insert_alarm, write_flags, write_shadow_flags
 from qcllp.scoring.inspection_guard import InspectionIntake, check_inspections
 from qcllp.scoring.pending import Intake, due_sticks, forget_pending
-from qcllp.scoring.share_guard import apply_guard
+from qcllp.scoring.share_guard import GuardState, apply_guard, guard_state
 from qcllp.station.registry import LoadedModel
 
 __all__ = ["SCORE_COLUMNS", "Decided", "decide_and_write", "shadow_fields"]
@@ -48,6 +48,7 @@ class Decided:
     shadow: pd.DataFrame | None = None
     shadow_written: int = 0
     shadow_audits: int = 0
+    guard: GuardState | None = None  # the active model's guard row after the step
 
 
 def decide_and_write(
@@ -65,7 +66,7 @@ def decide_and_write(
     decisions, forget the decided sticks and store the step's alarms (all in the step's
     transaction)."""
     model, shadow = models
-    alarms, inspected = _checks_before(conn, config, st, model, intake, now)
+    alarms, inspected, guard = _checks_before(conn, config, st, model, intake, now)
     scores = pd.DataFrame(columns=SCORE_COLUMNS)
     shadow_scores, written, shadow_written, shadow_audited, n_due = None, 0, 0, 0, 0
     if model is not None or shadow is not None:
@@ -75,7 +76,9 @@ def decide_and_write(
         decided = read_due(conn, config, st, due, now, assume_complete)
         active_scores, shadow_scores = decide_due(config, st, decided, [model, shadow])
         if model is not None:
-            active_scores, tripped = _guarded(conn, config, st, model, active_scores, now)
+            active_scores, tripped, guard = _guarded(
+                conn, config, st, model, active_scores, now, guard
+            )
             alarms += [("lockout_suspended", tripped)] if tripped else []
             flags = draw_audits(st, model, active_scores, shadow, shadow_scores)
         else:
@@ -85,11 +88,19 @@ def decide_and_write(
             shadow_written = write_shadow_flags(conn, st.name, shadow, shadow_scores, now)
         forget_pending(conn, st.name, decided.base)
         shadow_audited = _shadow_sampled(flags, model, shadow_scores)
-        scores = flags.drop(columns=["model_id", "threshold"])
+        scores = flags if list(flags.columns) == SCORE_COLUMNS else flags[SCORE_COLUMNS]
     for kind, message in alarms:
         insert_alarm(conn, "scorer", st.name, kind, message)
     return Decided(
-        scores, written, alarms, n_due, inspected, shadow_scores, shadow_written, shadow_audited
+        scores,
+        written,
+        alarms,
+        n_due,
+        inspected,
+        shadow_scores,
+        shadow_written,
+        shadow_audited,
+        guard,
     )
 
 
@@ -114,10 +125,11 @@ def _checks_before(
     model: LoadedModel | None,
     intake: Intake,
     now: datetime,
-) -> tuple[list[tuple[str, str]], InspectionIntake]:
+) -> tuple[list[tuple[str, str]], InspectionIntake, GuardState | None]:
     """Before deciding: final QC's counts taken in with the batches (every model that
     decided those sticks) and the active model's inspections; their alarms (a trip holds
-    this step's lock-outs) and the inspections taken in."""
+    this step's lock-outs), the inspections taken in, and the active model's guard row after
+    them (read once here, after the counts wrote theirs)."""
     alarms = [
         ("lockout_suspended", message)
         for message in check_counts(
@@ -129,12 +141,13 @@ def _checks_before(
             now,
         )
     ]
-    inspected = InspectionIntake()
-    if model is not None:
-        interval = config.scorer.inspection_guard_interval
-        inspected, tripped = check_inspections(conn, st, model.id, interval, now)
-        alarms += [("lockout_suspended", tripped)] if tripped else []
-    return alarms, inspected
+    if model is None:
+        return alarms, InspectionIntake(), None
+    interval = config.scorer.inspection_guard_interval
+    state = guard_state(conn, st.name, model.id)
+    inspected, tripped, state = check_inspections(conn, st, model.id, interval, now, state=state)
+    alarms += [("lockout_suspended", tripped)] if tripped else []
+    return alarms, inspected, state
 
 
 def _guarded(
@@ -144,8 +157,10 @@ def _guarded(
     model: LoadedModel,
     scores: pd.DataFrame,
     now: datetime,
-) -> tuple[pd.DataFrame, str | None]:
-    """The active model's decisions through its lock-out share guard (:func:`apply_guard`)."""
+    state: GuardState | None,
+) -> tuple[pd.DataFrame, str | None, GuardState]:
+    """The active model's decisions through its lock-out share guard (:func:`apply_guard`),
+    from its guard row as the step holds it."""
     return apply_guard(
         conn,
         st.name,
@@ -155,6 +170,7 @@ def _guarded(
         scores,
         now,
         model.model.lockout_excess_bound,
+        state,
     )
 
 

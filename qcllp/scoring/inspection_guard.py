@@ -81,7 +81,7 @@ import pandas as pd
 from sqlalchemy import Connection, case, func, select
 
 from qcllp.plant.config import Station
-from qcllp.scoring.share_guard import guard_state, write_guard
+from qcllp.scoring.share_guard import GuardState, guard_state, updated_state, write_guard
 from qcllp.station.guard_bounds import excess_path
 from qcllp.store import Flag, Inspection, Model, Store, rows_frame, stored_utc
 
@@ -132,14 +132,17 @@ def check_inspections(
     interval: float,
     now: datetime,
     limit: int = MAX_INSPECTIONS_PER_STEP,
-) -> tuple[InspectionIntake, str | None]:
+    state: GuardState | None = None,
+) -> tuple[InspectionIntake, str | None, GuardState]:
     """Take in the station's new inspections for the active model ``model_id`` and update its
-    guard row (module docstring); returns what was taken in and the alarm message when the
-    guard tripped now."""
-    state = guard_state(conn, st.name, model_id)
-    rows = _new_inspections(conn, st.name, state.inspect_id, limit)
-    if rows.empty:
-        return InspectionIntake(), None
+    guard row (module docstring); returns what was taken in, the alarm message when the
+    guard tripped now, and the guard's state after it. ``state``: the guard row as the step
+    holds it (read if not given)."""
+    state = guard_state(conn, st.name, model_id) if state is None else state
+    found = _new_inspections(conn, st.name, state.inspect_id, limit)
+    if not found:  # most steps: no frame built for nothing
+        return InspectionIntake(), None, state
+    rows = rows_frame(found, ["id", "result", "audit", "model_id", "scored_at"])
     mine = (rows["model_id"] == model_id).to_numpy()
     promoted_at = _promoted_at(conn, model_id)
     if promoted_at is not None:  # flags of an earlier term count as another model's
@@ -166,7 +169,7 @@ def check_inspections(
         alarm = _reason(st, model_id, run, float(path[at - 1]), interval)
         values |= {"suspended_at": now, "reason": alarm}
     write_guard(conn, st.name, model_id, values)
-    return intake, alarm
+    return intake, alarm, updated_state(state, values)
 
 
 def _run(
@@ -207,9 +210,10 @@ def _reason(
     )
 
 
-def _new_inspections(conn: Connection, station: str, after_id: int, limit: int) -> pd.DataFrame:
+def _new_inspections(conn: Connection, station: str, after_id: int, limit: int) -> list:
     """The station's inspections above ``after_id`` (id order, at most ``limit``) with the
-    model and time of the flag each judges (none for a stick without a flag)."""
+    model and time of the flag each judges (none for a stick without a flag): rows of
+    ``id, result, audit, model_id, scored_at``."""
     i, f = Inspection.__table__, Flag.__table__
     query = (
         select(i.c.id, i.c.result, i.c.audit, f.c.model_id, f.c.scored_at)
@@ -218,7 +222,7 @@ def _new_inspections(conn: Connection, station: str, after_id: int, limit: int) 
         .order_by(i.c.id)
         .limit(limit)
     )
-    return rows_frame(conn.execute(query).all(), ["id", "result", "audit", "model_id", "scored_at"])
+    return conn.execute(query).all()
 
 
 def _promoted_at(conn: Connection, model_id: int) -> datetime | None:

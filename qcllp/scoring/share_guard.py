@@ -25,7 +25,7 @@ saved; a model that no longer fits the plant can lose many times that.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
 
 import numpy as np
@@ -33,7 +33,7 @@ import pandas as pd
 from sqlalchemy import Connection, select
 
 from qcllp.station.guard_bounds import GuardCounts, excess_path, guard_step
-from qcllp.store import LockoutGuard, Model, Store, dialect_insert
+from qcllp.store import LockoutGuard, Model, Store, dialect_insert, stored_utc
 
 __all__ = [
     "GuardState",
@@ -41,6 +41,7 @@ __all__ = [
     "apply_guard",
     "guard_state",
     "suspended_models",
+    "updated_state",
     "write_guard",
 ]
 
@@ -88,11 +89,30 @@ _STATE_COLUMNS = (
 )
 
 
+# the GuardState field of each column of _STATE_COLUMNS (same order)
+_FIELD_OF = {c.name: f.name for c, f in zip(_STATE_COLUMNS, fields(GuardState), strict=True)}
+
+
 def guard_state(conn: Connection, station: str, model_id: int) -> GuardState:
+    """The guard row of the model at the station (a fresh state before its first step);
+    ``suspended_at`` zone-aware on both engines."""
     row = conn.execute(
         select(*_STATE_COLUMNS).where(_G.c.station == station, _G.c.model_id == model_id)
     ).first()
-    return GuardState() if row is None else GuardState(*row)
+    if row is None:
+        return GuardState()
+    state = GuardState(*row)
+    if state.suspended_at is None:
+        return state
+    return replace(state, suspended_at=stored_utc(state.suspended_at))
+
+
+def updated_state(state: GuardState, values: dict) -> GuardState:
+    """``state`` after :func:`write_guard` stored ``values`` (columns of ``lockout_guards``;
+    those the state does not hold are left out). A step reads its guard row once and carries
+    it through its three rules in memory: the row was read four times a step before, a
+    statement each on a line's every step (``benchmarks/bench_line_latency.py``, issue 35)."""
+    return replace(state, **{_FIELD_OF[k]: v for k, v in values.items() if k in _FIELD_OF})
 
 
 def write_guard(conn: Connection, station: str, model_id: int, values: dict) -> None:
@@ -137,17 +157,19 @@ def apply_guard(
     scores: pd.DataFrame,
     now: datetime,
     excess_bound: float | None = None,
-) -> tuple[pd.DataFrame, str | None]:
-    """The step's decisions (in decision order) with the guard applied, and the alarm message
-    when the guard tripped in this step. Counts are stored in the step's transaction.
+    state: GuardState | None = None,
+) -> tuple[pd.DataFrame, str | None, GuardState]:
+    """The step's decisions (in decision order) with the guard applied, the alarm message
+    when the guard tripped in this step, and the guard's state after it. Counts are stored in
+    the step's transaction. ``state``: the guard row as the step holds it (read if not given).
 
     ``bound`` ``None`` (a model trained before the guard existed): neither the share nor the
     excess rule applies, only a suspension by final QC's counts (:mod:`.count_guard`);
     ``excess_bound`` ``None``: the share rule alone.
     """
+    state = guard_state(conn, station, model_id) if state is None else state
     if scores.empty:
-        return scores, None
-    state = guard_state(conn, station, model_id)
+        return scores, None, state
     scored = np.flatnonzero(scores["decision"].isin(["lock_out", "pass"]).to_numpy())
     wants = (scores["decision"] == "lock_out").to_numpy()[scored]
     before = GuardCounts(state.decided, state.locked, state.excess, state.suspended_at is not None)
@@ -171,16 +193,12 @@ def apply_guard(
         out = scores.copy()
         out.iloc[held, out.columns.get_loc("decision")] = "pass"
         out.iloc[held, out.columns.get_loc("reason")] = reason
-    write_guard(  # the counts after the step: the model's wishes, also while suspended
-        conn,
-        station,
-        model_id,
-        {
-            "decided": after.decided,
-            "locked": after.locked,
-            "excess": after.excess,
-            "suspended_at": now if alarm else state.suspended_at,
-            "reason": reason,
-        },
-    )
-    return out, alarm
+    values = {  # the counts after the step: the model's wishes, also while suspended
+        "decided": after.decided,
+        "locked": after.locked,
+        "excess": after.excess,
+        "suspended_at": now if alarm else state.suspended_at,
+        "reason": reason,
+    }
+    write_guard(conn, station, model_id, values)
+    return out, alarm, updated_state(state, values)

@@ -85,7 +85,7 @@ from qcllp.scoring.pending import (
     backlog,
     take_in,
 )
-from qcllp.scoring.share_guard import GuardState, guard_state
+from qcllp.scoring.share_guard import GuardState
 from qcllp.station.registry import LoadedModel, RegistryError, load_model, load_shadow
 from qcllp.store import Flag, ScorerCheckpoint, Store, dialect_insert, rows_frame
 from qcllp.store.leases import scorer_lock_key
@@ -235,14 +235,13 @@ def score_step(
         done = decide_and_write(
             conn, config, st, (model, shadow), intake, now, assume_complete, limit
         )
-        guard = None if model is None else guard_state(conn, station, model.id)
         # twice the step's bound: a sink that fell behind catches up while the line runs
         delivery = deliver(conn, station, out, checkpoint["sink_flag_id"], offset, 2 * limit)
         _save_checkpoint(conn, station, intake.seq, delivery, model)
         pending, lag = backlog(conn, station, intake.seq, now)
     if sink_problem:
         record_alarm(store, "scorer", station, "sink_truncated", sink_problem)
-    result = _step_result(station, model, done, intake, now, limit, delivery, guard)
+    result = _step_result(station, model, done, intake, now, limit, delivery)
     return replace(result, pending=pending, lag_s=lag, **shadow_fields(shadow, done))
 
 
@@ -254,7 +253,6 @@ def _step_result(
     now: datetime,
     limit: int,
     delivery: Delivery,
-    guard: GuardState | None,
 ) -> StepResult:
     """The step's result: its decisions, the flags written and delivered, and each decided
     stick's latency from its arrival to ``now``."""
@@ -277,7 +275,7 @@ def _step_result(
         latencies_s=latencies,
         more=intake.waiting or done.due >= limit or delivery.more or done.inspected.more,
         alarms=tuple(done.alarms),
-        guard=guard,
+        guard=done.guard,
         inspected=done.inspected,
     )
 

@@ -27,6 +27,7 @@ from qcllp.scoring.inspection_guard import (
     model_realized,
     shortfall_path,
 )
+from qcllp.scoring.share_guard import GuardState, guard_state
 from qcllp.scoring.step import score_station, score_step
 from qcllp.station.registry import load_model, promote
 from qcllp.store import Flag, Inspection, Store, dialect_insert
@@ -150,6 +151,11 @@ def store_inspections(store: Store, flags: list, failed, *, audit: bool = False)
     run_batch(store, "inspections", f"test-{now.timestamp()}", None, body)
 
 
+def stored_guard(store: Store, model_id: int) -> GuardState:
+    with store.engine.connect() as conn:
+        return guard_state(conn, STATION, model_id)
+
+
 def cooling(store: Store, config: PlantConfig) -> dict:
     return next(s for s in plant_status(store, config)["stations"] if s["station"] == STATION)
 
@@ -169,9 +175,11 @@ def test_lockouts_inspected_below_break_even_suspend_the_model_once_with_counts(
     step = score_step(store, config, STATION, model)
     assert (step.inspected.fail, step.inspected.good) == (failed[:10].sum(), 10 - failed[:10].sum())
     assert not step.alarms
+    assert step.guard == stored_guard(store, model_id)  # carried in memory, as stored
     store_inspections(store, flags[10:], failed[10:])
     step = score_step(store, config, STATION, model)
     assert [kind for kind, _ in step.alarms] == ["lockout_suspended"]
+    assert step.guard == stored_guard(store, model_id) and step.guard.suspended_at is not None
 
     status = cooling(store, config)
     fail, n = latest_run(failed, trip)

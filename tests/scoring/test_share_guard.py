@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from qcllp.reporting.status import plant_status
-from qcllp.scoring.step import flags_frame, score_station
+from qcllp.scoring.share_guard import guard_state
+from qcllp.scoring.step import flags_frame, score_station, score_step
 from qcllp.station.guard_bounds import (
     GuardCounts,
     excess_path,
@@ -19,7 +20,7 @@ from qcllp.station.guard_bounds import (
     lockout_excess_bound,
     lockout_rate_bound,
 )
-from qcllp.station.registry import promote
+from qcllp.station.registry import load_model, promote
 from tests.support.eager_model import promote_locking_all
 
 MIN_STICKS = 30
@@ -137,6 +138,23 @@ def test_an_eager_model_is_suspended_with_reason_and_one_alarm(eager_plant):
     promote(store, eager)
     cooling = next(s for s in plant_status(store, config)["stations"] if s["station"] == "cooling")
     assert cooling["lockout_suspended"] is None
+
+
+def test_each_steps_guard_is_the_row_it_stored_before_at_and_after_the_trip(eager_plant):
+    """A step reads the guard row once and carries it through its rules in memory; what it
+    reports (the service's health and metrics read it) is what it stored."""
+    store, config, _, eager = eager_plant
+    model = load_model(store, eager)
+    steps = []
+    while not steps or steps[-1].more:
+        steps.append(score_step(store, config, "cooling", model, max_sticks=MIN_STICKS // 3))
+        with store.engine.connect() as conn:
+            assert steps[-1].guard == guard_state(conn, "cooling", eager)
+        assert len(steps) < 100
+    tripped = [i for i, step in enumerate(steps) if step.alarms]
+    assert len(tripped) == 1 and 0 < tripped[0] < len(steps) - 1  # steps before, at, after
+    assert steps[tripped[0] - 1].guard.suspended_at is None
+    assert steps[-1].guard.suspended_at is not None and steps[-1].guard.decided > MIN_STICKS
 
 
 def test_the_report_puts_a_suspension_first_and_never_shows_the_rules_saving_as_the_lines(
