@@ -85,18 +85,19 @@ def read_due(
     assume_complete: bool,
 ) -> DueSticks:
     """The due sticks that have completed, with their series' statistics; sticks still waiting
-    for a missing sensor (before the timeout) get a later ``due_at`` and are left out."""
+    for a missing sensor (before the timeout) get a later ``due_at`` and are left out.
+    ``due``: :func:`qcllp.scoring.pending.due_sticks`' frame, its times already UTC."""
     stations = [s.name for s in config.stations_up_to(st.name)]
     stats, keys = read_stick_stats(conn, due, stations)
     missing = _missing_sensors(stats, keys, st, due)
-    first = pd.to_datetime(due["first_arrived_at"], utc=True)
+    first = due["first_arrived_at"]
     timed_out = (pd.Timestamp(now) - first).dt.total_seconds().to_numpy() >= st.timeout_s
     complete = due["later_seen"].to_numpy(bool) | timed_out | assume_complete
     has_all = np.array([not m for m in missing], dtype=bool)
     waiting = ~has_all & ~complete
     if waiting.any():
         postpone(conn, st, due.loc[waiting], first[waiting])
-    decided = due.loc[~waiting].reset_index(drop=True)
+    decided = due.loc[~waiting].reset_index(drop=True) if waiting.any() else due
     base = pd.DataFrame(
         {
             "charge_id": decided["charge_id"].astype(str),
@@ -108,7 +109,7 @@ def read_due(
                 for m, w in zip(missing, waiting, strict=True)
                 if not w
             ],
-            "arrived_at": pd.to_datetime(decided["arrived_at"], utc=True),
+            "arrived_at": decided["arrived_at"],
         }
     )
     return DueSticks(base, has_all[~waiting], stats)
@@ -160,9 +161,9 @@ def _model_decisions(due: DueSticks, loaded: LoadedModel, X: pd.DataFrame | None
     decision = np.array(base["decision"].tolist(), dtype=object)
     decision[scorable] = np.where(
         ~finite, "unscorable", np.where(model.flagged(p), "lock_out", "pass")
-    )
+    ).tolist()  # Python's str, not NumPy's, into the flags and the sink
     reason = np.array(base["reason"].tolist(), dtype=object)
-    reason[scorable] = np.where(finite, None, "the model gave no probability")
+    reason[scorable] = np.where(finite, None, "the model gave no probability").tolist()
     columns = {c: base[c] for c in base.columns}
     columns |= {"probability": probability, "decision": decision, "reason": reason}
     return pd.DataFrame(columns, index=base.index)
