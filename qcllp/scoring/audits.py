@@ -77,21 +77,20 @@ def draw_audits(
     :func:`qcllp.scoring.flag_writes.write_flags`)."""
     if scores.empty:
         return scores
-    out = scores
-    p = out["probability"].to_numpy(dtype=float)
-    passed = (out["decision"] == "pass").to_numpy()
+    p = scores["probability"].to_numpy(dtype=float)
+    passed = (scores["decision"] == "pass").to_numpy()
     threshold = float(active.model.threshold)
     floor = audit_floor(st, active)
     band = passed & (p >= floor) & (p < threshold)
-    tried = np.zeros(len(out), dtype=bool)  # passes the shadow would lock out
+    tried = np.zeros(len(scores), dtype=bool)  # passes the shadow would lock out
     if shadow is not None and shadow_scores is not None:
         tried = passed & (shadow_scores["decision"] == "lock_out").to_numpy()
     disagree = tried & ~band
-    drawn = np.zeros(len(out), dtype=bool)
+    drawn = np.zeros(len(scores), dtype=bool)
     eligible = np.flatnonzero(band | disagree)  # only they are hashed
     if not len(eligible):
         return scores
-    charges, sticks = out["charge_id"].tolist(), out["stick_id"].tolist()
+    charges, sticks = scores["charge_id"].tolist(), scores["stick_id"].tolist()
     share = np.where(tried, st.trial_audit_share, 0.0)
     share = np.where(band, np.maximum(share, st.audit_share), share)
     drawn[eligible] = (
@@ -100,7 +99,7 @@ def draw_audits(
     )
     in_band, of_shadow = band & drawn, disagree & drawn
     if not (in_band.any() or of_shadow.any()):
-        return out
+        return scores  # nothing drawn: the decisions as they are, not a copy
     out = scores.copy()
     if in_band.any():
         out.loc[in_band, "decision"] = AUDIT
