@@ -143,7 +143,7 @@ def main() -> None:
     parser.add_argument("--sticks", type=int, default=2000, help="fresh sticks a run")
     parser.add_argument("--batch", type=int, default=50, help="sticks stored before each step")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--code", type=Path, nargs="*", default=[None],
+    parser.add_argument("--code", type=Path, nargs="+", default=[None],
                         help="source folders to compare (default: this checkout)")  # fmt: skip
     parser.add_argument("--folder", type=Path, default=Path("/tmp/bench_step"))
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
