@@ -141,24 +141,14 @@ def audit_floor(st: Station, model: LoadedModel) -> float:
 
 def shadow_audits(st: Station, shadow: LoadedModel, shadow_scores: pd.DataFrame) -> pd.DataFrame:
     """With no active model: the flags for the drawn share of the shadow's would-be
-    lock-outs (the only flags the line gets), with ``model_id`` and ``threshold``."""
+    lock-outs (the only flags the line gets); the shadow's id and threshold go with them
+    (:func:`qcllp.scoring.flag_writes.write_flags` is given the shadow)."""
     locks = shadow_scores[shadow_scores["decision"] == "lock_out"]
     drawn = audit_draw(st.name, locks["charge_id"], locks["stick_id"]) < st.trial_audit_share
     picked = locks.loc[drawn]
-    base = picked.assign(model_id=shadow.id, threshold=float(shadow.model.threshold))
-    return _shadow_rows(shadow, picked, base).reset_index(drop=True)
-
-
-def _shadow_rows(shadow: LoadedModel, decided: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
-    """``rows`` as audits of the shadow's would-be lock-outs ``decided`` (same index)."""
-    p = decided["probability"].to_numpy(dtype=float)
-    return rows.assign(
-        decision=AUDIT,
-        probability=p,
-        model_id=shadow.id,
-        threshold=float(shadow.model.threshold),
-        reason=[_shadow_reason(shadow, q) for q in p],
-    )
+    p = picked["probability"].to_numpy(dtype=float)
+    audits = picked.assign(decision=AUDIT, reason=[_shadow_reason(shadow, q) for q in p])
+    return audits.reset_index(drop=True)
 
 
 def _shadow_reason(shadow: LoadedModel, p: float) -> str:

@@ -88,7 +88,7 @@ def decide_and_write(
             shadow_written = write_shadow_flags(conn, st.name, shadow, shadow_scores, now)
         forget_pending(conn, st.name, decided.base)
         shadow_audited = _shadow_sampled(flags, model, shadow_scores)
-        scores = flags if list(flags.columns) == SCORE_COLUMNS else flags[SCORE_COLUMNS]
+        scores = flags
     for kind, message in alarms:
         insert_alarm(conn, "scorer", st.name, kind, message)
     return Decided(

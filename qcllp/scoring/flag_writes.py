@@ -56,8 +56,8 @@ def write_flags(
     conn: Connection, station: str, loaded: LoadedModel, scores: pd.DataFrame, now: datetime
 ) -> int:
     """Insert the flags; returns how many were inserted (a stick flagged before is not).
-    Columns ``model_id`` and ``threshold`` in ``scores``, when there, name each flag's model
-    (an audit of a shadow model's decision, :mod:`.audits`); else they are ``loaded``'s.
+    Every flag is ``loaded``'s decision: the active model's, or the shadow's when it decides
+    alone (:mod:`.audits`).
 
     One statement for all of them (:func:`~qcllp.store.insert_columns`): SQLAlchemy's
     ``executemany`` with ``RETURNING`` cost a drain 1 s in 7 (``benchmarks/bench_scorer.py``
@@ -112,15 +112,13 @@ def _shared_columns(
     """The columns flags and shadow flags share, one list per column."""
     n = len(scores)
     probability = scores["probability"].to_numpy(dtype=float)
-    model_ids = scores["model_id"] if "model_id" in scores else [loaded.id] * n
-    thresholds = scores["threshold"] if "threshold" in scores else [loaded.model.threshold] * n
     return {
         "station": [station] * n,
         "charge_id": scores["charge_id"].astype(str).tolist(),
         "stick_id": scores["stick_id"].astype(str).tolist(),
-        "model_id": [int(m) for m in model_ids],
+        "model_id": [int(loaded.id)] * n,
         "probability": [None if math.isnan(p) else p for p in probability.tolist()],
-        "threshold": [float(t) for t in thresholds],
+        "threshold": [float(loaded.model.threshold)] * n,
         "scored_at": [now] * n,
     }
 
