@@ -68,12 +68,14 @@ class DueSticks:
     """The due sticks that completed the station, ready for a model: ``base`` (one row per
     stick: ``charge_id, stick_id, probability, decision, reason, arrived_at``; ``unscorable``
     with the missing sensors named until a model decides the ``scorable`` ones) and the
-    sticks' series ``stats`` at the stations up to this one. Read once, decided by the active
-    and the shadow model alike."""
+    sticks' series ``stats`` at the stations up to this one, ``keys`` the (charge_id,
+    stick_id) of ``base``'s rows. Read once, decided by the active and the shadow model
+    alike."""
 
     base: pd.DataFrame
     scorable: np.ndarray
     stats: pd.DataFrame
+    keys: list[tuple[str, str]]
 
 
 def read_due(
@@ -89,7 +91,8 @@ def read_due(
     ``due``: :func:`qcllp.scoring.pending.due_sticks`' frame, its times already UTC."""
     stations = [s.name for s in config.stations_up_to(st.name)]
     stats, keys = read_stick_stats(conn, due, stations)
-    missing = _missing_sensors(stats, keys, st, due)
+    due_keys = _stick_keys(due)
+    missing = _missing_sensors(stats, keys, st, due_keys)
     first = due["first_arrived_at"]
     timed_out = (pd.Timestamp(now) - first).dt.total_seconds().to_numpy() >= st.timeout_s
     complete = due["later_seen"].to_numpy(bool) | timed_out | assume_complete
@@ -112,7 +115,9 @@ def read_due(
             "arrived_at": decided["arrived_at"],
         }
     )
-    return DueSticks(base, has_all[~waiting], stats)
+    if waiting.any():
+        due_keys = [key for key, w in zip(due_keys, waiting, strict=True) if not w]
+    return DueSticks(base, has_all[~waiting], stats, due_keys)
 
 
 def decide_due(
@@ -151,9 +156,8 @@ def _model_decisions(due: DueSticks, loaded: LoadedModel, X: pd.DataFrame | None
     if X is None or not scorable.any():
         return base.copy()
     model = loaded.model
-    keys = _stick_keys(base)
     p = model.failure_probability(
-        _rows_of(X, [k for k, s in zip(keys, scorable, strict=True) if s])
+        _rows_of(X, [k for k, s in zip(due.keys, scorable, strict=True) if s])
     )
     finite = np.isfinite(p)
     probability = base["probability"].to_numpy(dtype=np.float64, copy=True)
@@ -182,11 +186,15 @@ def _rows_of(X: pd.DataFrame, keys: list[tuple[str, str]]) -> pd.DataFrame:
 
 
 def _missing_sensors(
-    stats: pd.DataFrame, keys: list[tuple[str, str]], st: Station, due: pd.DataFrame
+    stats: pd.DataFrame,
+    keys: list[tuple[str, str]],
+    st: Station,
+    due_keys: list[tuple[str, str]],
 ) -> list[list[str]]:
-    """Per due stick (in order), the sensors of station ``st`` without any reading (a series
-    without readings has no row of statistics); ``keys``: each row's (charge_id, stick_id)."""
-    position = {key: i for i, key in enumerate(_stick_keys(due))}
+    """Per due stick (``due_keys``, in order), the sensors of station ``st`` without any
+    reading (a series without readings has no row of statistics); ``keys``: each ``stats``
+    row's (charge_id, stick_id)."""
+    position = {key: i for i, key in enumerate(due_keys)}
     names = list(st.sensor_names)
     sensor_at = {name: j for j, name in enumerate(names)}
     here = np.flatnonzero((stats["station"] == st.name).to_numpy(bool))
