@@ -18,8 +18,7 @@ from qcllp.service.retrainer import RetrainerService
 from qcllp.store import Store
 from tests.plant.conftest import EXAMPLE
 from tests.service.harness import ServiceProcess, wait_until
-from tests.service.test_postgres_restart import own_server  # noqa: F401 (fixture)
-from tests.service.test_scorer_process import (  # noqa: F401 (fixtures)
+from tests.service.scorer_plant import (  # noqa: F401 (fixtures)
     STATION,
     history,
     plant,
@@ -27,6 +26,7 @@ from tests.service.test_scorer_process import (  # noqa: F401 (fixtures)
     start_locking_every_stick,
     start_scorer,
 )
+from tests.service.test_postgres_restart import own_server  # noqa: F401 (fixture)
 
 LEASE_TTL_S = 30.0  # renewed every 10 s (BEAT_MAX_S), retried every 2 s after a failure
 

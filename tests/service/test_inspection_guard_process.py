@@ -27,7 +27,7 @@ from tests.scoring.test_inspection_guard import (
     station_flags,
     store_inspections,
 )
-from tests.service.test_scorer_process import (  # noqa: F401 (fixtures)
+from tests.service.scorer_plant import (  # noqa: F401 (fixtures)
     KILL_SEED,
     STATION,
     all_flagged,

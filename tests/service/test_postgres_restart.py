@@ -16,7 +16,7 @@ import yaml
 
 from tests.pgserver import TempPostgres, find_pg_bin
 from tests.service.harness import ServiceProcess, free_port
-from tests.service.test_scorer_process import (  # noqa: F401 (fixtures)
+from tests.service.scorer_plant import (  # noqa: F401 (fixtures)
     STATION,
     assert_one_flag_per_fed_stick,
     assert_sink_holds_each_flag_once,
@@ -60,6 +60,22 @@ def daemon_config(plant) -> str:
     return str(path)
 
 
+def _stop_the_server_a_while(plant, own_server, scorer, daemon) -> None:
+    """The server stopped under both services for :data:`OUTAGE_S` once the scorer noticed,
+    the scorer unhealthy meanwhile, then started again."""
+    plant.store.engine.dispose()  # the test's own connections would only be stale
+    own_server.halt()
+    wait_until(
+        lambda: scorer.metric("qcllp_scorer_step_errors_total") > 0,
+        what="the scorer to notice the database is away",
+        procs=[scorer, daemon],
+    )
+    time.sleep(OUTAGE_S)
+    status, body = scorer.health()
+    assert status == 503 and any("last step failed" in p for p in body["problems"]), body
+    own_server.start()
+
+
 @pytest.mark.slow
 def test_a_postgresql_restart_under_both_services_loses_nothing_and_repeats_nothing(
     tmp_path,
@@ -86,18 +102,7 @@ def test_a_postgresql_restart_under_both_services_loses_nothing_and_repeats_noth
                    procs=[scorer, daemon])  # fmt: skip
         jobs_before = daemon.metric("qcllp_retrainer_jobs_total")
 
-        plant.store.engine.dispose()  # the test's own connections would only be stale
-        own_server.halt()
-        wait_until(
-            lambda: scorer.metric("qcllp_scorer_step_errors_total") > 0,
-            what="the scorer to notice the database is away",
-            procs=[scorer, daemon],
-        )
-        time.sleep(OUTAGE_S)
-        status, body = scorer.health()
-        assert status == 503 and any("last step failed" in p for p in body["problems"]), body
-        own_server.start()
-
+        _stop_the_server_a_while(plant, own_server, scorer, daemon)
         plant.feed(4)  # after the return: the services must take it up on their own
         wait_until(lambda: plant.flagged() == plant.expected, what="the flags after the restart",
                    procs=[scorer, daemon])  # fmt: skip

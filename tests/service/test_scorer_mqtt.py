@@ -19,7 +19,7 @@ from sqlalchemy import select
 
 from qcllp.service.mqtt.flag_publisher import WAKE_S
 from qcllp.store import Flag, FlagDelivery
-from tests.service.test_scorer_process import (  # noqa: F401 - fixtures
+from tests.service.scorer_plant import (  # noqa: F401 - fixtures
     STATION,
     Plant,
     history,

@@ -30,7 +30,7 @@ from qcllp.store import Flag, FlagDelivery, Store
 from tests.conftest import TINY_PLANT
 from tests.ingest.inspection_helpers import insert_model_row
 from tests.service.harness import wait_until as wait
-from tests.service.test_scorer_process import (  # noqa: F401 - fixtures
+from tests.service.scorer_plant import (  # noqa: F401 - fixtures
     STATION,
     Plant,
     history,
@@ -304,6 +304,59 @@ def _health_says(scorer, words: str) -> bool:
     return words in " ".join(scorer.body().get("problems", []))
 
 
+def _hold_a_record(scorer, plant, plc) -> None:
+    """The PLC holds the next record unacknowledged while two charges are fed."""
+    plc.hold()
+    plant.feed(2)
+    wait_until(lambda: _health_says(scorer, "has not acknowledged flag"), what="a record held",
+               procs=[scorer])  # fmt: skip
+
+
+def _kill_the_scorer_while_the_plc_holds_a_record(scorer, plant, plc, start):
+    """1. the scorer killed with a record posted and not acknowledged, the PLC taking it
+    meanwhile; 2. again, the scorer back while the PLC still holds the record. ``start``
+    starts a scorer. Returns the scorer running after them."""
+    _hold_a_record(scorer, plant, plc)
+    scorer.kill9()
+    plc.hold(False)
+    scorer = start(plant)
+    scorer.wait_stepped()
+    wait_until(lambda: _all_taken(plant, plc), what="the held flags", procs=[scorer])
+    _hold_a_record(scorer, plant, plc)
+    scorer.kill9()
+    scorer = start(plant)
+    scorer.wait_stepped()
+    wait_until(lambda: _health_says(scorer, "has not acknowledged flag"),
+               what="the restarted scorer waiting for the same record", procs=[scorer])  # fmt: skip
+    plc.hold(False)
+    wait_until(lambda: _all_taken(plant, plc), what="the held flags", procs=[scorer])
+    return scorer
+
+
+def _stop_then_freeze_the_plc(scorer, plant, plc) -> None:
+    """4. the PLC stopped: decisions go on, /healthz says how many flags wait; 5. the PLC
+    frozen (its socket open, no answer), then thawed: every flag reaches it."""
+    plc.stop()
+    plant.feed(2)
+    wait_until(lambda: plant.flagged() >= plant.expected, what="decided, PLC away",
+               procs=[scorer])  # fmt: skip
+    wait_until(lambda: _health_says(scorer, "flags not delivered to the PLC"), what="degraded",
+               procs=[scorer])  # fmt: skip
+    assert scorer.body()["status"] == "degraded"
+    assert scorer.metric("qcllp_scorer_plc_connected") == 0
+    plc.start()
+    wait_until(lambda: _all_taken(plant, plc), what="the flags after the stop", procs=[scorer])
+    plc.pause()
+    plant.feed(2)
+    wait_until(lambda: _health_says(scorer, "flags not delivered to the PLC"),
+               what="a frozen PLC noticed", procs=[scorer])  # fmt: skip
+    plc.resume()
+    plant.feed(2)
+    wait_until(lambda: plant.flagged() >= plant.expected, what="all decided", procs=[scorer])
+    wait_until(lambda: _all_taken(plant, plc), what="every flag at the PLC", procs=[scorer],
+               timeout=90)  # fmt: skip
+
+
 @pytest.mark.slow
 def test_a_killed_scorer_and_a_killed_stopped_frozen_or_holding_plc_lose_no_flag(
     opcua_plant,
@@ -315,58 +368,14 @@ def test_a_killed_scorer_and_a_killed_stopped_frozen_or_holding_plc_lose_no_flag
     scorer.wait_stepped()
     plant.feed(3)
     wait_until(lambda: len(plc.taken()) > 0, what="first records taken", procs=[scorer])
-    # 1. scorer killed with a record posted and not acknowledged; the PLC takes it meanwhile
-    plc.hold()
-    plant.feed(2)
-    wait_until(lambda: _health_says(scorer, "has not acknowledged flag"), what="a record held",
-               procs=[scorer])  # fmt: skip
-    scorer.kill9()
-    plc.hold(False)
-    scorer = start_scorer(plant)
-    scorer.wait_stepped()
-    wait_until(lambda: _all_taken(plant, plc), what="the held flags", procs=[scorer])
-    # 2. again, and the scorer back while the PLC still holds the record
-    plc.hold()
-    plant.feed(2)
-    wait_until(lambda: _health_says(scorer, "has not acknowledged flag"), what="a record held",
-               procs=[scorer])  # fmt: skip
-    scorer.kill9()
-    scorer = start_scorer(plant)
-    scorer.wait_stepped()
-    wait_until(lambda: _health_says(scorer, "has not acknowledged flag"),
-               what="the restarted scorer waiting for the same record", procs=[scorer])  # fmt: skip
-    plc.hold(False)
-    wait_until(lambda: _all_taken(plant, plc), what="the held flags", procs=[scorer])
+    scorer = _kill_the_scorer_while_the_plc_holds_a_record(scorer, plant, plc, start_scorer)
     # 3. the PLC killed with a record posted, not taken: a cold start loses it from the PLC
-    plc.hold()
-    plant.feed(2)
-    wait_until(lambda: _health_says(scorer, "has not acknowledged flag"), what="a record held",
-               procs=[scorer])  # fmt: skip
+    _hold_a_record(scorer, plant, plc)
     plc.kill()
     plc.hold(False)
     plc.start()
     wait_until(lambda: _all_taken(plant, plc), what="the lost record again", procs=[scorer])
-    # 4. the PLC stopped: decisions go on, /healthz says how many flags wait
-    plc.stop()
-    plant.feed(2)
-    wait_until(lambda: plant.flagged() >= plant.expected, what="decided, PLC away",
-               procs=[scorer])  # fmt: skip
-    wait_until(lambda: _health_says(scorer, "flags not delivered to the PLC"), what="degraded",
-               procs=[scorer])  # fmt: skip
-    assert scorer.body()["status"] == "degraded"
-    assert scorer.metric("qcllp_scorer_plc_connected") == 0
-    plc.start()
-    # 5. the PLC frozen (its socket open, no answer), then thawed
-    wait_until(lambda: _all_taken(plant, plc), what="the flags after the stop", procs=[scorer])
-    plc.pause()
-    plant.feed(2)
-    wait_until(lambda: _health_says(scorer, "flags not delivered to the PLC"),
-               what="a frozen PLC noticed", procs=[scorer])  # fmt: skip
-    plc.resume()
-    plant.feed(2)
-    wait_until(lambda: plant.flagged() >= plant.expected, what="all decided", procs=[scorer])
-    wait_until(lambda: _all_taken(plant, plc), what="every flag at the PLC", procs=[scorer],
-               timeout=90)  # fmt: skip
+    _stop_then_freeze_the_plc(scorer, plant, plc)
     wait_until(lambda: scorer.body().get("status") == "ok", what="ok again", procs=[scorer])
     assert scorer.terminate() == 0
     taken = assert_every_flag_taken(plant.store, plc, once=False)

@@ -21,7 +21,7 @@ from qcllp.service.scorer import ScorerService
 from qcllp.station.registry import artifact_location, get_model, load_model, promote
 from qcllp.store import Store
 from qcllp.training.train import labeled_data, record_model
-from tests.service.test_scorer_process import (
+from tests.service.scorer_plant import (
     KILL_SEED,
     KILLS,
     STATION,

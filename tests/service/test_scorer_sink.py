@@ -23,9 +23,8 @@ import pytest
 import yaml
 
 from qcllp.plant.config import load_plant_config
-from tests.service import test_scorer_process as scorer_process
 from tests.service.harness import ServiceProcess
-from tests.service.test_scorer_process import (
+from tests.service.scorer_plant import (
     ROOT,
     STATION,
     Plant,
@@ -36,11 +35,6 @@ from tests.service.test_scorer_process import (
     sink_records,
     wait_until,
 )
-
-# the scorer process tests' plant (10 history charges, cooling model active) and processes
-history = scorer_process.history
-plant = scorer_process.plant
-start_scorer = scorer_process.start_scorer
 
 OTHER_STATION = "straightening"
 

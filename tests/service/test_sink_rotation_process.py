@@ -13,7 +13,7 @@ import time
 import pytest
 
 from qcllp.scoring.flag_sink import FlagSink
-from tests.service.test_scorer_process import (  # noqa: F401 - fixtures
+from tests.service.scorer_plant import (  # noqa: F401 - fixtures
     Plant,
     all_flagged,
     history,

@@ -56,10 +56,10 @@ SCAN_S = 0.01
 
 # ----------------------------------------------------------------------------- the PLC
 async def _serve(port: int, folder: Path, secure: bool) -> None:
-    from asyncua import Server, ua
-    from asyncua.common.callback import CallbackType
+    """The stand-in PLC: the record's variables, the ``TakeFlag`` method and the program that
+    takes a posted record, until the process is stopped."""
+    from asyncua import Server
 
-    vt = ua.VariantType
     server = Server(user_manager=_Users() if secure else None)
     await server.init()
     server.set_endpoint(f"opc.tcp://127.0.0.1:{port}/")
@@ -68,6 +68,25 @@ async def _serve(port: int, folder: Path, secure: bool) -> None:
         await _secure(server, folder)
     idx = await server.register_namespace(NAMESPACE)
     assert idx == 2
+    line, nodes = await _record_variables(server, idx)
+    await _add_take_flag(line, folder)
+    _watch_writes(server, nodes, folder)
+    async with server:
+        (folder / "ready").write_text(str(os.getpid()))
+        await _program(nodes, folder)
+
+
+def _store(folder: Path, record: dict) -> None:
+    """A record the PLC took, one JSON line of ``taken.jsonl``."""
+    with open(folder / "taken.jsonl", "a") as out:
+        out.write(json.dumps(record) + "\n")
+
+
+async def _record_variables(server, idx: int) -> tuple:
+    """The ``Cooling`` object and its writable record variables (:data:`NODES`)."""
+    from asyncua import ua
+
+    vt = ua.VariantType
     line = await server.nodes.objects.add_object(ua.NodeId("Line.Cooling", idx), "Cooling")
     kinds = {
         "flag_id": (0, vt.UInt64), "ack": (0, vt.UInt64), "charge_id": ("", vt.String),
@@ -78,10 +97,14 @@ async def _serve(port: int, folder: Path, secure: bool) -> None:
         node_id = ua.NodeId.from_string(NODES[field])
         nodes[field] = await line.add_variable(node_id, field, ua.Variant(initial, kind))
         await nodes[field].set_writable()
+    return line, nodes
 
-    def store(record: dict) -> None:
-        with open(folder / "taken.jsonl", "a") as out:
-            out.write(json.dumps(record) + "\n")
+
+async def _add_take_flag(line, folder: Path) -> None:
+    """The ``TakeFlag`` method: a record stored, or refused while held or mistyped."""
+    from asyncua import ua
+
+    vt = ua.VariantType
 
     async def take_flag(_parent, flag_id, charge_id, stick_id, decision, probability):
         if (folder / "hold").exists():
@@ -89,9 +112,10 @@ async def _serve(port: int, folder: Path, secure: bool) -> None:
         types = [a.VariantType for a in (flag_id, charge_id, stick_id, decision, probability)]
         if types != [vt.UInt64, vt.String, vt.String, vt.String, vt.Double]:
             return ua.StatusCode(ua.StatusCodes.BadTypeMismatch)
-        store({"mode": "method", "flag_id": flag_id.Value, "charge_id": charge_id.Value,
-               "stick_id": stick_id.Value, "decision": decision.Value,
-               "probability": _plain(probability.Value)})  # fmt: skip
+        record = {"flag_id": flag_id.Value, "charge_id": charge_id.Value,
+                  "stick_id": stick_id.Value, "decision": decision.Value,
+                  "probability": _plain(probability.Value)}  # fmt: skip
+        _store(folder, {"mode": "method", **record})
         return []
 
     arguments = [
@@ -104,9 +128,16 @@ async def _serve(port: int, folder: Path, secure: bool) -> None:
     ]
     await line.add_method(ua.NodeId.from_string(METHOD), "TakeFlag", take_flag, arguments, [])
 
+
+def _watch_writes(server, nodes: dict, folder: Path) -> None:
+    """Record in ``violations.jsonl`` every client write of a record variable while a
+    posted record waits for its acknowledgement (the handshake forbids it)."""
+    from asyncua import ua
+    from asyncua.common.callback import CallbackType
+
     record_nodes = {ua.NodeId.from_string(NODES[f]) for f in NODES if f != "ack"}
 
-    async def watch_writes(event, _dispatcher) -> None:
+    async def watch(event, _dispatcher) -> None:
         if not event.is_external:
             return
         written = [w.NodeId for w in event.request_params.NodesToWrite]
@@ -118,25 +149,26 @@ async def _serve(port: int, folder: Path, secure: bool) -> None:
                 out.write(json.dumps({"written": [n.to_string() for n in written],
                                       "flag_id": posted, "ack": ack}) + "\n")  # fmt: skip
 
-    server.subscribe_server_callback(CallbackType.PreWrite, watch_writes)
+    server.subscribe_server_callback(CallbackType.PreWrite, watch)
 
-    async def program() -> None:
-        while True:
-            await asyncio.sleep(SCAN_S)
-            if (folder / "hold").exists():
-                continue
-            posted, ack = await nodes["flag_id"].read_value(), await nodes["ack"].read_value()
-            if posted == ack:
-                continue
-            record = {f: await nodes[f].read_value() for f in NODES if f != "ack"}
-            record["decision"] = DECISIONS.get(record["decision"], record["decision"])
-            record["probability"] = _plain(record["probability"])
-            store({"mode": "write", **record})
-            await nodes["ack"].write_value(ua.Variant(posted, vt.UInt64))
 
-    async with server:
-        (folder / "ready").write_text(str(os.getpid()))
-        await program()
+async def _program(nodes: dict, folder: Path) -> None:
+    """The PLC's scan: a posted record (``flag_id`` ahead of ``ack``) taken and acknowledged,
+    unless held."""
+    from asyncua import ua
+
+    while True:
+        await asyncio.sleep(SCAN_S)
+        if (folder / "hold").exists():
+            continue
+        posted, ack = await nodes["flag_id"].read_value(), await nodes["ack"].read_value()
+        if posted == ack:
+            continue
+        record = {f: await nodes[f].read_value() for f in NODES if f != "ack"}
+        record["decision"] = DECISIONS.get(record["decision"], record["decision"])
+        record["probability"] = _plain(record["probability"])
+        _store(folder, {"mode": "write", **record})
+        await nodes["ack"].write_value(ua.Variant(posted, ua.VariantType.UInt64))
 
 
 async def _secure(server, folder: Path) -> None:
