@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import NamedTuple
 
 import pandas as pd
-from sqlalchemy import Connection, bindparam, func, select, update
+from sqlalchemy import Connection, func, select
 
 from qcllp.plant.config import PlantConfig, Station
 from qcllp.store import (
@@ -42,18 +42,6 @@ __all__ = [
 ]
 
 MAX_BATCHES_PER_STEP = 50
-
-_P = ScorerPending.__table__
-# the WHERE of a statement run once per pending stick (executemany over _stick_params)
-_EACH_STICK = (
-    _P.c.station == bindparam("b_station"),
-    _P.c.charge_id == bindparam("b_charge"),
-    _P.c.stick_id == bindparam("b_stick"),
-)
-
-
-def _stick_params(station: str, keys) -> list[dict]:  # noqa: ANN001 - (charge, stick) pairs
-    return [{"b_station": station, "b_charge": c, "b_stick": s} for c, s in keys]
 
 
 class Intake(NamedTuple):
@@ -250,16 +238,29 @@ def due_sticks(
 
 
 def postpone(conn: Connection, st: Station, waiting: pd.DataFrame, first: pd.Series) -> None:
-    """Sticks still missing a sensor wait until ``timeout_s`` after their first reading."""
-    until = (first + pd.Timedelta(seconds=st.timeout_s)).dt.to_pydatetime()
-    keys = zip(waiting["charge_id"], waiting["stick_id"], strict=True)
-    params = _stick_params(st.name, keys)
-    for row, due in zip(params, until, strict=True):
-        row["due"] = due
-    conn.execute(
-        update(ScorerPending.__table__).where(*_EACH_STICK).values(due_at=bindparam("due")),
-        params,
-    )
+    """Sticks still missing a sensor wait until ``timeout_s`` after their first reading: on
+    PostgreSQL one statement over arrays, on SQLite the driver's ``executemany`` (a sensor
+    that fails postpones every stick the line brings, one statement each before)."""
+    until = (first + pd.Timedelta(seconds=st.timeout_s)).dt.to_pydatetime().tolist()
+    charges, sticks = waiting["charge_id"].tolist(), waiting["stick_id"].tolist()
+    cursor = conn.connection.dbapi_connection.cursor()
+    try:
+        if conn.dialect.name == "postgresql":
+            cursor.execute(
+                "UPDATE scorer_pending p SET due_at = u.due FROM unnest(%s::text[], "
+                "%s::text[], %s::timestamptz[]) AS u(charge_id, stick_id, due) "
+                "WHERE p.station = %s AND p.charge_id = u.charge_id AND p.stick_id = u.stick_id",
+                [charges, sticks, until, st.name],
+            )
+        else:
+            stations = [st.name] * len(charges)
+            cursor.executemany(
+                "UPDATE scorer_pending SET due_at = ? "
+                "WHERE station = ? AND charge_id = ? AND stick_id = ?",
+                zip(sqlite_timestamps(until), stations, charges, sticks, strict=True),
+            )
+    finally:
+        cursor.close()
 
 
 def forget_pending(conn: Connection, station: str, scores: pd.DataFrame) -> None:

@@ -1,7 +1,8 @@
 """The scorer's pending sticks on both engines (PostgreSQL writes them in one statement over
 arrays, SQLite one prepared statement run per stick): an arrival again moves a stick's last
 arrival and due time but keeps its first arrival and its later-station sighting, a sighting
-of a stick not arrived marks it, and deciding a stick forgets it alone."""
+of a stick not arrived marks it, deciding a stick forgets it alone, and a stick still missing
+a sensor is postponed to its own timeout, the others left as they were."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pandas as pd
 
-from qcllp.scoring.pending import _upsert_pending, due_sticks, forget_pending
+from qcllp.scoring.pending import _upsert_pending, due_sticks, forget_pending, postpone
 from qcllp.store import stored_utc
 
 T0 = datetime(2026, 3, 1, 6, 0, tzinfo=UTC)
@@ -65,3 +66,23 @@ def test_due_sticks_are_those_seen_later_or_settled_oldest_first_with_their_time
     assert list(every["later_seen"]) == [False, True, False]
     assert list(every["arrived_at"]) == [t1, t1, t2]
     assert (every["first_arrived_at"] == T0).all() and empty.empty
+
+
+def test_sticks_missing_a_sensor_wait_until_their_own_timeout(store, tiny_config):
+    st = tiny_config.stations[0]
+    settle, timeout = timedelta(seconds=st.settle_s), timedelta(seconds=st.timeout_s)
+    t1, t2 = T0 + timedelta(seconds=1), T0 + timedelta(seconds=2)
+    with store.write() as conn:
+        arrived = {("C1", "S1"): (T0, t1), ("C1", "S2"): (t1, t2), ("C1", "S3"): (T0, t2)}
+        _upsert_pending(conn, st, arrived, later=set())
+    with store.write() as conn:
+        due = due_sticks(conn, st.name, t2 + settle, 10, assume_complete=False)
+        waiting = due["stick_id"].isin(["S1", "S2"]).to_numpy()
+        postpone(conn, st, due.loc[waiting], due["first_arrived_at"][waiting])
+    assert _pending(store) == {
+        "S1": (T0, t1, T0 + timeout, False),
+        "S2": (t1, t2, t1 + timeout, False),
+        "S3": (T0, t2, t2 + settle, False),
+    }
+    with store.engine.connect() as conn:
+        assert list(due_sticks(conn, st.name, t2 + settle, 10, False)["stick_id"]) == ["S3"]
