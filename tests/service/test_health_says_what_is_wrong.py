@@ -18,13 +18,10 @@ from qcllp.service.retrainer import RetrainerService
 from qcllp.store import Store
 from tests.plant.conftest import EXAMPLE
 from tests.service.harness import ServiceProcess, wait_until
-from tests.service.scorer_plant import (  # noqa: F401 (fixtures)
+from tests.service.scorer_plant import (
     STATION,
-    history,
-    plant,
     report_no_failures,
     start_locking_every_stick,
-    start_scorer,
 )
 from tests.service.test_postgres_restart import own_server  # noqa: F401 (fixture)
 
@@ -93,8 +90,8 @@ def test_the_daemon_is_unhealthy_while_it_cannot_renew_its_lease(tmp_path, own_s
 
 
 def test_a_scorer_with_suspended_lockouts_says_degraded_with_the_alarm_across_a_restart(
-    plant,  # noqa: F811
-    start_scorer,  # noqa: F811
+    plant,
+    start_scorer,
 ):
     scorer, fed = start_locking_every_stick(plant, start_scorer)
     report_no_failures(plant, fed)

@@ -27,13 +27,11 @@ from tests.scoring.test_inspection_guard import (
     station_flags,
     store_inspections,
 )
-from tests.service.scorer_plant import (  # noqa: F401 (fixtures)
+from tests.service.scorer_plant import (
     KILL_SEED,
     STATION,
     all_flagged,
-    history,
     make_plant,
-    start_scorer,
     wait_until,
 )
 from tests.support.eager_model import promote_locking_all
@@ -63,8 +61,8 @@ def taken_in(plant, model_id: int) -> bool:  # noqa: ANN001
 )
 def test_kill_9_while_inspections_arrive_counts_each_once_and_alarms_once(
     tmp_path,
-    history,  # noqa: F811 (the fixtures imported above)
-    start_scorer,  # noqa: F811
+    history,
+    start_scorer,
     kills,
 ):
     plant = make_plant(tmp_path, history)

@@ -16,13 +16,11 @@ import yaml
 
 from tests.pgserver import TempPostgres, find_pg_bin
 from tests.service.harness import ServiceProcess, free_port
-from tests.service.scorer_plant import (  # noqa: F401 (fixtures)
+from tests.service.scorer_plant import (
     STATION,
     assert_one_flag_per_fed_stick,
     assert_sink_holds_each_flag_once,
-    history,
     make_plant,
-    start_scorer,
     wait_until,
 )
 
@@ -79,8 +77,8 @@ def _stop_the_server_a_while(plant, own_server, scorer, daemon) -> None:
 @pytest.mark.slow
 def test_a_postgresql_restart_under_both_services_loses_nothing_and_repeats_nothing(
     tmp_path,
-    history,  # noqa: F811
-    start_scorer,  # noqa: F811
+    history,
+    start_scorer,
     own_server,
 ):
     url = own_server.create_database("plant")

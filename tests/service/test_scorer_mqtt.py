@@ -19,12 +19,10 @@ from sqlalchemy import select
 
 from qcllp.service.mqtt.flag_publisher import WAKE_S
 from qcllp.store import Flag, FlagDelivery
-from tests.service.scorer_plant import (  # noqa: F401 - fixtures
+from tests.service.scorer_plant import (
     STATION,
     Plant,
-    history,
     make_plant,
-    start_scorer,
     wait_until,
 )
 from tests.support.mqtt_gateway import FlagCollector
@@ -33,7 +31,7 @@ TOPIC = "line/{station}/flags"
 
 
 @pytest.fixture
-def mqtt_plant(tmp_path, history, broker) -> Plant:  # noqa: F811 - the imported fixture
+def mqtt_plant(tmp_path, history, broker) -> Plant:
     """The scorer tests' plant (cooling model A active), its flags published to the broker."""
     mqtt = {"host": "127.0.0.1", "port": broker.port, "flags_topic": TOPIC, "keepalive_s": 5}
     built = make_plant(tmp_path, history, edit=lambda raw: raw.update(connectors={"mqtt": mqtt}))
@@ -80,7 +78,7 @@ def _cursor(plant: Plant) -> int | None:
 def test_every_flag_reaches_the_line_over_mqtt_once_with_its_id(
     mqtt_plant,
     broker,
-    start_scorer,  # noqa: F811 - the imported fixture
+    start_scorer,
 ):
     collector = FlagCollector(broker.port, [TOPIC.replace("{station}", STATION)])
     scorer = start_scorer(mqtt_plant)
@@ -103,7 +101,7 @@ def test_every_flag_reaches_the_line_over_mqtt_once_with_its_id(
 def test_a_killed_scorer_a_restarted_and_a_frozen_broker_lose_no_flag(
     mqtt_plant,
     broker,
-    start_scorer,  # noqa: F811 - the imported fixture
+    start_scorer,
 ):
     collector = FlagCollector(broker.port, [TOPIC.replace("{station}", STATION)])
     scorer = start_scorer(mqtt_plant)

@@ -30,12 +30,10 @@ from qcllp.store import Flag, FlagDelivery, Store
 from tests.conftest import TINY_PLANT
 from tests.ingest.inspection_helpers import insert_model_row
 from tests.service.harness import wait_until as wait
-from tests.service.scorer_plant import (  # noqa: F401 - fixtures
+from tests.service.scorer_plant import (
     STATION,
     Plant,
-    history,
     make_plant,
-    start_scorer,
     wait_until,
 )
 from tests.support.opcua_plc import METHOD, NODES, OBJECT, StandInPlc
@@ -58,7 +56,7 @@ def plc(tmp_path):
 
 
 @pytest.fixture
-def opcua_plant(tmp_path, history, plc) -> Plant:  # noqa: F811 - the imported fixture
+def opcua_plant(tmp_path, history, plc) -> Plant:
     """The scorer tests' plant (cooling model A active), cooling's flags written to the PLC."""
     opcua = {
         "endpoint": plc.endpoint, "timeout_s": 1.0, "ack_timeout_s": ACK_TIMEOUT_S,
@@ -126,7 +124,7 @@ def _all_taken(plant: Plant, plc: StandInPlc) -> bool:
 def test_every_flag_reaches_the_plc_once_in_order_by_the_write_handshake(
     opcua_plant,
     plc,
-    start_scorer,  # noqa: F811 - the imported fixture
+    start_scorer,
 ):
     scorer = start_scorer(opcua_plant)
     scorer.wait_stepped()
@@ -361,7 +359,7 @@ def _stop_then_freeze_the_plc(scorer, plant, plc) -> None:
 def test_a_killed_scorer_and_a_killed_stopped_frozen_or_holding_plc_lose_no_flag(
     opcua_plant,
     plc,
-    start_scorer,  # noqa: F811 - the imported fixture
+    start_scorer,
 ):
     plant = opcua_plant
     scorer = start_scorer(plant)

@@ -27,9 +27,7 @@ from tests.service.scorer_plant import (
     STATION,
     Plant,
     assert_sink_holds_each_flag_once,
-    history,  # noqa: F401 (fixture)
     make_plant,
-    start_scorer,  # noqa: F401 (fixture)
     wait_until,
 )
 from tests.support.plants import (
@@ -139,7 +137,7 @@ def test_a_shadow_alone_in_the_service_is_degraded_and_counts_its_decisions_and_
 
 # ----------------------------------------------------------------------------- a process
 @pytest.fixture
-def shadow_plant(tmp_path, history) -> Plant:  # noqa: F811
+def shadow_plant(tmp_path, history) -> Plant:
     """A SQLite plant with no active cooling model and a copy of the trained one that locks
     out every stick on a shadow trial (``model_b``); a quarter of its would-be lock-outs are
     audited (``trial_audit_share`` in the plant file)."""
@@ -159,7 +157,7 @@ def shadow_plant(tmp_path, history) -> Plant:  # noqa: F811
 @pytest.mark.slow  # about 2 s per kill and restart, on top of training the model
 def test_a_shadow_alone_killed_mid_ingestion_records_each_stick_once_and_audits_once(
     shadow_plant,
-    start_scorer,  # noqa: F811
+    start_scorer,
 ):
     plant, rng = shadow_plant, random.Random(KILL_SEED)
     sink = plant.folder / "flags-cooling.jsonl"

@@ -13,12 +13,10 @@ import time
 import pytest
 
 from qcllp.scoring.flag_sink import FlagSink
-from tests.service.scorer_plant import (  # noqa: F401 - fixtures
+from tests.service.scorer_plant import (
     Plant,
     all_flagged,
-    history,
     make_plant,
-    start_scorer,
     wait_until,
 )
 
@@ -26,7 +24,7 @@ KILLS = 5
 
 
 @pytest.fixture
-def rotating_plant(tmp_path, history) -> Plant:  # noqa: F811 - the imported fixture
+def rotating_plant(tmp_path, history) -> Plant:
     def rotating(raw: dict) -> None:
         raw["scorer"]["sink_max_bytes"] = 3_000
         raw["scorer"]["max_batch_sticks"] = 40  # small steps: a rotation every step or two
@@ -39,7 +37,7 @@ def rotating_plant(tmp_path, history) -> Plant:  # noqa: F811 - the imported fix
 @pytest.mark.slow
 def test_a_rotating_sink_killed_at_random_moments_holds_each_flag_once_in_order(
     rotating_plant,
-    start_scorer,  # noqa: F811 - the imported fixture
+    start_scorer,
 ):
     plant, rng = rotating_plant, random.Random(20261127)
     sink = FlagSink(plant.folder / "flags-cooling.jsonl")
