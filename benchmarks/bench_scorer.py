@@ -513,8 +513,7 @@ def measure_floor(db: Path, config: PlantConfig, repeats: int) -> dict[str, floa
       one transaction that is rolled back.
     """
     stations = [s.name for s in config.stations_up_to(STATION)]
-    reads, stats_reads, writes, rows_read, kept, kept_rows = [], [], [], 0, [], 0
-    in_stations = ",".join("?" * len(stations))
+    reads, kept_reads, writes = [], [], []
     with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as con:
         cur = con.cursor()
         charges = [r[0] for r in cur.execute("SELECT DISTINCT charge_id FROM batch_sticks")]
@@ -522,73 +521,94 @@ def measure_floor(db: Path, config: PlantConfig, repeats: int) -> dict[str, floa
             "SELECT DISTINCT charge_id, stick_id FROM batch_sticks WHERE station = ?", (STATION,)
         ).fetchall()
         model_id = cur.execute("SELECT max(id) FROM models").fetchone()[0]
-        stamp = "2026-01-05 06:00:00.000000"
-        pending = [(STATION, c, s, stamp, stamp, stamp, 1) for c, s in sticks]
-        flags = [(STATION, c, s, model_id, 0.1, 0, "pass", 0.5, stamp, stamp) for c, s in sticks]
-        keys = [(STATION, c, s) for c, s in sticks]
         for _ in range(repeats):
-            started, rows_read = time.perf_counter(), 0
-            for lo in range(0, len(charges), 100):
-                part = charges[lo : lo + 100]
-                marks = ",".join("?" * len(part))
-                series = cur.execute(
-                    "SELECT id, charge_id, stick_id, station, sensor FROM series "
-                    f"WHERE station IN ({','.join('?' * len(stations))}) "
-                    f"AND charge_id IN ({marks})",
-                    [*stations, *part],
-                ).fetchall()
-                ids = [r[0] for r in series]
-                for at in range(0, len(ids), IN_CHUNK):
-                    chunk = ids[at : at + IN_CHUNK]
-                    rows_read += len(
-                        cur.execute(
-                            "SELECT series_id, ts_us, value FROM readings "
-                            f"WHERE series_id IN ({','.join('?' * len(chunk))})",
-                            chunk,
-                        ).fetchall()
-                    )
+            started = time.perf_counter()
+            rows_read = _floor_raw_read(cur, charges, stations)
             reads.append(time.perf_counter() - started)
             started = time.perf_counter()
-            for lo in range(0, len(charges), 100):
-                part = charges[lo : lo + 100]
-                kept.append(
-                    cur.execute(
-                        "SELECT s.charge_id, s.stick_id, s.station, s.sensor, t.version, t.n, "
-                        "t.t0_us, t.t1_us, t.moments FROM series s JOIN series_stats t "
-                        f"ON t.series_id = s.id WHERE s.station IN ({in_stations}) "
-                        f"AND s.charge_id IN ({','.join('?' * len(part))})",
-                        [*stations, *part],
-                    ).fetchall()
-                )
-            stats_reads.append(time.perf_counter() - started)
-            kept_rows, kept = sum(map(len, kept)), []
-            cur.execute("BEGIN IMMEDIATE")
-            started = time.perf_counter()
-            cur.executemany(
-                "INSERT INTO scorer_pending (station, charge_id, stick_id, first_arrived_at, "
-                "arrived_at, due_at, later_seen) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                pending,
-            )
-            cur.executemany(
-                "INSERT INTO flags (station, charge_id, stick_id, model_id, probability, "
-                "flagged, decision, threshold, arrived_at, scored_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                flags,
-            )
-            cur.executemany(
-                "DELETE FROM scorer_pending WHERE station = ? AND charge_id = ? AND stick_id = ?",
-                keys,
-            )
-            writes.append(time.perf_counter() - started)
-            cur.execute("ROLLBACK")
+            kept_rows = _floor_kept_read(cur, charges, stations)
+            kept_reads.append(time.perf_counter() - started)
+            writes.append(_floor_writes(cur, sticks, model_id))
     return {
         "sticks": len(sticks),
         "rows_read": rows_read,
         "read_s": median(reads),
         "kept_rows": kept_rows,
-        "kept_s": median(stats_reads),
+        "kept_s": median(kept_reads),
         "write_s": median(writes),
     }
+
+
+def _floor_raw_read(cur: sqlite3.Cursor, charges: list[str], stations: list[str]) -> int:
+    """The raw path's reads, 100 charges at a time: the series, then their readings by
+    ``series_id`` in chunks of ``IN_CHUNK``; the readings fetched."""
+    rows_read = 0
+    for lo in range(0, len(charges), 100):
+        part = charges[lo : lo + 100]
+        series = cur.execute(
+            "SELECT id, charge_id, stick_id, station, sensor FROM series "
+            f"WHERE station IN ({','.join('?' * len(stations))}) "
+            f"AND charge_id IN ({','.join('?' * len(part))})",
+            [*stations, *part],
+        ).fetchall()
+        ids = [r[0] for r in series]
+        for at in range(0, len(ids), IN_CHUNK):
+            chunk = ids[at : at + IN_CHUNK]
+            rows_read += len(
+                cur.execute(
+                    "SELECT series_id, ts_us, value FROM readings "
+                    f"WHERE series_id IN ({','.join('?' * len(chunk))})",
+                    chunk,
+                ).fetchall()
+            )
+    return rows_read
+
+
+def _floor_kept_read(cur: sqlite3.Cursor, charges: list[str], stations: list[str]) -> int:
+    """The product's one query, 100 charges at a time: the series joined to their kept
+    statistics; the rows fetched."""
+    rows = 0
+    for lo in range(0, len(charges), 100):
+        part = charges[lo : lo + 100]
+        rows += len(
+            cur.execute(
+                "SELECT s.charge_id, s.stick_id, s.station, s.sensor, t.version, t.n, "
+                "t.t0_us, t.t1_us, t.moments FROM series s JOIN series_stats t "
+                f"ON t.series_id = s.id WHERE s.station IN ({','.join('?' * len(stations))}) "
+                f"AND s.charge_id IN ({','.join('?' * len(part))})",
+                [*stations, *part],
+            ).fetchall()
+        )
+    return rows
+
+
+def _floor_writes(cur: sqlite3.Cursor, sticks: list[tuple], model_id: int) -> float:
+    """Seconds to insert a pending row and a flag and delete the pending row for every
+    stick (``executemany``, tuples built before the clock), rolled back."""
+    stamp = "2026-01-05 06:00:00.000000"
+    pending = [(STATION, c, s, stamp, stamp, stamp, 1) for c, s in sticks]
+    flags = [(STATION, c, s, model_id, 0.1, 0, "pass", 0.5, stamp, stamp) for c, s in sticks]
+    keys = [(STATION, c, s) for c, s in sticks]
+    cur.execute("BEGIN IMMEDIATE")
+    started = time.perf_counter()
+    cur.executemany(
+        "INSERT INTO scorer_pending (station, charge_id, stick_id, first_arrived_at, "
+        "arrived_at, due_at, later_seen) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        pending,
+    )
+    cur.executemany(
+        "INSERT INTO flags (station, charge_id, stick_id, model_id, probability, "
+        "flagged, decision, threshold, arrived_at, scored_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        flags,
+    )
+    cur.executemany(
+        "DELETE FROM scorer_pending WHERE station = ? AND charge_id = ? AND stick_id = ?",
+        keys,
+    )
+    took = time.perf_counter() - started
+    cur.execute("ROLLBACK")
+    return took
 
 
 def print_floor(floor: dict[str, float], meta: dict, best: float) -> None:
@@ -686,76 +706,103 @@ def run_feed(args) -> None:
     run.mkdir(parents=True)
     config_path = feed_yaml(run)
     config = load_plant_config(config_path)
-    db = run / "plant.sqlite"
-    url = sqlite_url(db)
+    url = sqlite_url(run / "plant.sqlite")
     with Store.open(url) as store:
         install_model(store, record)
-    sink, log_path, port = run / "flags-cooling.jsonl", run / "scorer.log", free_port()
+    sink, log_path = run / "flags-cooling.jsonl", run / "scorer.log"
+    service = start_feed_scorer(config_path, url, sink, log_path, args)
+    try:
+        say(f"feeding {len(files)} files")
+        with Store.open(url, create=False) as store:
+            fed_s, ingest_s, behind = feed_on_schedule(store, config, files, args)
+            stored, flags = flags_after_feed(store, fed, service, args)
+    finally:
+        code = stop_service(service)
+    feeding = {"fed_s": fed_s, "ingest_s": ingest_s, "behind": behind, "stored": stored}
+    print_feed(flags, fed, files, sink, log_path, feeding, code, args)
+
+
+def start_feed_scorer(
+    config_path: Path, url: str, sink: Path, log_path: Path, args
+) -> subprocess.Popen:
+    """``qcllp serve scorer`` for cooling with ``sink``, logging to ``log_path``, once its
+    ``/healthz`` names the model: the process."""
+    port = free_port()
     command = [
-        str(ROOT / ".venv" / "bin" / "qcllp"),
-        "--config",
-        str(config_path),
-        "--db",
-        url,
-        "serve",
-        "scorer",
-        "--station",
-        STATION,
-        "--interval",
-        str(args.interval),
-        "--port",
-        str(port),
-        "--sink",
-        str(sink),
-    ]
+        str(ROOT / ".venv" / "bin" / "qcllp"), "--config", str(config_path), "--db", url,
+        "serve", "scorer", "--station", STATION, "--interval", str(args.interval),
+        "--port", str(port), "--sink", str(sink),
+    ]  # fmt: skip
     say("starting: " + " ".join(command))
     with open(log_path, "wb") as log_file:
         service = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 60
-        while (health := healthz(port)) is None or health.get("model_id") is None:
-            if service.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the scorer did not come up; see {log_path}")
-            time.sleep(0.1)
-        say(f"scorer up (model {health['model_id']}); feeding {len(files)} files")
-        ingest_s = []
-        behind = 0.0
-        with Store.open(url, create=False) as store:
-            started = time.monotonic()
-            for i, path in enumerate(files):
-                due = started + i * args.period
-                wait = due - time.monotonic()
-                if wait > 0:
-                    time.sleep(wait)
-                else:
-                    behind = max(behind, -wait)
-                t = time.perf_counter()
-                ingest_measurements(store, config, path)
-                ingest_s.append(time.perf_counter() - t)
-            fed_s = time.monotonic() - started
-            deadline = time.monotonic() + 60
-            while scalar(store, "SELECT count(*) FROM flags") < len(fed):
-                if time.monotonic() > deadline or service.poll() is not None:
-                    break
-                time.sleep(0.2)
-            time.sleep(2 * args.interval)  # one more poll: nothing must be flagged twice
-            stored = scalar(store, "SELECT coalesce(sum(rows_stored), 0) FROM ingestion_batches")
-            flags = pd.DataFrame(
-                store.execute_sql(
-                    "SELECT charge_id, stick_id, decision, arrived_at, scored_at FROM flags "
-                    "WHERE station = :s",
-                    s=STATION,
-                ),
-                columns=["charge_id", "stick_id", "decision", "arrived_at", "scored_at"],
-            )
-    finally:
-        service.send_signal(signal.SIGTERM)
-        try:
-            code = service.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            service.kill()
-            code = service.wait()
+    deadline = time.monotonic() + 60
+    while (health := healthz(port)) is None or health.get("model_id") is None:
+        if service.poll() is not None or time.monotonic() > deadline:
+            stop_service(service)
+            raise RuntimeError(f"the scorer did not come up; see {log_path}")
+        time.sleep(0.1)
+    say(f"scorer up (model {health['model_id']})")
+    return service
 
+
+def feed_on_schedule(store: Store, config: PlantConfig, files: list[Path], args) -> tuple:
+    """Ingest one file every ``args.period`` s: (seconds it took, each file's ingest
+    seconds, the most it fell behind the schedule)."""
+    ingest_s, behind = [], 0.0
+    started = time.monotonic()
+    for i, path in enumerate(files):
+        wait = started + i * args.period - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        else:
+            behind = max(behind, -wait)
+        t = time.perf_counter()
+        ingest_measurements(store, config, path)
+        ingest_s.append(time.perf_counter() - t)
+    return time.monotonic() - started, ingest_s, behind
+
+
+def flags_after_feed(
+    store: Store, fed: set, service: subprocess.Popen, args
+) -> tuple[int, pd.DataFrame]:
+    """Once every fed stick has a flag (at most a minute, unless the scorer exits), and one
+    more poll: the readings stored and the station's flags."""
+    deadline = time.monotonic() + 60
+    while scalar(store, "SELECT count(*) FROM flags") < len(fed):
+        if time.monotonic() > deadline or service.poll() is not None:
+            break
+        time.sleep(0.2)
+    time.sleep(2 * args.interval)  # one more poll: nothing must be flagged twice
+    stored = scalar(store, "SELECT coalesce(sum(rows_stored), 0) FROM ingestion_batches")
+    columns = ["charge_id", "stick_id", "decision", "arrived_at", "scored_at"]
+    rows = store.execute_sql(
+        f"SELECT {', '.join(columns)} FROM flags WHERE station = :s", s=STATION
+    )
+    return stored, pd.DataFrame(rows, columns=columns)
+
+
+def stop_service(service: subprocess.Popen) -> int:
+    """SIGTERM, a minute to exit, then SIGKILL: the exit code."""
+    service.send_signal(signal.SIGTERM)
+    try:
+        return service.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        service.kill()
+        return service.wait()
+
+
+def print_feed(
+    flags: pd.DataFrame,
+    fed: set,
+    files: list[Path],
+    sink: Path,
+    log_path: Path,
+    feeding: dict,
+    code: int,
+    args,
+) -> None:
+    """The feed's latency table and its checks (markdown)."""
     arrived = pd.to_datetime(flags["arrived_at"], utc=True, format="ISO8601")
     scored = pd.to_datetime(flags["scored_at"], utc=True, format="ISO8601")
     latency = (scored - arrived).dt.total_seconds().to_numpy()
@@ -772,14 +819,15 @@ def run_feed(args) -> None:
     def pct(values: np.ndarray, q: float) -> str:
         return f"{np.percentile(values, q):.3f}" if len(values) else "n/a"
 
+    ingest_s = feeding["ingest_s"]
     print(f"## feed: arrival-to-flag latency at `{STATION}` with a live feeder (SQLite)\n")
     print(f"Machine: {machine()}.  ")
     print(
         f"Feeder (this process): {len(files)} CSV files, one per {args.period:g} s, "
         f"{len(fed) / len(files):.0f} sticks each ({args.rate:g} sticks/s, "
-        f"{stored / len(files):,.0f} readings per file) for {args.seconds:g} s; fed in "
-        f"{fed_s:.1f} s, median ingest {median(ingest_s):.3f} s per file (max "
-        f"{max(ingest_s):.3f} s), at most {behind:.2f} s behind schedule.  "
+        f"{feeding['stored'] / len(files):,.0f} readings per file) for {args.seconds:g} s; fed in "
+        f"{feeding['fed_s']:.1f} s, median ingest {median(ingest_s):.3f} s per file (max "
+        f"{max(ingest_s):.3f} s), at most {feeding['behind']:.2f} s behind schedule.  "
     )
     print(
         f"Service: `qcllp serve scorer --station {STATION} --interval {args.interval:g}` "
@@ -850,46 +898,53 @@ def run_poll(args) -> None:
     cache.mkdir(parents=True, exist_ok=True)
     config = fast_config()
     record = trained_model(cache, config)
-    results = []
-    for size in args.readings:
-        db, meta = poll_db(cache, config, size, args, record)
-        work = cache / "poll-work.sqlite"
-        remove_db(work)
-        shutil.copyfile(db, work)
-        new = list(
-            simulated_pieces(
-                config,
-                args.polls + 1,
-                args.seed + 7,
-                first_charge=800_001,
-                start=pd.Timestamp(meta["last"]) + pd.Timedelta(hours=1),
-                sticks_per_charge=(50, 50),
-            )
-        )[0]
-        codes = new["charge_id"].cat.codes.to_numpy()
-        busy, idle = [], []
-        with Store.open(sqlite_url(work), create=False) as store:
-            service = TimedService(store, config, cache / "poll-sink.jsonl")
-            service.tick()  # nothing new: warm caches
-            profile = args.profile and size == max(args.readings)
-            with profiled(profile, f"{args.polls} polls with {meta['readings']:,} readings stored"):
-                for i in range(args.polls + 1):
-                    ingest_frame(store, config, new[codes == i], f"bench:poll:{i}")
-                    decided, seconds = service.tick()
-                    if decided != 50:
-                        raise RuntimeError(f"poll {i} decided {decided} sticks, expected 50")
-                    _, idle_s = service.tick()
-                    if i:  # the first poll after opening is a warm-up
-                        busy.append(seconds)
-                        idle.append(idle_s)
-            flags = scalar(store, "SELECT count(*) FROM flags")
-        remove_db(work)
-        results.append((meta, flags, busy, idle, db.stat().st_size))
-        say(
-            f"  {meta['readings']:,} readings: poll with 50 new sticks {median(busy) * 1e3:.1f} ms,"
-            f" empty poll {median(idle) * 1e3:.1f} ms"
-        )
+    results = [poll_size(cache, config, size, args, record) for size in args.readings]
+    print_poll(results, args)
 
+
+def poll_size(cache: Path, config: PlantConfig, size: int, args, record: dict) -> tuple:
+    """``args.polls`` timed polls (one new charge each, then an empty poll) on a copy of the
+    cached history of about ``size`` readings: (meta, flags, busy s, idle s, DB bytes)."""
+    db, meta = poll_db(cache, config, size, args, record)
+    work = cache / "poll-work.sqlite"
+    remove_db(work)
+    shutil.copyfile(db, work)
+    new = list(
+        simulated_pieces(
+            config,
+            args.polls + 1,
+            args.seed + 7,
+            first_charge=800_001,
+            start=pd.Timestamp(meta["last"]) + pd.Timedelta(hours=1),
+            sticks_per_charge=(50, 50),
+        )
+    )[0]
+    codes = new["charge_id"].cat.codes.to_numpy()
+    busy, idle = [], []
+    with Store.open(sqlite_url(work), create=False) as store:
+        service = TimedService(store, config, cache / "poll-sink.jsonl")
+        service.tick()  # nothing new: warm caches
+        profile = args.profile and size == max(args.readings)
+        with profiled(profile, f"{args.polls} polls with {meta['readings']:,} readings stored"):
+            for i in range(args.polls + 1):
+                ingest_frame(store, config, new[codes == i], f"bench:poll:{i}")
+                decided, seconds = service.tick()
+                if decided != 50:
+                    raise RuntimeError(f"poll {i} decided {decided} sticks, expected 50")
+                _, idle_s = service.tick()
+                if i:  # the first poll after opening is a warm-up
+                    busy.append(seconds)
+                    idle.append(idle_s)
+        flags = scalar(store, "SELECT count(*) FROM flags")
+    remove_db(work)
+    say(
+        f"  {meta['readings']:,} readings: poll with 50 new sticks {median(busy) * 1e3:.1f} ms,"
+        f" empty poll {median(idle) * 1e3:.1f} ms"
+    )
+    return meta, flags, busy, idle, db.stat().st_size
+
+
+def print_poll(results: list[tuple], args) -> None:
     base_busy, base_idle = median(results[0][2]), median(results[0][3])
     print("## poll: one poll against the stored history (SQLite)\n")
     print(f"Machine: {machine()}.  ")
