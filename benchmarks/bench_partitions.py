@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_scorer import (  # noqa: E402
+from scorer_bench_support import (  # noqa: E402
     STATION,
     TimedService,
     fast_config,
