@@ -245,13 +245,13 @@ class TimedService:
         return decided, time.perf_counter() - started
 
 
-def raw_stick_stats(conn, sticks: pd.DataFrame, stations: list[str]):  # noqa: ANN001, ANN201
+def raw_stick_stats(conn, sticks: list[tuple[str, str]], stations: list[str]):  # noqa: ANN001, ANN201
     """The raw path, for comparison: what ``decide.read_stick_stats`` returns (the rows and
     their (charge_id, stick_id)), computed from
     the sticks' readings as the scorer did before issue 34 -- their series by station and
     charge, then every reading of them by ``series_id`` -- reduced to statistics in NumPy."""
-    wanted = pd.MultiIndex.from_frame(sticks[["charge_id", "stick_id"]].astype(str))
-    charges = sorted(set(wanted.get_level_values(0)))
+    wanted = pd.MultiIndex.from_tuples(sticks)
+    charges = sorted({charge for charge, _ in sticks})
     names = ["id", "charge_id", "stick_id", "station", "sensor"]
     cursor = conn.connection.dbapi_connection.cursor()
     found, values = [], []

@@ -31,18 +31,18 @@ __all__ = ["DueSticks", "decide_due", "read_due", "read_stick_stats"]
 
 
 def read_stick_stats(
-    conn: Connection, sticks: pd.DataFrame, stations: list[str]
+    conn: Connection, sticks: list[tuple[str, str]], stations: list[str]
 ) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
     """The kept statistics (:func:`qcllp.store.kept_stats.read_series_stats`: one row per
-    series with readings) of the given sticks at the given stations, and each row's
-    (charge_id, stick_id).
+    series with readings) of the given sticks (their (charge_id, stick_id)) at the given
+    stations, and each row's (charge_id, stick_id).
 
     Series are looked up by ``station`` and ``charge_id`` -- the unique index's prefix, so the
     lookup costs in proportion to the charges asked for, not to the stored history -- and
     narrowed to the sticks in pandas. One row per series, not its ~11 readings: the ingester
     keeps the rows in the transaction that stores the readings, so a stick whose readings
     the step sees has its statistics too (``benchmarks/bench_scorer.py``, issue 34)."""
-    wanted = set(_stick_keys(sticks))
+    wanted = set(sticks)
     stats = read_series_stats(conn, stations, sorted({charge for charge, _ in wanted}))
     keys = _stick_keys(stats)
     keep = np.array([key in wanted for key in keys], dtype=bool)
@@ -90,8 +90,8 @@ def read_due(
     for a missing sensor (before the timeout) get a later ``due_at`` and are left out.
     ``due``: :func:`qcllp.scoring.pending.due_sticks`' frame, its times already UTC."""
     stations = [s.name for s in config.stations_up_to(st.name)]
-    stats, keys = read_stick_stats(conn, due, stations)
     due_keys = _stick_keys(due)
+    stats, keys = read_stick_stats(conn, due_keys, stations)
     missing = _missing_sensors(stats, keys, st, due_keys)
     first = due["first_arrived_at"]
     timed_out = (pd.Timestamp(now) - first).dt.total_seconds().to_numpy() >= st.timeout_s
