@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+from code_runs import alternated, run_in_code
 
 ROOT = Path(__file__).resolve().parents[1]
 PG_PORT = 54419
@@ -87,17 +87,8 @@ def one_run(sizes: list[int], repeats: int) -> dict:
 
 def run_code(code: Path | None, args: argparse.Namespace) -> dict:
     """One run in a process of ``code`` (this checkout when ``None``)."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(code or ROOT)
-    argv = [sys.executable, __file__, "--one-run", "--repeats", str(args.repeats),
-            "--sticks", *map(str, args.sticks)]  # fmt: skip
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
-    if done.returncode:
-        raise SystemExit(f"a run of {code or ROOT} failed:\n{done.stderr[-3000:]}")
-    result = json.loads(done.stdout)
-    if not result["qcllp"].startswith(str(code or ROOT)):
-        raise SystemExit(f"a run meant for {code or ROOT} imported qcllp from {result['qcllp']}")
-    return result
+    worker = ["--one-run", "--repeats", str(args.repeats), "--sticks", *map(str, args.sticks)]
+    return run_in_code(code, __file__, worker)
 
 
 def main() -> None:
@@ -111,10 +102,7 @@ def main() -> None:
     if args.one_run:
         print(json.dumps(one_run(args.sticks, args.repeats)))
         return
-    runs: dict = {code: [] for code in args.code}
-    for _ in range(args.runs):
-        for code in args.code:
-            runs[code].append(run_code(code, args))
+    runs = alternated(args.code, args.runs, lambda code: run_code(code, args))
     print(f"\nms a call, median of {args.repeats}, run by run (rolled back after each call)\n")
     print("| engine | sticks | statement | " + " | ".join(str(c or ROOT) for c in runs) + " |")
     print("|---|---:|---|" + "---:|" * len(runs))

@@ -28,13 +28,13 @@ import pickle
 import platform
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
 
 import yaml
+from code_runs import alternated, run_in_code
 
 ROOT = Path(__file__).resolve().parents[1]
 PG_PORT = 54417
@@ -123,18 +123,9 @@ def one_run(folder: Path, engine: str, batch: int) -> dict:
 
 def run_code(code: Path | None, args) -> dict:
     """One run in a process of ``code`` (this checkout's qcllp when ``None``)."""
-    env = dict(os.environ)
-    if code is not None:
-        env["PYTHONPATH"] = os.pathsep.join([str(code), *filter(None, [env.get("PYTHONPATH")])])
-    argv = [sys.executable, __file__, "--worker", "--engine", args.engine,
-            "--folder", str(args.folder), "--batch", str(args.batch)]  # fmt: skip
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
-    if done.returncode:
-        raise SystemExit(f"a run of {code or ROOT} failed:\n{done.stderr[-3000:]}")
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    if code is not None and not result["qcllp"].startswith(str(code)):
-        raise SystemExit(f"a run meant for {code} imported qcllp from {result['qcllp']}")
-    return result
+    worker = ["--worker", "--engine", args.engine, "--folder", str(args.folder),
+              "--batch", str(args.batch)]  # fmt: skip
+    return run_in_code(code, __file__, worker)
 
 
 def main() -> None:
@@ -153,10 +144,7 @@ def main() -> None:
         return
     server = build(args.folder, args.engine, args.sticks)
     try:
-        runs: dict = {code: [] for code in args.code}
-        for _ in range(args.runs):
-            for code in args.code:
-                runs[code].append(run_code(code, args))
+        runs = alternated(args.code, args.runs, lambda code: run_code(code, args))
     finally:
         if server is not None:
             server.stop()
