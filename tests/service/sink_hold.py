@@ -1,7 +1,8 @@
 """``python -m tests.service.sink_hold <qcllp arguments>``: the qcllp CLI in a process whose
 first sink append that writes lines stops right after them -- written and fsynced, the step's
-transaction not committed -- touches the file named by ``QCLLP_TEST_HOLD_MARKER`` and waits
-there for its ``kill -9``. It widens the window between a step's append and its commit
+transaction not committed -- writes the sink's new size to the file named by
+``QCLLP_TEST_HOLD_MARKER`` (renamed into place, so it never exists empty) and waits there for
+its ``kill -9``. It widens the window between a step's append and its commit
 deterministically: everything else is the real scorer.
 """
 
@@ -19,8 +20,11 @@ _append = FlagSink.append
 
 def _append_and_hold(self: FlagSink, lines: list[str]) -> int:
     offset = _append(self, lines)
-    if lines:
-        Path(os.environ["QCLLP_TEST_HOLD_MARKER"]).write_text(f"{offset}\n")
+    if lines:  # the marker appears whole (renamed into place): a test reads it once it exists
+        marker = Path(os.environ["QCLLP_TEST_HOLD_MARKER"])
+        partial = marker.with_name(f".{marker.name}.partial")
+        partial.write_text(f"{offset}\n")
+        os.replace(partial, marker)
         while True:
             time.sleep(3600)
     return offset
