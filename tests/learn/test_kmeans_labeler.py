@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from qcllp.learn import BagGridSearchCV, BagKFold
 from qcllp.learn.cluster.kmeans_labeler import KMeansLabeler
@@ -190,6 +191,30 @@ def test_bad_training_input_names_the_bag(gaussians):
     wrong.iloc[3] = 1.2
     with pytest.raises(ValueError, match=str(shares.index[3])):
         KMeansLabeler().fit(X, bags, wrong)
+
+
+class _ThreadsSeen(LogisticRegression):
+    """A logistic final estimator that records the BLAS and OpenMP pools' sizes in its fit."""
+
+    def fit(self, X, y, sample_weight=None):
+        pools = threadpool_info()
+        self.pool_threads_ = sorted({(p["user_api"], p["num_threads"]) for p in pools})
+        return super().fit(X, y, sample_weight=sample_weight)
+
+
+def test_the_final_estimator_of_a_small_sample_fits_on_one_thread_whatever_the_caller_allows(
+    gaussians,
+):
+    X, y, bags, shares = gaussians
+    model = KMeansLabeler(final_estimator=_ThreadsSeen(), random_state=0, **FAST)
+    with threadpool_limits(2):  # what the caller allows; contending pools cost (module comment)
+        outside = {p["num_threads"] for p in threadpool_info()}
+        model.fit(X, bags, shares)
+    assert outside == {2}  # the limit above took, so one thread below is the fit's doing
+    seen = model.final_estimator_.pool_threads_
+    assert {api for api, _ in seen} >= {"blas", "openmp"}
+    assert {threads for _, threads in seen} == {1}
+    assert np.mean(model.predict(X) == y) >= 0.9
 
 
 def test_clustering_a_sample_of_rows_still_labels_every_row(gaussians):

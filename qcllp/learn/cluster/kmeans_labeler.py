@@ -101,9 +101,15 @@ from qcllp.learn.core.threads import limited_threads
 
 __all__ = ["KMeansLabeler"]
 
-# Below this many rows k-means runs on one thread: OpenMP start-up and spinning cost more than
-# the work (13 ms vs. 170 ms per fit of 800 rows on a busy 2-core machine).
+# Below this many rows k-means, the assignment and the final estimator run on one thread (2
+# cores: k-means of 800 rows 13 vs. 170 ms; the demo's logistic final estimator 14 vs. 257 ms).
 _THREADED_KMEANS_ROWS = 50_000
+
+
+def _threads_for(rows: int) -> int | None:
+    """The BLAS / OpenMP thread limit for work on ``rows`` rows (``None``: no limit)."""
+    return None if rows >= _THREADED_KMEANS_ROWS else 1
+
 
 if not hasattr(creator, "QcllpWeightFitness"):
     # (fitness, tie-break), both minimised; DEAP compares fitnesses lexicographically.
@@ -272,7 +278,8 @@ class KMeansLabeler(LLPClassifierMixin, BaseEstimator):
             selected = toolbox.select(population + offspring, self.psize)
             population = [toolbox.clone(ind) for ind in selected]
 
-        self._store_model(problem, Xs, best)
+        with limited_threads(_threads_for(len(Xs))):
+            self._store_model(problem, Xs, best)
         self.fitness_history_ = np.asarray(history)
         self.n_evaluations_ = n_evaluations
         return self
@@ -412,13 +419,14 @@ def _score_weights(
     Xw = Xs * np.sqrt(weights)
     kmeans = KMeans(n_clusters=n_clusters, n_init=1, max_iter=max_iter, random_state=seed)
     rows = len(Xw) if max_rows is None else min(len(Xw), max_rows)
-    threads = None if rows >= _THREADED_KMEANS_ROWS else 1
-    with limited_threads(threads):
-        if rows < len(Xw):
-            sample = np.random.RandomState(seed).choice(len(Xw), rows, replace=False)
+    if rows < len(Xw):
+        sample = np.random.RandomState(seed).choice(len(Xw), rows, replace=False)
+        with limited_threads(_threads_for(rows)):
             kmeans.fit(Xw[np.sort(sample)])
+        with limited_threads(_threads_for(len(Xw))):
             clusters = _nearest(Xw, kmeans.cluster_centers_)
-        else:
+    else:
+        with limited_threads(_threads_for(rows)):
             clusters = kmeans.fit_predict(Xw)
     stats = labeling_statistics(bag_codes, clusters, proportions, n_clusters, known)
     labels, err, tie = label_clusters(stats, labeling, fitness)
