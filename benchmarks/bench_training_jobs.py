@@ -10,8 +10,14 @@ the method it chose with the first run (of the first ``--jobs`` given): a fixed 
 the same trials for any ``--jobs``. A run whose output has no trial lines (``--method`` other
 than ``auto``) or no chosen model stops the benchmark.
 
+``--code DIR [DIR ...]`` runs the CLI of each source folder (``python -m qcllp.cli`` with
+``PYTHONPATH=DIR``, e.g. a ``git worktree`` of another commit) instead of the installed one,
+the folders alternated run by run; a folder whose process imports qcllp from elsewhere is
+refused. "Same trials" then also says whether two codes trained the same models.
+
     python benchmarks/bench_training_jobs.py                    # --jobs 1 and 2, 2 repeats
     python benchmarks/bench_training_jobs.py --jobs 1 2 --repeats 3 --method auto
+    python benchmarks/bench_training_jobs.py --jobs 1 --code /tmp/before /tmp/after
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ TRIAL = re.compile(r"^\s+\*?\s*(\S+)\s+CV bag error (\S+), expected saving (\S+)
 class Run:
     """One training run: its wall and CPU seconds, what it chose and each method's trial."""
 
+    code: str  # the source folder, or "installed"
     jobs: int
     wall_s: float
     cpu_s: float
@@ -46,18 +53,35 @@ class Run:
     trials: dict[str, tuple[str, str, int]]  # method: (CV bag error, saving, seconds)
 
 
-def train(folder: Path, station: str, method: str, jobs: int) -> Run:
-    """One ``qcllp train`` on a fresh copy of the demo's database."""
+def code_env(code: Path | None) -> dict[str, str]:
+    """The environment of a run of ``code``'s CLI (``PYTHONPATH`` ahead), refused when a
+    process of it imports qcllp from another folder."""
+    env = dict(os.environ)
+    if code is None:
+        return env
+    env["PYTHONPATH"] = os.pathsep.join([str(code), *filter(None, [env.get("PYTHONPATH")])])
+    probe = [sys.executable, "-c", "import qcllp; print(qcllp.__file__)"]
+    where = subprocess.run(probe, env=env, capture_output=True, text=True, check=True).stdout
+    where = where.strip()
+    if not where.startswith(str(code.resolve())):
+        raise SystemExit(f"a run meant for {code} imports qcllp from {where}")
+    return env
+
+
+def train(folder: Path, station: str, method: str, jobs: int, code: Path | None = None) -> Run:
+    """One ``qcllp train`` on a fresh copy of the demo's database (``code``'s CLI if given)."""
     database = folder / "bench-train.sqlite"
     for suffix in ("", "-wal", "-shm"):
         Path(f"{database}{suffix}").unlink(missing_ok=True)
     shutil.copy(folder / "plant.sqlite", database)
-    command = [*qcllp(), "--config", str(folder / "plant.yaml"), "train", "--db",
+    cli = qcllp() if code is None else [sys.executable, "-m", "qcllp.cli"]
+    command = [*cli, "--config", str(folder / "plant.yaml"), "train", "--db",
                f"sqlite:///{database}", "--station", station, "--method", method,
                "--jobs", str(jobs)]  # fmt: skip
+    env = code_env(code)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    done = subprocess.run(command, capture_output=True, text=True, check=True, env=env)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -68,35 +92,35 @@ def train(folder: Path, station: str, method: str, jobs: int) -> Run:
     chose = re.search(r"registered model \d+ \((\S+)\)", text)
     if chose is None or (method == "auto" and not trials):
         raise SystemExit(f"no chosen model or no trials in the output of {command}:\n{text}")
-    return Run(jobs, wall, cpu, chose[1], trials)
+    return Run("installed" if code is None else str(code), jobs, wall, cpu, chose[1], trials)
 
 
 def report(runs: list[Run]) -> None:
-    """One row per ``--jobs``: medians, the runs, and whether every run chose as the first."""
+    """One row per code and ``--jobs``: medians, the runs, and whether every run chose and
+    scored as the first."""
     first = runs[0]
-    by_jobs = {
-        jobs: [r for r in runs if r.jobs == jobs] for jobs in dict.fromkeys(r.jobs for r in runs)
-    }
-    print("| --jobs | wall s (median) | runs s | CPU s (median) | chose | same trials |")
-    print("|---:|---:|---|---:|---|---|")
-    for jobs, mine in by_jobs.items():
+    keys = dict.fromkeys((r.code, r.jobs) for r in runs)
+    by_jobs = {key: [r for r in runs if (r.code, r.jobs) == key] for key in keys}
+    print("| code | --jobs | wall s (median) | runs s | CPU s (median) | chose | same trials |")
+    print("|---|---:|---:|---|---:|---|---|")
+    for (code, jobs), mine in by_jobs.items():
         walls = " / ".join(f"{r.wall_s:.1f}" for r in mine)
         same = all(
             {m: t[:2] for m, t in r.trials.items()} == {m: t[:2] for m, t in first.trials.items()}
             and r.chose == first.chose
             for r in mine
         )
-        print(f"| {jobs} | {statistics.median(r.wall_s for r in mine):.1f} | {walls} | "
+        print(f"| {code} | {jobs} | {statistics.median(r.wall_s for r in mine):.1f} | {walls} | "
               f"{statistics.median(r.cpu_s for r in mine):.1f} | {mine[0].chose} | "
               f"{'yes' if same else 'NO'} |")  # fmt: skip
-    print("\n| --jobs | " + " | ".join(f"{m} s" for m in first.trials) + " |")
-    print("|---:|" + "---:|" * len(first.trials))
-    for jobs, mine in by_jobs.items():
+    print("\n| code | --jobs | " + " | ".join(f"{m} s" for m in first.trials) + " |")
+    print("|---|---:|" + "---:|" * len(first.trials))
+    for (code, jobs), mine in by_jobs.items():
         cells = [
             f"{statistics.median(r.trials.get(m, ('', '', 0))[2] for r in mine):.0f}"
             for m in first.trials
         ]
-        print(f"| {jobs} | " + " | ".join(cells) + " |")
+        print(f"| {code} | {jobs} | " + " | ".join(cells) + " |")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -106,15 +130,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--method", default="auto")
     parser.add_argument("--jobs", nargs="*", type=int, default=[1, 2])
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--code", type=Path, nargs="+", default=[None],
+                        help="source folders whose CLI runs, alternated")  # fmt: skip
     args = parser.parse_args(argv)
     folder = demo_folder(args.folder).parent
     runs = []
     for repeat in range(args.repeats):
-        for jobs in args.jobs:
-            run = train(folder, args.station, args.method, jobs)
-            print(f"repeat {repeat + 1}, --jobs {jobs}: {run.wall_s:.1f} s wall, "
-                  f"{run.cpu_s:.1f} s CPU, chose {run.chose}", file=sys.stderr)  # fmt: skip
-            runs.append(run)
+        for code in args.code:
+            for jobs in args.jobs:
+                run = train(folder, args.station, args.method, jobs, code)
+                print(f"repeat {repeat + 1}, {run.code}, --jobs {jobs}: {run.wall_s:.1f} s wall, "
+                      f"{run.cpu_s:.1f} s CPU, chose {run.chose}", file=sys.stderr)  # fmt: skip
+                runs.append(run)
     print(f"\n`qcllp train --station {args.station} --method {args.method}` on the demo's plant; "
           f"nproc {os.cpu_count()}, Python {sys.version.split()[0]}\n")  # fmt: skip
     report(runs)

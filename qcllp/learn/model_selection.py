@@ -75,7 +75,8 @@ def _rows_of(fit_params: Mapping, rows: np.ndarray, n: int) -> dict:
     }
 
 
-def _fit_and_score(estimator, params, X, bags, proportions, train, test, fit_params):
+def _fit_and_score(estimator, params, X, bags, proportions, train, test, fit_params, keep=False):
+    """(bag error on the test rows, fit seconds, the fitted model if ``keep`` else ``None``)."""
     model = clone(estimator).set_params(**params)
     train_bags, test_bags = bags[train], bags[test]
     start = time.perf_counter()
@@ -89,7 +90,7 @@ def _fit_and_score(estimator, params, X, bags, proportions, train, test, fit_par
     error = bag_error_from_labels(
         test_bags, proportions.loc[pd.unique(test_bags)], model.predict(_subset(X, test))
     )
-    return error, fit_time
+    return error, fit_time, model if keep else None
 
 
 def bag_cross_val_error(
@@ -111,7 +112,7 @@ def bag_cross_val_error(
         delayed(_fit_and_score)(estimator, {}, X, bags, proportions, tr, te, fit_params or {})
         for tr, te in folds
     )
-    return np.array([error for error, _ in results])
+    return np.array([error for error, _, _ in results])
 
 
 class BagGridSearchCV(BaseEstimator):
@@ -124,6 +125,12 @@ class BagGridSearchCV(BaseEstimator):
     ``rank_test_bag_error``, ``mean_fit_time``, ``params``), ``best_params_``,
     ``best_bag_error_``, ``best_index_`` and, with ``refit=True``, ``best_estimator_`` fitted on
     all bags. Ties go to the earlier candidate in grid order.
+
+    ``keep_fold_estimators=True`` also keeps the best candidate's model of every fold,
+    ``best_fold_estimators_``, with ``fold_test_rows_`` (the rows each fold held out), as
+    scikit-learn's ``cross_validate(return_estimator=True, return_indices=True)`` does: a caller
+    that needs out-of-fold predictions of the chosen parameters on the same folds takes them
+    from these instead of fitting every fold again. The other candidates' models are dropped.
 
     ``progress(done, total, seconds)`` is called after every finished fit (``total`` counts
     candidates x folds plus the refit; ``seconds`` since the search started): a search of slow
@@ -143,6 +150,7 @@ class BagGridSearchCV(BaseEstimator):
         random_state=None,
         verbose: int = 0,
         progress: Callable[[int, int, float], None] | None = None,
+        keep_fold_estimators: bool = False,
     ):
         self.estimator = estimator
         self.param_grid = param_grid
@@ -152,6 +160,7 @@ class BagGridSearchCV(BaseEstimator):
         self.random_state = random_state
         self.verbose = verbose
         self.progress = progress
+        self.keep_fold_estimators = keep_fold_estimators
 
     def fit(self, X, bags, proportions: pd.Series | pd.DataFrame, **fit_params):
         """Score every candidate on every fold, then refit the best on all bags."""
@@ -171,9 +180,10 @@ class BagGridSearchCV(BaseEstimator):
         total = len(candidates) * len(folds) + int(self.refit)
         started = time.perf_counter()
         results = []
+        keep = bool(self.keep_fold_estimators)
         for result in Parallel(n_jobs=self.n_jobs, verbose=self.verbose, return_as="generator")(
             delayed(_fit_and_score)(
-                self.estimator, params, X, bags, proportions, tr, te, fit_params
+                self.estimator, params, X, bags, proportions, tr, te, fit_params, keep
             )
             for params in candidates
             for tr, te in folds
@@ -181,8 +191,19 @@ class BagGridSearchCV(BaseEstimator):
             results.append(result)
             if self.progress is not None:
                 self.progress(len(results), total, time.perf_counter() - started)
-        errors = np.array([e for e, _ in results]).reshape(len(candidates), len(folds))
-        times = np.array([t for _, t in results]).reshape(len(candidates), len(folds))
+        self._record(candidates, folds, results)
+        if self.refit:
+            self.best_estimator_ = clone(self.estimator).set_params(**self.best_params_)
+            self.best_estimator_.fit(X, bags, proportions, **fit_params)
+            self.classes_ = self.best_estimator_.classes_
+            if self.progress is not None:
+                self.progress(total, total, time.perf_counter() - started)
+        return self
+
+    def _record(self, candidates: list, folds: list, results: list) -> None:
+        """``cv_results_``, the best candidate and, if kept, its fold models."""
+        errors = np.array([e for e, _, _ in results]).reshape(len(candidates), len(folds))
+        times = np.array([t for _, t, _ in results]).reshape(len(candidates), len(folds))
         mean = errors.mean(axis=1)
         order = np.argsort(mean, kind="stable")
         ranks = np.empty(len(candidates), dtype=int)
@@ -199,13 +220,10 @@ class BagGridSearchCV(BaseEstimator):
         self.best_params_ = candidates[self.best_index_]
         self.best_bag_error_ = float(mean[self.best_index_])
         self.n_splits_ = len(folds)
-        if self.refit:
-            self.best_estimator_ = clone(self.estimator).set_params(**self.best_params_)
-            self.best_estimator_.fit(X, bags, proportions, **fit_params)
-            self.classes_ = self.best_estimator_.classes_
-            if self.progress is not None:
-                self.progress(total, total, time.perf_counter() - started)
-        return self
+        if self.keep_fold_estimators:
+            best = results[self.best_index_ * len(folds) : (self.best_index_ + 1) * len(folds)]
+            self.best_fold_estimators_ = [model for _, _, model in best]
+            self.fold_test_rows_ = [test for _, test in folds]
 
     def predict(self, X) -> np.ndarray:
         return self.best_estimator_.predict(X)

@@ -81,12 +81,33 @@ class PerDefectClassifier(LLPClassifierMixin, BaseEstimator):
                 f"proportions lack the defect type column(s) {', '.join(map(str, absent))}; "
                 f"they have {', '.join(map(str, proportions.columns))}"
             )
-        self.estimators_ = {
-            name: clone(estimator).fit(X, bags, proportions[name], _binary(y, name))
-            for name, estimator in self.estimators
-        }
+        return self._adopt(
+            {
+                name: clone(estimator).fit(X, bags, proportions[name], _binary(y, name))
+                for name, estimator in self.estimators
+            }
+        )
+
+    @classmethod
+    def from_fitted(
+        cls, estimators: Sequence[tuple[str, BaseEstimator]], combine: str = "sum"
+    ) -> PerDefectClassifier:
+        """The combination of learners each already fitted on its type's shares and binary
+        labels, as :meth:`fit` fits them: the model ``fit`` would give, without fitting every
+        type again (a grid search per type has fitted them, on all charges or on its folds).
+        ``estimators`` keeps clones of them, unfitted, as a scikit-learn parameter."""
+        model = cls([(name, clone(estimator)) for name, estimator in estimators], combine)
+        check_params(model)
+        names = [name for name, _ in estimators]
+        if not names or len(set(names)) != len(names):
+            raise ValueError(f"defect types must be named once each, got {names}")
+        return model._adopt(dict(estimators))
+
+    def _adopt(self, fitted: dict[str, BaseEstimator]) -> PerDefectClassifier:
+        """Take the fitted per-type learners and the attributes they give."""
+        self.estimators_ = fitted
         first = next(iter(self.estimators_.values()))
-        self.defect_types_ = list(names)
+        self.defect_types_ = list(fitted)
         self.classes_ = np.array([0, 1])
         self.n_features_in_ = first.n_features_in_
         if hasattr(first, "feature_names_in_"):

@@ -33,7 +33,13 @@ from sklearn.metrics import precision_score, recall_score, roc_auc_score
 from qcllp.learn import BagKFold, err_pi, model_proportions
 from qcllp.learn.core.base import positive_proba
 
-__all__ = ["LABEL_THRESHOLD", "Evaluation", "cross_validate_charges", "score_probabilities"]
+__all__ = [
+    "LABEL_THRESHOLD",
+    "Evaluation",
+    "FoldModels",
+    "cross_validate_charges",
+    "score_probabilities",
+]
 
 LABEL_THRESHOLD = 0.5  # a stick is *labeled* defective when it is more likely defective than ok
 
@@ -55,6 +61,16 @@ class Evaluation:
         return {"metrics": dict(self.metrics), "charges": int(len(self.per_charge))}
 
 
+@dataclass(frozen=True)
+class FoldModels:
+    """A model fitted on each fold's training charges, in fold order, and the rows each fold
+    held out (a grid search's best parameters on its folds, kept by
+    :class:`qcllp.learn.BagGridSearchCV` with ``keep_fold_estimators``)."""
+
+    estimators: list[Any]
+    test_rows: list[np.ndarray]
+
+
 def cross_validate_charges(
     make_model: Callable[[], Any] | Any,
     features: pd.DataFrame | np.ndarray,
@@ -67,6 +83,7 @@ def cross_validate_charges(
     random_state=None,
     fit_proportions: pd.Series | pd.DataFrame | None = None,
     known: np.ndarray | None = None,
+    fitted: FoldModels | None = None,
 ) -> Evaluation:
     """Out-of-fold probability of class 1 (defective) for every stick, scored per charge and
     per stick.
@@ -79,6 +96,9 @@ def cross_validate_charges(
     the models are fitted on when it is not ``shares`` (per defect type, multiclass);
     ``known``: known labels per row (``y`` of the learners, e.g. inspected sticks), each fold's
     model fitted with those of its training rows (a held-out stick's own never).
+    ``fitted``: the folds' models already fitted on these folds (a grid search's, on the same
+    data); they predict their held-out rows and nothing is fitted again. Their folds must be
+    the ones ``n_splits`` and ``random_state`` make here.
     """
     charges = np.asarray(charges)
     if len(charges) != len(features):
@@ -90,6 +110,9 @@ def cross_validate_charges(
     rows = (lambda idx: features.iloc[idx]) if hasattr(features, "iloc") else features.__getitem__
     probability = np.empty(len(features))
     folds = list(BagKFold(n_splits, random_state=random_state).split(features, groups=charges))
+    if fitted is not None:
+        _predict_held_out(fitted, folds, rows, probability)
+        return score_probabilities(probability, charges, shares, truth=truth, threshold=threshold)
     jobs = (
         delayed(_fold_probability)(
             clone(make_model() if callable(make_model) else make_model),
@@ -104,6 +127,19 @@ def cross_validate_charges(
     for (_train, test), fold_probability in zip(folds, Parallel()(jobs), strict=True):
         probability[test] = fold_probability
     return score_probabilities(probability, charges, shares, truth=truth, threshold=threshold)
+
+
+def _predict_held_out(
+    fitted: FoldModels, folds: list, rows: Callable, probability: np.ndarray
+) -> None:
+    """Each fold's held-out rows' probability of class 1 from its fitted model, into
+    ``probability``; models fitted on other folds than ``folds`` are refused."""
+    for (_train, test), held_out, model in zip(
+        folds, fitted.test_rows, fitted.estimators, strict=True
+    ):
+        if not np.array_equal(test, held_out):
+            raise ValueError("the fitted fold models were fitted on other folds")
+        probability[test] = positive_proba(model, model.predict_proba(rows(test)))
 
 
 def _fold_probability(

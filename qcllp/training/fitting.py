@@ -40,9 +40,8 @@ from qcllp.training.lockout import (
     LockoutDecision,
     audit_evidence,
     decide_lockout,
-    known_failing,
-    out_of_fold,
 )
+from qcllp.training.out_of_fold import known_failing, out_of_fold
 from qcllp.training.plan import AUTO_ANY_DEFECT_MODES, TrainingPlan
 from qcllp.training.search import Progress, SearchResult, search_parameters, search_per_type
 
@@ -93,7 +92,7 @@ def fit_station_model(
         )
         search = (search_per_type if mine.per_type else search_parameters)(mine, data, folds, say)
         say(f"{plan.station}: charge-grouped validation ({folds} folds)")
-        tried[mode] = (mine, search, out_of_fold(mine, data, search.estimator, folds))
+        tried[mode] = (mine, search, out_of_fold(mine, data, search.estimator, folds, search.folds))
     scores = {mode: t[2].count_loglik for mode, t in tried.items()}
     chosen = choose_any_defect(scores)
     plan, search, oof = tried[chosen]

@@ -12,6 +12,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, clone
 
 from qcllp.learn import BagGridSearchCV, BagKFold, PerDefectClassifier
+from qcllp.training.evaluate import FoldModels
 from qcllp.training.labeled import LabeledData
 from qcllp.training.plan import TrainingPlan
 
@@ -30,11 +31,14 @@ PROGRESS_EVERY_S = 5.0  # a grid search says how far it is at most this often
 
 @dataclass(frozen=True)
 class SearchResult:
-    """The model refitted on all charges with the grid's best parameters."""
+    """The model refitted on all charges with the grid's best parameters and, when the grid
+    was searched, that model's fit on each fold (``folds``): the out-of-fold probabilities the
+    lock-out rule is chosen on come from these, the same folds, not from fitting them again."""
 
     estimator: BaseEstimator
     params: dict[str, Any]
     cv_bag_error: float
+    folds: FoldModels | None = None
 
 
 def search_parameters(
@@ -57,10 +61,14 @@ def search_parameters(
         cv=cv,
         random_state=plan.seed,
         progress=search_progress(progress, f"{plan.station}: {data.target}"),
+        keep_fold_estimators=True,
     )
     search.fit(X, bags, props, **fit_params)
     return SearchResult(
-        search.best_estimator_, dict(search.best_params_), float(search.best_bag_error_)
+        search.best_estimator_,
+        dict(search.best_params_),
+        float(search.best_bag_error_),
+        FoldModels(search.best_fold_estimators_, search.fold_test_rows_),
     )
 
 
@@ -94,9 +102,30 @@ def search_per_type(
         return search_parameters(plan, data, folds, progress)
     found = {t: search_parameters(plan, data.for_type(t), folds, progress) for t in types}
     combine = plan.any_defect.removeprefix("per-type-")
-    estimator = PerDefectClassifier(
-        [(t, clone(r.estimator)) for t, r in found.items()], combine=combine
-    ).fit(data.features.X, data.bags, data.type_shares, data.known(per_type=True))
+    estimator = PerDefectClassifier.from_fitted(
+        [(t, r.estimator) for t, r in found.items()], combine=combine
+    )
     params = {f"{t}.{k}": v for t, r in found.items() for k, v in r.params.items()}
     errors = [r.cv_bag_error for r in found.values()]
-    return SearchResult(estimator, params, float(np.mean(errors)))
+    return SearchResult(estimator, params, float(np.mean(errors)), _combined_folds(found, combine))
+
+
+def _combined_folds(found: dict[str, SearchResult], combine: str) -> FoldModels | None:
+    """Each fold's per-type models combined as the any-defect model combines them; ``None``
+    when a type's model was fitted without a search (an empty grid) or the types' folds are
+    not the same rows."""
+    per_type = [r.folds for r in found.values()]
+    if any(f is None for f in per_type) or not all(
+        _same_rows(f.test_rows, per_type[0].test_rows) for f in per_type
+    ):
+        return None
+    estimators = [
+        PerDefectClassifier.from_fitted(list(zip(found, fold, strict=True)), combine=combine)
+        for fold in zip(*(f.estimators for f in per_type), strict=True)
+    ]
+    return FoldModels(estimators, per_type[0].test_rows)
+
+
+def _same_rows(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
+    """Whether two lists of folds hold out the same rows, fold by fold."""
+    return len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))

@@ -55,14 +55,8 @@ from qcllp.training.labeled import (
     labeled_from_frames,
     subsample_charges,
 )
-from qcllp.training.lockout import (
-    LockoutDecision,
-    OutOfFold,
-    decide_lockout,
-    fit_proportions,
-    out_of_fold,
-    station_costs,
-)
+from qcllp.training.lockout import LockoutDecision, decide_lockout, station_costs
+from qcllp.training.out_of_fold import OutOfFold, fit_proportions, out_of_fold
 from qcllp.training.plan import (
     AUTO,
     AUTO_METHODS,

@@ -23,7 +23,7 @@ from qcllp.station.precision import precision_bounds
 from qcllp.station.registry import get_model, load_model
 from qcllp.station.saving_estimate import charges_per_week
 from qcllp.store import Charge, DefectCount, Flag, IngestionBatch, Inspection, Store
-from qcllp.training.lockout import calibration_units
+from qcllp.training.out_of_fold import calibration_units
 from qcllp.training.train import (
     TrainingError,
     fit_station_model,

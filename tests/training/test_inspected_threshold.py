@@ -25,11 +25,11 @@ from qcllp.training.lockout import (
     INSPECTED,
     MIN_INSPECTED,
     audit_evidence,
-    calibration_units,
     inspected_brake,
     inspected_saving,
     inspected_threshold,
 )
+from qcllp.training.out_of_fold import calibration_units
 
 COSTS = LockoutCosts(fail_cost=180.0, good_cost=400.0)  # break-even 0.690 (the furnace)
 N_CHARGES = 100
