@@ -54,15 +54,16 @@ class Run:
 
 
 def code_env(code: Path | None) -> dict[str, str]:
-    """The environment of a run of ``code``'s CLI (``PYTHONPATH`` ahead), refused when a
-    process of it imports qcllp from another folder."""
+    """The environment of a run of ``code``'s CLI (``PYTHONPATH`` ahead; the run's folder is
+    ``code``, so that the current folder's qcllp cannot come first), refused when a process
+    of it imports qcllp from another folder."""
     env = dict(os.environ)
     if code is None:
         return env
     env["PYTHONPATH"] = os.pathsep.join([str(code), *filter(None, [env.get("PYTHONPATH")])])
     probe = [sys.executable, "-c", "import qcllp; print(qcllp.__file__)"]
-    where = subprocess.run(probe, env=env, capture_output=True, text=True, check=True).stdout
-    where = where.strip()
+    done = subprocess.run(probe, env=env, capture_output=True, text=True, check=True, cwd=code)
+    where = done.stdout.strip()
     if not where.startswith(str(code.resolve())):
         raise SystemExit(f"a run meant for {code} imports qcllp from {where}")
     return env
@@ -81,7 +82,7 @@ def train(folder: Path, station: str, method: str, jobs: int, code: Path | None 
     env = code_env(code)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, check=True, env=env)
+    done = subprocess.run(command, capture_output=True, text=True, check=True, env=env, cwd=code)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

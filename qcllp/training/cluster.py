@@ -3,7 +3,8 @@ tcp://HOST:8786`` and the plant config's ``cluster:``, which the retraining daem
 or on processes of this machine (``qcllp train --jobs N``, ``training.n_jobs``).
 
 **Why joblib's Dask backend.** The training runs its parallel parts through ``joblib.Parallel``
--- grid points x folds of the bag-aware grid search, the out-of-fold folds, the restarts of
+-- grid points x folds of the bag-aware grid search (whose folds give the out-of-fold
+probabilities too), the out-of-fold folds of a method without a grid, the restarts of
 the alternating proportion-SVMs, one-vs-rest fits, the k-means labeler's population -- and
 pins no backend, so whichever backend the caller's ``joblib.parallel_config`` names runs them:
 loky on one machine, Dask's workers on a cluster. :func:`compute_on` only sets that backend
@@ -36,7 +37,7 @@ processes (``qcllp train --jobs``) through joblib's own loky backend, with the s
 any number. Why processes and not threads: the learners' loops hold the GIL between their
 numpy calls (the evolution strategy's operators, the alternating pSVMs' label steps), so
 threads would not add a core. ``--method auto`` on the demo plant's cooling (6,647 sticks)
-took 96 s on one process and 54 s on two (docs/benchmarks.md, "Training on several cores").
+took 66 s on one process and 42 s on two (docs/benchmarks.md, "Training on several cores").
 
 The workers import the learners by name, so they need qcllp and the same versions of numpy,
 scikit-learn and DEAP installed (``pip install 'qcllp[dask]'`` on every machine).
