@@ -159,3 +159,24 @@ def test_search_progress_speaks_at_most_every_few_seconds():
     for done in range(1, 4):
         fast(done, 3, 0.1 * done)
     assert quiet == []  # a search of fast fits says nothing
+
+
+def test_grid_search_keeps_the_best_points_fold_models_when_asked(thresholded_data):
+    """``keep_fold_estimators``: the chosen point's model of each fold, fitted on that fold's
+    training bags (its known labels counted there), with the rows the fold held out."""
+    X, y, bags, shares = thresholded_data
+    known = np.where(np.arange(len(y)) % 10 == 0, y, -1)
+    grid = {"threshold": [-0.5, 0.3, 0.6]}
+    search = BagGridSearchCV(
+        ThresholdOnFirstFeature(), grid, cv=4, random_state=0, keep_fold_estimators=True
+    ).fit(X, bags, shares, y=known)
+    folds = list(BagKFold(4, random_state=0).split(X, groups=bags))
+    assert len(search.best_fold_estimators_) == len(search.fold_test_rows_) == 4
+    for model, held_out, (train, test) in zip(
+        search.best_fold_estimators_, search.fold_test_rows_, folds, strict=True
+    ):
+        assert model.threshold == search.best_params_["threshold"] == 0.3
+        np.testing.assert_array_equal(held_out, test)
+        assert model.n_known_ == int((known[train] >= 0).sum())
+    plain = BagGridSearchCV(ThresholdOnFirstFeature(), grid, cv=4, random_state=0)
+    assert not hasattr(plain.fit(X, bags, shares), "best_fold_estimators_")

@@ -54,3 +54,19 @@ def test_bad_inputs_name_what_is_wrong():
         PerDefectClassifier([("a", InvCal())], combine="max").fit(X, bags, shares)
     with pytest.raises(ValueError, match="at least one"):
         PerDefectClassifier([]).fit(X, bags, shares)
+
+
+def test_learners_fitted_per_type_combine_into_the_model_fit_gives():
+    X, bags, shares, _, _ = _two_mechanisms(3)
+    fitted = [("a", InvCal().fit(X, bags, shares["a"])), ("b", InvCal().fit(X, bags, shares["b"]))]
+    for combine in ("sum", "noisy-or"):
+        adopted = PerDefectClassifier.from_fitted(fitted, combine=combine)
+        fit = PerDefectClassifier([("a", InvCal()), ("b", InvCal())], combine=combine)
+        fit.fit(X, bags, shares)
+        np.testing.assert_array_equal(adopted.predict_proba(X), fit.predict_proba(X))
+        assert adopted.defect_types_ == ["a", "b"] and adopted.estimators_["a"] is fitted[0][1]
+        assert not hasattr(clone(adopted).estimators[0][1], "classes_")  # unfitted parameter
+    with pytest.raises(ValueError, match="named once each"):
+        PerDefectClassifier.from_fitted([fitted[0], fitted[0]])
+    with pytest.raises(ValueError, match="combine"):
+        PerDefectClassifier.from_fitted(fitted, combine="max")
