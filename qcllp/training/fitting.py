@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from qcllp.learn.core.threads import single_threaded
 from qcllp.station.lockout_rule import LockoutCosts, SavingEstimate, ThresholdChoice
 from qcllp.station.model import StationModel
 from qcllp.station.saving_estimate import charges_per_week
@@ -78,7 +79,25 @@ def fit_station_model(
     :func:`choose_any_defect` keeps one, and only its lock-out rule is chosen (the bootstrap,
     most of a training's time, runs once); the model's params say which way
     (``any_defect``) and what each scored (``any_defect_auto``).
+
+    Every fit runs on one BLAS / OpenMP thread: a training's parallelism is its processes
+    (``training.n_jobs``, ``qcllp train --jobs``, a cluster's workers), and on a station's
+    matrices the libraries' own thread pools, contending for the same cores, cost more than
+    they give (docs/benchmarks.md, "One thread a training process").
     """
+    with single_threaded():
+        return _fit_station_model(plan, data, costs, times=times, progress=progress)
+
+
+def _fit_station_model(
+    plan: TrainingPlan,
+    data: LabeledData,
+    costs: LockoutCosts,
+    *,
+    times: pd.Series | None,
+    progress: Progress,
+) -> StationFit:
+    """:func:`fit_station_model`'s work, on whatever threads the caller allows."""
     say = progress or (lambda _msg: None)
     folds = plan.folds_for(data.n_charges)
     modes = AUTO_ANY_DEFECT_MODES if plan.any_defect_auto else (plan.any_defect,)

@@ -1,6 +1,7 @@
 """A training fits each fold once: the lock-out rule's out-of-fold probabilities come from the
 grid search's fits of the chosen parameters on the same folds, and the any-defect model
-combines the searches' refits per type. Both give what fitting them again gives, exactly."""
+combines the searches' refits per type. Both give what fitting them again gives, exactly.
+And it fits on one BLAS / OpenMP thread."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from qcllp.learn import PerDefectClassifier
 from qcllp.learn.tabular.em_llp import EMLLP
@@ -90,3 +92,26 @@ def test_fold_models_of_other_folds_are_refused(history_plant, inspected_data):
     other = replace(plan, seed=plan.seed + 1)  # its folds hold out other charges
     with pytest.raises(ValueError, match="fitted on other folds"):
         out_of_fold(other, inspected_data, search.estimator, folds, search.folds)
+
+
+def test_a_training_fits_on_one_thread_whatever_the_caller_allows(
+    history_plant, inspected_data, monkeypatch
+):
+    """Every learner's fit sees the BLAS and OpenMP pools at one thread, also where the
+    caller's limit is two (a training's parallelism is its processes)."""
+    pools = []
+    real_fit = EMLLP.fit
+
+    def recorded_fit(self, *args, **kwargs):
+        pools.append({(p["user_api"], p["num_threads"]) for p in threadpool_info()})
+        return real_fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(EMLLP, "fit", recorded_fit)
+    plan = training_plan(history_plant.config, STATION, method_name="em-llp")
+    costs = station_costs(history_plant.config, STATION)
+    with threadpool_limits(2):
+        fit_station_model(plan, inspected_data, costs)
+        after = {p["num_threads"] for p in threadpool_info()}
+    assert after == {2}  # the caller's limit is back once the training is done
+    assert pools and {api for seen in pools for api, _ in seen} >= {"blas", "openmp"}
+    assert {threads for seen in pools for _, threads in seen} == {1}
