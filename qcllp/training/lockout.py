@@ -220,7 +220,8 @@ def inspected_threshold(
     """``choice``, or a lower threshold that the inspected sticks' precision supports and the
     counts do not rule out (module docstring, "The inspected threshold"). ``p``: recalibrated
     out-of-fold probabilities; ``failing``: 1/0 per inspected row, NaN elsewhere; ``units``:
-    each row's unit and the failing count per unit (:func:`calibration_units`)."""
+    each row's unit and the failing count per unit
+    (:func:`qcllp.training.out_of_fold.calibration_units`)."""
     seen = np.zeros(len(p), dtype=bool) if failing is None else ~np.isnan(failing)
     if not seen.any():
         return choice

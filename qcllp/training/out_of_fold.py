@@ -58,8 +58,9 @@ def out_of_fold(
 ) -> OutOfFold:
     """Charge-grouped out-of-fold probabilities of ``estimator`` and their recalibration,
     fitted by the likelihood of the charges' failing counts among their rows
-    (:class:`qcllp.learn.calibration.CountCalibrator`, ; inspected sticks
-    are known labels of the fits and units of their own in the recalibration.
+    (:class:`qcllp.learn.calibration.CountCalibrator`, the lock-out module's docstring);
+    inspected sticks are known labels of the fits and units of their own in the
+    recalibration.
 
     ``fitted``: the grid search's fits of ``estimator``'s parameters on these folds
     (:class:`qcllp.training.search.SearchResult`): the same fits this would make, so they
