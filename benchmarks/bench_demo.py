@@ -89,6 +89,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--code", type=Path, nargs="+", default=[None],
                         help="source folders whose CLI runs, alternated")  # fmt: skip
     args = parser.parse_args(argv)
+    args.code = [None if c is None else c.resolve() for c in args.code]  # runs start in it
     runs = []
     for repeat in range(args.runs):
         for code in args.code:
