@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_cli import qcllp  # noqa: E402
-from bench_training_jobs import code_env  # noqa: E402
+from code_runs import cli_env  # noqa: E402
 
 FINISHED = re.compile(r"^demo finished in (\d+) s$", re.MULTILINE)
 STATION_ROW = re.compile(r"^(furnace|rolling|cooling|straightening)\s+\d+ .*$", re.MULTILINE)
@@ -49,7 +49,7 @@ class DemoRun:
 def run_demo(code: Path | None) -> DemoRun:
     """One ``qcllp demo`` in a fresh temporary folder (``code``'s CLI if given)."""
     cli = qcllp() if code is None else [sys.executable, "-m", "qcllp.cli"]
-    env = code_env(code)
+    env = cli_env(code)
     with tempfile.TemporaryDirectory(prefix="bench-demo-") as folder:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()

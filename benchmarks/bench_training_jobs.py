@@ -37,6 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_cli import demo_folder, qcllp  # noqa: E402
+from code_runs import cli_env  # noqa: E402
 
 TRIAL = re.compile(r"^\s+\*?\s*(\S+)\s+CV bag error (\S+), expected saving (\S+) .*?, (\d+) s$")
 
@@ -53,22 +54,6 @@ class Run:
     trials: dict[str, tuple[str, str, int]]  # method: (CV bag error, saving, seconds)
 
 
-def code_env(code: Path | None) -> dict[str, str]:
-    """The environment of a run of ``code``'s CLI (``PYTHONPATH`` ahead; the run's folder is
-    ``code``, so that the current folder's qcllp cannot come first), refused when a process
-    of it imports qcllp from another folder."""
-    env = dict(os.environ)
-    if code is None:
-        return env
-    env["PYTHONPATH"] = os.pathsep.join([str(code), *filter(None, [env.get("PYTHONPATH")])])
-    probe = [sys.executable, "-c", "import qcllp; print(qcllp.__file__)"]
-    done = subprocess.run(probe, env=env, capture_output=True, text=True, check=True, cwd=code)
-    where = done.stdout.strip()
-    if not where.startswith(str(code.resolve())):
-        raise SystemExit(f"a run meant for {code} imports qcllp from {where}")
-    return env
-
-
 def train(folder: Path, station: str, method: str, jobs: int, code: Path | None = None) -> Run:
     """One ``qcllp train`` on a fresh copy of the demo's database (``code``'s CLI if given)."""
     database = folder / "bench-train.sqlite"
@@ -79,7 +64,7 @@ def train(folder: Path, station: str, method: str, jobs: int, code: Path | None 
     command = [*cli, "--config", str(folder / "plant.yaml"), "train", "--db",
                f"sqlite:///{database}", "--station", station, "--method", method,
                "--jobs", str(jobs)]  # fmt: skip
-    env = code_env(code)
+    env = cli_env(code)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, check=True, env=env, cwd=code)
