@@ -5,16 +5,26 @@ and ingestion test runs on both. The PostgreSQL server is started once per sessi
 (:mod:`tests.pgserver`); each test gets the session's migrated database emptied (``TRUNCATE``).
 Without PostgreSQL binaries the ``postgresql`` cases skip with the reason; ``broker`` is a
 Mosquitto broker per test (skips without Mosquitto).
+
+The property tests (hypothesis) draw the same examples on every run (profile ``repeatable``,
+loaded here): a run on a clean clone says what the code does, not what a new draw found, and a
+failure repeats. ``pytest --hypothesis-profile explore`` draws new examples; a case it finds
+is kept as an ``@example``.
 """
 
 from __future__ import annotations
 
 import pytest
+from hypothesis import settings
 
 from qcllp.plant.config import PlantConfig, parse_plant_config
 from tests.mqttbroker import TempBroker, find_mosquitto
 from tests.pgserver import TempPostgres, find_pg_bin
 from tests.support.plants import fast_config, history_plant, retrain_plant  # noqa: F401 (fixtures)
+
+settings.register_profile("repeatable", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile("repeatable")
 
 TINY_PLANT = {
     "name": "tiny",
