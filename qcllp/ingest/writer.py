@@ -40,7 +40,15 @@ from sqlalchemy import Connection, func, insert, select
 from qcllp.ingest.report import IngestReport
 from qcllp.ingest.sources import Chunk, raw_json
 from qcllp.ingest.validate import SERIES_KEY
-from qcllp.store import IN_CHUNK, QuarantineRow, Reading, Series, insert_columns, rows_frame
+from qcllp.store import (
+    IN_CHUNK,
+    QuarantineRow,
+    Reading,
+    Series,
+    driver_cursor,
+    insert_columns,
+    rows_frame,
+)
 from qcllp.store.bulk_insert import copy_binary
 from qcllp.store.kept_stats import keep_series_stats
 from qcllp.store.partitions import ensure_partitions
@@ -193,8 +201,7 @@ class ReadingWriter:
         if not len(sid):
             return 0
         cols = "series_id, ts_us, value, batch_id"
-        cursor = self.conn.connection.dbapi_connection.cursor()
-        try:
+        with driver_cursor(self.conn) as cursor:
             if self.postgres:
                 return self._copy(cursor, sid, ts, value)
             cursor.executemany(
@@ -203,8 +210,6 @@ class ReadingWriter:
                 list(zip(sid.tolist(), ts.tolist(), value.tolist(), strict=True)),
             )
             return cursor.rowcount
-        finally:
-            cursor.close()
 
     def _copy(self, cursor, sid: np.ndarray, ts: np.ndarray, value: np.ndarray) -> int:  # noqa: ANN001
         """PostgreSQL: binary ``COPY`` straight into ``readings`` (the rows were checked to be

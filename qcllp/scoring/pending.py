@@ -23,6 +23,7 @@ from qcllp.store import (
     Charge,
     IngestionBatch,
     ScorerPending,
+    driver_cursor,
     fetch_tuples,
     insert_columns,
     placeholders,
@@ -243,8 +244,7 @@ def postpone(conn: Connection, st: Station, waiting: pd.DataFrame, first: pd.Ser
     that fails postpones every stick the line brings, one statement each before)."""
     until = (first + pd.Timedelta(seconds=st.timeout_s)).dt.to_pydatetime().tolist()
     charges, sticks = waiting["charge_id"].tolist(), waiting["stick_id"].tolist()
-    cursor = conn.connection.dbapi_connection.cursor()
-    try:
+    with driver_cursor(conn) as cursor:
         if conn.dialect.name == "postgresql":
             cursor.execute(
                 "UPDATE scorer_pending p SET due_at = u.due FROM unnest(%s::text[], "
@@ -259,8 +259,6 @@ def postpone(conn: Connection, st: Station, waiting: pd.DataFrame, first: pd.Ser
                 "WHERE station = ? AND charge_id = ? AND stick_id = ?",
                 zip(sqlite_timestamps(until), stations, charges, sticks, strict=True),
             )
-    finally:
-        cursor.close()
 
 
 def forget_pending(conn: Connection, station: str, scores: pd.DataFrame) -> None:
@@ -277,8 +275,7 @@ def _by_stick(conn: Connection, head: str, station: str, keys: list[tuple[str, s
     """``{head}`` (an ``UPDATE ... SET`` or ``DELETE FROM`` of ``scorer_pending``) on these
     sticks of the station: on PostgreSQL one statement over arrays, on SQLite the driver's
     ``executemany`` of one prepared statement with plain tuples."""
-    cursor = conn.connection.dbapi_connection.cursor()
-    try:
+    with driver_cursor(conn) as cursor:
         if conn.dialect.name == "postgresql":
             cursor.execute(
                 f"{head} WHERE station = %s AND (charge_id, stick_id) IN "
@@ -290,8 +287,6 @@ def _by_stick(conn: Connection, head: str, station: str, keys: list[tuple[str, s
                 f"{head} WHERE station = ? AND charge_id = ? AND stick_id = ?",
                 [(station, c, s) for c, s in keys],
             )
-    finally:
-        cursor.close()
 
 
 def backlog(conn: Connection, station: str, seq: int, now: datetime) -> tuple[int, float]:

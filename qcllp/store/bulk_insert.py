@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection
 
-from qcllp.store.core import placeholders
+from qcllp.store.core import driver_cursor, placeholders
 
 if TYPE_CHECKING:
     import numpy as np
@@ -49,8 +49,7 @@ def insert_columns(
         raise ValueError(f"{len(types)} types for {len(columns)} columns of unequal lengths")
     if not columns or not len(columns[0]):
         return 0
-    cursor = conn.connection.dbapi_connection.cursor()
-    try:
+    with driver_cursor(conn) as cursor:
         if conn.dialect.name == "postgresql":
             arrays = ", ".join(f"%s::{t}[]" for t in types)
             cursor.execute(f"{head} SELECT * FROM unnest({arrays}) {tail}", list(columns))
@@ -62,8 +61,6 @@ def insert_columns(
             marks = placeholders(conn, len(columns))
             cursor.executemany(f"{head} VALUES ({marks}) {tail}", zip(*values, strict=True))
         return cursor.rowcount
-    finally:
-        cursor.close()
 
 
 def sqlite_timestamps(values: Sequence[datetime | None]) -> list[str | None]:

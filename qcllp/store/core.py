@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, closing, contextmanager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -59,6 +59,7 @@ __all__ = [
     "Store",
     "StoreError",
     "dialect_insert",
+    "driver_cursor",
     "fetch_tuples",
     "placeholders",
     "rows_frame",
@@ -96,17 +97,22 @@ def placeholders(conn: Connection, n: int) -> str:
     return ", ".join([mark] * n)
 
 
+def driver_cursor(conn: Connection) -> closing:
+    """The driver's own cursor (sqlite3's, psycopg's) in ``conn``'s transaction, closed when
+    the ``with`` block ends: ``contextlib.closing``, as sqlite3's cursors are no context
+    managers. For the hot paths where SQLAlchemy's per-row handling costs more than the
+    statement."""
+    return closing(conn.connection.dbapi_connection.cursor())
+
+
 def fetch_tuples(conn: Connection, sql: str, parameters: Sequence) -> list[tuple]:
     """The rows of ``sql`` (marks from :func:`placeholders`) as plain tuples through the
     driver's own cursor, in ``conn``'s transaction: SQLAlchemy's result rows cost as much
     again as the fetch where a step or a read takes thousands (``benchmarks/bench_scorer.py``
     backlog, issue 34). Times come as the driver gives them: text on SQLite."""
-    cursor = conn.connection.dbapi_connection.cursor()
-    try:
+    with driver_cursor(conn) as cursor:
         cursor.execute(sql, parameters)
         return cursor.fetchall()
-    finally:
-        cursor.close()
 
 
 def charge_time_bounds(conn: Connection, charge_ids: Sequence[str]) -> tuple[int, int] | None:

@@ -22,7 +22,14 @@ import pandas as pd
 from sqlalchemy import Connection, delete, func, select
 
 from qcllp.store.bulk_insert import copy_binary
-from qcllp.store.core import IN_CHUNK, Store, fetch_tuples, placeholders, rows_frame
+from qcllp.store.core import (
+    IN_CHUNK,
+    Store,
+    driver_cursor,
+    fetch_tuples,
+    placeholders,
+    rows_frame,
+)
 from qcllp.store.schema import Reading, Series, SeriesStatistics
 from qcllp.store.series_stats import (
     COUNT_COLUMNS,
@@ -231,12 +238,9 @@ def _insert(conn: Connection, stats: SeriesStats) -> None:
     names = ("series_id", *STORED)
     columns = [*_integer_columns(stats), _moments(stats)]
     width = MOMENTS_DTYPE.itemsize * len(MOMENT_COLUMNS)
-    cursor = conn.connection.dbapi_connection.cursor()
-    try:
+    with driver_cursor(conn) as cursor:
         copy_binary(cursor, f"COPY series_stats ({', '.join(names)})", columns,
                     (*STORED_TYPES, f"bytea({width})"))  # fmt: skip
-    finally:
-        cursor.close()
 
 
 def _integer_columns(stats: SeriesStats) -> list[np.ndarray]:
@@ -262,16 +266,13 @@ def _upsert(conn: Connection, stats: SeriesStats) -> None:
         return
     names = ("series_id", *STORED)
     update = ", ".join(f"{c} = excluded.{c}" for c in names[1:])
-    cursor = conn.connection.dbapi_connection.cursor()
-    try:
+    with driver_cursor(conn) as cursor:
         cursor.executemany(
             f"INSERT INTO series_stats ({', '.join(names)}) "
             f"VALUES ({placeholders(conn, len(names))}) "
             f"ON CONFLICT (series_id) DO UPDATE SET {update}",
             _rows(stats),
         )
-    finally:
-        cursor.close()
 
 
 def _id_chunks(ids: Sequence[str] | None):

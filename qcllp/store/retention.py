@@ -39,7 +39,7 @@ from typing import Protocol
 from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
 
-from qcllp.store import SeriesStatistics, Store
+from qcllp.store import SeriesStatistics, Store, driver_cursor
 from qcllp.store.kept_stats import rebuild_series_stats
 from qcllp.store.partitions import (
     ARCHIVING_PREFIX,
@@ -198,8 +198,7 @@ def _archive(store: Store, table: str, archive_dir: Path) -> Path:
         target = archive_dir / f"readings_{_month(table)}.{n}.csv.gz"
     partial = target.with_name(target.name + ".partial")
     with store.engine.connect() as conn:
-        cursor = conn.connection.dbapi_connection.cursor()
-        try:
+        with driver_cursor(conn) as cursor:
             with (
                 open(partial, "wb") as raw,
                 gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as out,
@@ -209,8 +208,6 @@ def _archive(store: Store, table: str, archive_dir: Path) -> Path:
                     out.write(data)
             with open(partial, "rb") as done:
                 os.fsync(done.fileno())
-        finally:
-            cursor.close()
         conn.rollback()
     os.replace(partial, target)
     return target
