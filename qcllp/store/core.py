@@ -98,10 +98,8 @@ def placeholders(conn: Connection, n: int) -> str:
 
 
 def driver_cursor(conn: Connection) -> closing:
-    """The driver's own cursor (sqlite3's, psycopg's) in ``conn``'s transaction, closed when
-    the ``with`` block ends: ``contextlib.closing``, as sqlite3's cursors are no context
-    managers. For the hot paths where SQLAlchemy's per-row handling costs more than the
-    statement."""
+    """The driver's own cursor in ``conn``'s transaction, closed when the ``with`` ends (for hot
+    paths; ``contextlib.closing``: sqlite3's cursors are no context managers)."""
     return closing(conn.connection.dbapi_connection.cursor())
 
 
