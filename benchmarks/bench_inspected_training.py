@@ -110,10 +110,9 @@ def fit(config, station: str, features, counts, labels=None):
     return model.model, time.perf_counter() - started, data
 
 
-def run_seed(config, seed: int, args) -> list[dict]:
-    """Steps 1-4 of the module docstring for one seed; one row per model."""
-    station, types = args.station, list(config.defect_types)
-    costs = station_costs(config, station)
+def _periods(config, seed: int, args) -> list[tuple]:  # noqa: ANN001
+    """Periods A, B and the fresh charges of one simulated plant, each with its station
+    features (imputed as period A's)."""
     n_a, n_b = args.first, args.second
     plant = simulate_plant(
         config,
@@ -121,14 +120,24 @@ def run_seed(config, seed: int, args) -> list[dict]:
         random_state=5000 + seed,
         charge_effect=args.charge_effect,
     )
-    a, b, fresh = (
-        plant.charges(0, n_a),
-        plant.charges(n_a, n_a + n_b),
-        plant.charges(n_a + n_b, None),
-    )
-    fa = build_station_features(a.readings, config, station)
-    fb = build_station_features(b.readings, config, station, imputation=fa.imputation)
-    ff = build_station_features(fresh.readings, config, station, imputation=fa.imputation)
+    parts = (plant.charges(0, n_a), plant.charges(n_a, n_a + n_b), plant.charges(n_a + n_b, None))
+    first = build_station_features(parts[0].readings, config, args.station)
+    return [(parts[0], first)] + [
+        (
+            part,
+            build_station_features(
+                part.readings, config, args.station, imputation=first.imputation
+            ),
+        )
+        for part in parts[1:]
+    ]
+
+
+def run_seed(config, seed: int, args) -> list[dict]:
+    """Steps 1-4 of the module docstring for one seed; one row per model."""
+    station, types = args.station, list(config.defect_types)
+    costs = station_costs(config, station)
+    (a, fa), (b, fb), (fresh, ff) = _periods(config, seed, args)
     bad = truth_of(fresh, ff.X.index) != "ok"
     counts_a = a.defect_counts.set_index("charge_id")
     first, secs, _ = fit(config, station, fa, counts_a)

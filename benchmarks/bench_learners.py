@@ -69,6 +69,7 @@ from qcllp.learn import BagGridSearchCV, BagKFold, PerDefectClassifier  # noqa: 
 from qcllp.learn.calibration import _CountLayout  # noqa: E402
 from qcllp.learn.core.margin import MarginLLPClassifier  # noqa: E402
 from qcllp.learn.core.params import POSITIVE  # noqa: E402
+from qcllp.learn.count_kernel import bag_probabilities  # noqa: E402
 from qcllp.learn.synthetic import bags_from_labels  # noqa: E402
 from qcllp.plant.config import load_plant_config  # noqa: E402
 from qcllp.training.methods import Standardized  # noqa: E402
@@ -122,38 +123,21 @@ class _Linear:
 
 
 def count_posteriors(layout: _CountLayout, p: np.ndarray) -> tuple[float, np.ndarray]:
-    """(sum over bags of log P(k_b), per row P(y_i = 1 | k_b)) for Bernoulli(``p``) rows."""
-    h, width, top = layout.h, layout.width, layout.top
-    table = np.zeros((h, width))
-    table[layout.cells] = p[layout.rows]
+    """(sum over bags of log P(k_b), per row P(y_i = 1 | k_b)) for Bernoulli(``p``) rows.
 
-    def advance(dist: np.ndarray, pj: np.ndarray) -> np.ndarray:
-        step = dist * (1.0 - pj)
-        step[:, 1:] += dist[:, :-1] * pj
-        return step
-
-    forward = np.zeros((width + 1, h, top + 1))  # counts of the rows before position j
-    forward[0, :, 0] = 1.0
-    for j in range(width):
-        forward[j + 1] = advance(forward[j], table[:, j : j + 1])
-    backward = np.zeros((width + 1, h, top + 1))  # counts of the rows from position j on
-    backward[width, :, 0] = 1.0
-    for j in range(width - 1, -1, -1):
-        backward[j] = advance(backward[j + 1], table[:, j : j + 1])
-    bags = np.arange(h)
-    p_k = forward[width][bags, layout.k]
-    flat = p_k <= 1e-300  # clipped: a flat log likelihood, so posterior = p (no gradient)
-    p_k = np.where(flat, 1.0, p_k)
-    # P_{-j}(k - 1) = sum_a forward_j(a) backward_{j+1}(k - 1 - a), all positions at once
-    split = layout.k[:, None] - 1 - np.arange(top + 1)
-    others = np.take_along_axis(
-        backward[1:], np.broadcast_to(np.clip(split, 0, top), (width, h, top + 1)), axis=2
-    )
-    p_rest = (forward[:width] * others * (split >= 0)).sum(axis=2).T  # (h, width)
-    p_rest = np.where(flat[:, None], 1.0, p_rest)
-    posterior = np.empty_like(p)
-    posterior[layout.rows] = (table * p_rest / p_k[:, None])[layout.cells]
-    return float(np.log(np.where(flat, 1e-300, p_k)).sum()), posterior
+    From the count kernel's P(k_b) and its derivative by each row's p_i: with P_{-i} the
+    distribution of the bag's other rows, P = p_i P_{-i}(k - 1) + (1 - p_i) P_{-i}(k) and
+    dP/dp_i = P_{-i}(k - 1) - P_{-i}(k), so P_{-i}(k - 1) = P + (1 - p_i) dP/dp_i and the
+    posterior p_i P_{-i}(k - 1) / P = p_i (1 + (1 - p_i) dP/dp_i / P). A bag whose count has
+    probability 0 (or is outside 0..size) is flat: its rows keep p."""
+    value, sorted_grad = bag_probabilities(p[layout.order], layout.starts, layout.k)
+    by_row = np.empty(len(p))
+    by_row[layout.order] = sorted_grad
+    value = np.where(layout.inside, value, 0.0)
+    flat = value <= 1e-300
+    bag_value = np.where(flat, 1.0, value)[layout.codes]
+    posterior = np.where(flat[layout.codes], p, p * (1.0 + (1.0 - p) * by_row / bag_value))
+    return float(np.log(np.where(flat, 1e-300, value)).sum()), posterior
 
 
 def _learner(module: str, name: str, **params) -> Callable[[int], object] | None:
@@ -263,6 +247,7 @@ def heart(args, found: dict[str, Callable]) -> None:
 
 
 def plant(args, found: dict[str, Callable]) -> None:
+    """Every learner of ``found`` on the simulated plants' stations; the tables."""
     config = load_plant_config(CONFIG)
     stations = args.stations or list(config.station_names)
     rows = []
@@ -271,25 +256,9 @@ def plant(args, found: dict[str, Callable]) -> None:
             train, test = plants(config, scenario, seed, 100, 60)
             for station in stations:
                 case = station_case(config, train, test, station)
-                data = case.data
                 row = {"scenario": scenario, "seed": seed, "station": station}
-                kinds = pd.Series(case.kind_train), pd.Series(case.kind_fresh)
-                row |= oracles(data.features.X, kinds[0], case.X_fresh, kinds[1], [], seed)
-                for name, factory in found.items():
-                    learner = standardized(factory(seed))
-                    if args.search:
-                        learner = searched(name, learner, PLANT_FOLDS, seed)
-                    if args.any_defect == "direct":
-                        model, shares = learner, data.failing_shares
-                    else:
-                        types = data.type_shares.columns
-                        model = PerDefectClassifier([(t, clone(learner)) for t in types])
-                        shares = data.type_shares
-                    started = time.perf_counter()
-                    model.fit(data.features.X, data.bags, shares)
-                    row[f"{name} s"] = time.perf_counter() - started
-                    row[name] = auc(case.bad_fresh, model.predict_proba(case.X_fresh)[:, 1])
-                rows.append(row)
+                rows.append(row | _plant_row(args, found, case, seed))
+                row = rows[-1]
                 cells = " ".join(f"{n} {row[n]:.3f} ({row[f'{n} s']:.1f} s)" for n in found)
                 print(
                     f"{scenario} seed {seed} {station}: gb {row['gb']:.3f} lr {row['lr']:.3f} "
@@ -297,8 +266,33 @@ def plant(args, found: dict[str, Callable]) -> None:
                     file=sys.stderr,
                     flush=True,
                 )
-    table = pd.DataFrame(rows)
-    names = list(found)
+    _plant_tables(pd.DataFrame(rows), list(found), args, config)
+
+
+def _plant_row(args, found: dict[str, Callable], case, seed: int) -> dict:  # noqa: ANN001
+    """One station case: the oracles' and each learner's fresh-charge ROC AUC and fit time."""
+    data = case.data
+    kinds = pd.Series(case.kind_train), pd.Series(case.kind_fresh)
+    row = oracles(data.features.X, kinds[0], case.X_fresh, kinds[1], [], seed)
+    for name, factory in found.items():
+        learner = standardized(factory(seed))
+        if args.search:
+            learner = searched(name, learner, PLANT_FOLDS, seed)
+        if args.any_defect == "direct":
+            model, shares = learner, data.failing_shares
+        else:
+            types = data.type_shares.columns
+            model = PerDefectClassifier([(t, clone(learner)) for t in types])
+            shares = data.type_shares
+        started = time.perf_counter()
+        model.fit(data.features.X, data.bags, shares)
+        row[f"{name} s"] = time.perf_counter() - started
+        row[name] = auc(case.bad_fresh, model.predict_proba(case.X_fresh)[:, 1])
+    return row
+
+
+def _plant_tables(table: pd.DataFrame, names: list[str], args, config) -> None:  # noqa: ANN001
+    """The plant part's tables: medians per scenario and station, fit times, the summary."""
     print(
         f"\n## plant: fresh-charge ROC AUC, any defect ({args.any_defect}; medians over "
         f"{len(args.seeds)} seeds{'; grid search where GRIDS has one' if args.search else ''})\n"
@@ -317,22 +311,23 @@ def plant(args, found: dict[str, Callable]) -> None:
         print(f"| {name} | {table[f'{name} s'].median():.1f} |")
     new = [n for n in names if n not in SEED_LEARNERS and not n.endswith("-study")]
     seed_names = [n for n in names if n in SEED_LEARNERS]
-    if new:
-        medians = table.groupby(["scenario", "station"], sort=False)[[*names, "gb"]].median()
-        best_new = medians[new].max(axis=1)
-        gap = medians["gb"] - best_new
+    if not new:
+        return
+    medians = table.groupby(["scenario", "station"], sort=False)[[*names, "gb"]].median()
+    best_new = medians[new].max(axis=1)
+    gap = medians["gb"] - best_new
+    print(
+        f"\n- best new learner within 0.02 of gb: {int((gap <= 0.02).sum())}/{len(gap)} "
+        f"scenario x station medians (largest gap {gap.max():.3f})"
+    )
+    if seed_names:
+        middle = config.station_names[len(config.stations) // 2]
+        at_middle = medians.xs(middle, level="station")
+        above = (at_middle[new].max(axis=1) > at_middle[seed_names].max(axis=1)).sum()
         print(
-            f"\n- best new learner within 0.02 of gb: {int((gap <= 0.02).sum())}/{len(gap)} "
-            f"scenario x station medians (largest gap {gap.max():.3f})"
+            f"- best new learner above every seed learner at {middle}: "
+            f"{int(above)}/{len(at_middle)} scenarios"
         )
-        if seed_names:
-            middle = config.station_names[len(config.stations) // 2]
-            at_middle = medians.xs(middle, level="station")
-            above = (at_middle[new].max(axis=1) > at_middle[seed_names].max(axis=1)).sum()
-            print(
-                f"- best new learner above every seed learner at {middle}: "
-                f"{int(above)}/{len(at_middle)} scenarios"
-            )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -46,6 +46,7 @@ from bench_plant_quality import (  # noqa: E402
     best_in_hindsight,
     cached_cases,
     count_guarded,
+    replay_parser,
     summary,
 )
 
@@ -204,22 +205,8 @@ def point_threshold(p: np.ndarray, codes: np.ndarray, h: int, costs: LockoutCost
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--cache", default="/tmp/bench_plant_quality")
-    parser.add_argument("--label", action="append", required=True, help="repeatable")
-    parser.add_argument("--stations", nargs="*", default=None)
-    parser.add_argument(
-        "--variants", nargs="*", default=[f"alpha={ALPHA}", "alpha=0.2", "alpha=0.3", "point"]
-    )
-    parser.add_argument("--middle", default="cooling")
-    parser.add_argument(
-        "--table",
-        default=None,
-        help="a variant: also print bench_plant_quality's summary with its realized savings",
-    )
-    args = parser.parse_args(argv)
+    """Replay every cached case under every variant and print the tables."""
+    args = _arguments(argv)
     rules = variants(args.variants)
     rows = []
     for path, scenario, seed, station in cached_cases(args.cache, args.label, args.stations):
@@ -249,6 +236,30 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no cached cases for {args.label} in {args.cache}")
         return 1
     frame = pd.DataFrame(rows)
+    print_tables(frame, args.middle)
+    if args.table:
+        print(f"\n# bench_plant_quality's tables with the realized savings of `{args.table}`")
+        summary(plant_rows(args, frame[frame["variant"] == args.table]), args.middle)
+    return 0
+
+
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = replay_parser(__doc__.splitlines()[0])
+    parser.add_argument(
+        "--variants", nargs="*", default=[f"alpha={ALPHA}", "alpha=0.2", "alpha=0.3", "point"]
+    )
+    parser.add_argument("--middle", default="cooling")
+    parser.add_argument(
+        "--table",
+        default=None,
+        help="a variant: also print bench_plant_quality's summary with its realized savings",
+    )
+    return parser.parse_args(argv)
+
+
+def print_tables(frame: pd.DataFrame, middle: str) -> None:
+    """The replayed savings per variant and station, then per variant with ``middle``'s share
+    of the best in hindsight."""
     print("\n## realized saving on the fresh plants per 1,000 sticks, with the guard\n")
     print("| variant | station | cases | sum | worst | losing | locking | best sum |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
@@ -263,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---:|---:|---:|---:|---|")
     for variant, g in frame.groupby("variant", sort=False):
         shares = []
-        for scenario, m in g[g["station"] == args.middle].groupby("scenario", sort=False):
+        for scenario, m in g[g["station"] == middle].groupby("scenario", sort=False):
             best = m["best"].median()
             share = m["realized"].median() / best if best > 0 else float("nan")
             shares.append(f"{scenario} {share:.0%}")
@@ -271,10 +282,6 @@ def main(argv: list[str] | None = None) -> int:
             f"| {variant} | {len(g)} | {g['realized'].sum():+.0f} | {g['realized'].min():+.0f} "
             f"| {int((g['realized'] < -1e-9).sum())} | {', '.join(shares)} |"
         )
-    if args.table:
-        print(f"\n# bench_plant_quality's tables with the realized savings of `{args.table}`")
-        summary(plant_rows(args, frame[frame["variant"] == args.table]), args.middle)
-    return 0
 
 
 def plant_rows(args: argparse.Namespace, replayed: pd.DataFrame) -> pd.DataFrame:

@@ -42,9 +42,11 @@ sys.path.insert(0, str(ROOT))
 
 from bench_plant_quality import (  # noqa: E402
     CONFIG,
+    StationCase,
     best_in_hindsight,
     cached_cases,
     plants,
+    replay_parser,
     station_case,
 )
 
@@ -59,18 +61,9 @@ def oracle() -> object:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--cache", default="/tmp/bench_plant_quality")
-    parser.add_argument("--label", action="append", required=True, help="repeatable")
-    parser.add_argument("--out-label", default="olr", help="the cache label of the oracle cases")
-    parser.add_argument("--stations", nargs="*", default=None)
-    parser.add_argument("--train-charges", type=int, default=100, help="as the cached cases'")
-    parser.add_argument("--test-charges", type=int, default=60, help="as the cached cases'")
-    args = parser.parse_args(argv)
+    """Fit the oracle on every cached case's plant, save it as a case, print the table."""
+    args = _arguments(argv)
     config = load_plant_config(CONFIG)
-    cache = Path(args.cache)
     rows, plant_pair, seen = [], {}, set()
     for path, scenario, seed, station in cached_cases(args.cache, args.label, args.stations):
         if (scenario, seed, station) in seen:  # the same case under another label
@@ -79,38 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         if (scenario, seed) not in plant_pair:
             sizes = (args.train_charges, args.test_charges)
             plant_pair = {(scenario, seed): plants(config, scenario, seed, *sizes)}
-        case = dict(np.load(path))
         found = station_case(config, *plant_pair[(scenario, seed)], station)
-        y, bad = found.bad_train, found.bad_fresh
-        same = (
-            np.array_equal(y, case["truth_train"])
-            and np.array_equal(bad, case["truth"])
-            and np.array_equal(pd.factorize(found.data.bags)[0], case["codes"])
-            and len(found.X_fresh) == len(case["fresh_codes"])
-        )
-        if not same:
-            raise SystemExit(f"{path.name}: the simulated plants differ from the cached case")
-        X, X_fresh = found.data.features.X.to_numpy(), found.X_fresh.to_numpy()
-        oof = np.zeros(len(y))
-        for fit_rows, held_out in BagKFold(5, random_state=seed).split(X, groups=found.data.bags):
-            model = oracle().fit(X[fit_rows], y[fit_rows])
-            oof[held_out] = model.predict_proba(X[held_out])[:, 1]
-        p = oracle().fit(X, y).predict_proba(X_fresh)[:, 1]
-        np.savez_compressed(
-            cache / f"{args.out_label}-{scenario}-{seed}-{station}.npz",
-            **(case | {"oof": oof, "oof_raw": oof, "fresh": p, "fresh_raw": p}),
-        )
-        costs = LockoutCosts(*case["costs"])
-        rows.append(
-            {
-                "scenario": scenario,
-                "seed": seed,
-                "station": station,
-                "labels": realized_saving_per_1000(p, bad, costs.bayes_threshold, costs),
-                "locked": float(np.mean(p >= costs.bayes_threshold)),
-                "best": best_in_hindsight(p, bad, costs),
-            }
-        )
+        rows.append(oracle_case(found, path, args, scenario, seed, station))
         print(
             f"{scenario} {seed} {station:13s} labels {rows[-1]['labels']:+6.0f} best "
             f"{rows[-1]['best']:+6.0f}",
@@ -120,7 +83,57 @@ def main(argv: list[str] | None = None) -> int:
     if not rows:
         print(f"no cached cases for {args.label} in {args.cache}")
         return 1
-    frame = pd.DataFrame(rows)
+    print_table(pd.DataFrame(rows))
+    return 0
+
+
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = replay_parser(__doc__.splitlines()[0])
+    parser.add_argument("--out-label", default="olr", help="the cache label of the oracle cases")
+    parser.add_argument("--train-charges", type=int, default=100, help="as the cached cases'")
+    parser.add_argument("--test-charges", type=int, default=60, help="as the cached cases'")
+    return parser.parse_args(argv)
+
+
+def oracle_case(
+    found: StationCase, path: Path, args: argparse.Namespace, scenario: str, seed: int, station: str
+) -> dict:
+    """The oracle on one case (``found``: :func:`station_case` of the cached case's plants,
+    checked to be the same): its out-of-fold and fresh probabilities saved as a case under
+    ``--out-label``, and its row (saving at break-even, share locked, best in hindsight)."""
+    case = dict(np.load(path))
+    y, bad = found.bad_train, found.bad_fresh
+    same = (
+        np.array_equal(y, case["truth_train"])
+        and np.array_equal(bad, case["truth"])
+        and np.array_equal(pd.factorize(found.data.bags)[0], case["codes"])
+        and len(found.X_fresh) == len(case["fresh_codes"])
+    )
+    if not same:
+        raise SystemExit(f"{path.name}: the simulated plants differ from the cached case")
+    X, X_fresh = found.data.features.X.to_numpy(), found.X_fresh.to_numpy()
+    oof = np.zeros(len(y))
+    for fit_rows, held_out in BagKFold(5, random_state=seed).split(X, groups=found.data.bags):
+        model = oracle().fit(X[fit_rows], y[fit_rows])
+        oof[held_out] = model.predict_proba(X[held_out])[:, 1]
+    p = oracle().fit(X, y).predict_proba(X_fresh)[:, 1]
+    np.savez_compressed(
+        Path(args.cache) / f"{args.out_label}-{scenario}-{seed}-{station}.npz",
+        **(case | {"oof": oof, "oof_raw": oof, "fresh": p, "fresh_raw": p}),
+    )
+    costs = LockoutCosts(*case["costs"])
+    return {
+        "scenario": scenario,
+        "seed": seed,
+        "station": station,
+        "labels": realized_saving_per_1000(p, bad, costs.bayes_threshold, costs),
+        "locked": float(np.mean(p >= costs.bayes_threshold)),
+        "best": best_in_hindsight(p, bad, costs),
+    }
+
+
+def print_table(frame: pd.DataFrame) -> None:
+    """The oracle's savings per scenario and station against the best in hindsight."""
     print("\n## lr oracle (hidden labels) at the break-even probability, per 1,000 fresh sticks\n")
     print("| scenario | station | cases | median | worst | losing | median best | median / best |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
@@ -133,7 +146,6 @@ def main(argv: list[str] | None = None) -> int:
         )
     losing = int((frame["labels"] < -1e-9).sum())
     print(f"\n- cases losing money with the labels: {losing}/{len(frame)}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -98,53 +98,16 @@ def write_history(store: Store, config: PlantConfig, n_readings: int, months: in
         next_id = 1
         for lo in range(0, n_charges, BLOCK_CHARGES):
             idx = np.arange(lo, min(lo + BLOCK_CHARGES, n_charges))
-            charge = np.repeat(idx, STICKS * len(keys))
-            stick = np.tile(np.repeat(np.arange(STICKS), len(keys)), len(idx))
-            key = np.tile(np.arange(len(keys)), STICKS * len(idx))
-            series = pd.DataFrame(
-                {
-                    "id": np.arange(next_id, next_id + len(charge)),
-                    "station": keys["station"].to_numpy()[key],
-                    "charge_id": pd.Series(charge).map("h{:06d}".format),
-                    "stick_id": pd.Series(stick).map("s{:02d}".format),
-                    "sensor": keys["sensor"].to_numpy()[key],
-                }
-            )
-            next_id += len(series)
-            t_series = (
-                starts[charge] + station_pos.to_numpy()[key] * 600_000_000 + stick * 5_000_000
-            )
-            sid = np.repeat(series["id"].to_numpy(), PER_SERIES)
-            ts = np.repeat(t_series, PER_SERIES) + np.tile(
-                np.arange(PER_SERIES) * 1_000_000, len(series)
-            )
-            readings = pd.DataFrame(
-                {"series_id": sid, "ts_us": ts, "value": rng.normal(size=len(sid)).round(4)}
-            )
-            readings["batch_id"] = 0
-            first = starts[idx]
-            charges = pd.DataFrame(
-                {
-                    "charge_id": [f"h{c:06d}" for c in idx],
-                    "first_seen_us": first,
-                    "last_seen_us": first + 3 * 600_000_000 + STICKS * 5_000_000,
-                }
-            )
-            sticks = series.drop_duplicates(["charge_id", "stick_id"])[["charge_id", "stick_id"]]
-            sticks = sticks.assign(first_seen_us=starts[charge[:: len(keys)]])
-            for table, frame in (
-                ("series", series),
-                ("charges", charges),
-                ("sticks", sticks),
-                ("readings", readings),
-            ):
+            frames = _history_block(idx, next_id, keys, station_pos, starts, rng)
+            next_id += len(frames["series"])
+            for table, frame in frames.items():
                 text = frame.to_csv(header=False, index=False)
                 with cursor.copy(
                     f"COPY {table} ({', '.join(frame.columns)}) FROM STDIN WITH (FORMAT csv)"
                 ) as copy:
                     copy.write(text)
             raw.commit()
-            written += len(readings)
+            written += len(frames["readings"])
             rate = written / (time.perf_counter() - started)
             say(f"  history: {written:,} readings ({rate:,.0f}/s)")
         cursor.execute(
@@ -157,12 +120,56 @@ def write_history(store: Store, config: PlantConfig, n_readings: int, months: in
     return {"charges": n_charges, "readings": written, "build_s": time.perf_counter() - started}
 
 
+def _history_block(
+    idx: np.ndarray,
+    next_id: int,
+    keys: pd.DataFrame,
+    station_pos: pd.Series,
+    starts: np.ndarray,
+    rng: np.random.Generator,
+) -> dict[str, pd.DataFrame]:
+    """The rows of charges ``idx`` for each table, in the order they are copied (series ids
+    from ``next_id``): ``series``, ``charges``, ``sticks``, ``readings``."""
+    charge = np.repeat(idx, STICKS * len(keys))
+    stick = np.tile(np.repeat(np.arange(STICKS), len(keys)), len(idx))
+    key = np.tile(np.arange(len(keys)), STICKS * len(idx))
+    series = pd.DataFrame(
+        {
+            "id": np.arange(next_id, next_id + len(charge)),
+            "station": keys["station"].to_numpy()[key],
+            "charge_id": pd.Series(charge).map("h{:06d}".format),
+            "stick_id": pd.Series(stick).map("s{:02d}".format),
+            "sensor": keys["sensor"].to_numpy()[key],
+        }
+    )
+    t_series = starts[charge] + station_pos.to_numpy()[key] * 600_000_000 + stick * 5_000_000
+    sid = np.repeat(series["id"].to_numpy(), PER_SERIES)
+    ts = np.repeat(t_series, PER_SERIES) + np.tile(np.arange(PER_SERIES) * 1_000_000, len(series))
+    readings = pd.DataFrame(
+        {"series_id": sid, "ts_us": ts, "value": rng.normal(size=len(sid)).round(4)}
+    )
+    readings["batch_id"] = 0
+    first = starts[idx]
+    charges = pd.DataFrame(
+        {
+            "charge_id": [f"h{c:06d}" for c in idx],
+            "first_seen_us": first,
+            "last_seen_us": first + 3 * 600_000_000 + STICKS * 5_000_000,
+        }
+    )
+    sticks = series.drop_duplicates(["charge_id", "stick_id"])[["charge_id", "stick_id"]]
+    sticks = sticks.assign(first_seen_us=starts[charge[:: len(keys)]])
+    return {"series": series, "charges": charges, "sticks": sticks, "readings": readings}
+
+
 class Plant:
     """One history size: its database, fresh charges to feed and the timed scorer."""
 
     def __init__(self, size: int, args, server: TempPostgres, record: dict):
         self.config = fast_config()
-        self.store = Store.open(server.create_database(f"hist_{size}"))
+        self.store = Store.open(  # a server's database keeps its artifacts where it is told
+            server.create_database(f"hist_{size}"), models_dir=Path(args.cache) / f"models_{size}"
+        )
         say(f"history of {size:,} readings over {args.months} months ...")
         self.history = write_history(self.store, self.config, size, args.months)
         install_model(self.store, record)

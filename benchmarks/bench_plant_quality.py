@@ -106,6 +106,18 @@ DEFAULT_SCENARIOS = ["shared", "sepA", "sepB"]  # the targets are stated on thes
 CHARGE_EFFECT = {"charge": 3.5}  # simulate_plant's charge_effect per scenario (default 0)
 
 
+def replay_parser(description: str) -> argparse.ArgumentParser:
+    """The arguments every replay of cached cases takes: ``--cache``, ``--label`` (repeatable)
+    and ``--stations`` (:func:`cached_cases`)."""
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--cache", default="/tmp/bench_plant_quality")
+    parser.add_argument("--label", action="append", required=True, help="repeatable")
+    parser.add_argument("--stations", nargs="*", default=None)
+    return parser
+
+
 def cached_cases(
     cache: Path, labels: list[str], stations: list[str] | None = None
 ) -> Iterator[tuple[Path, str, int, str]]:
@@ -249,14 +261,7 @@ def run_case(config, train: SimulatedPlant, test: SimulatedPlant, station: str, 
         per_type = estimator.defect_proba(estimator_input(model, fte.X))
         for j, t in enumerate(estimator.defect_types_):
             row[f"auc_{t}"] = auc((kind == t).to_numpy(), per_type[:, j])
-    oracle_file = Path(args.cache) / f"oracle-{args.oracle_key}-{station}.json"
-    if oracle_file.exists():  # the same plants for every variant: fit the oracles once
-        row.update(json.loads(oracle_file.read_text()))
-    else:
-        ytr = train.truth.set_index(["charge_id", "stick_id"])["defect"].reindex(ftr.X.index)
-        found = oracles(ftr.X, ytr, fte.X, kind, list(config.defect_types), args.seed_base)
-        oracle_file.write_text(json.dumps(found))
-        row.update(found)
+    row.update(_oracle_figures(config, train, ftr, fte, kind, args))
     if args.cache:
         codes, uniques = pd.factorize(data.bags)
         np.savez_compressed(
@@ -277,6 +282,18 @@ def run_case(config, train: SimulatedPlant, test: SimulatedPlant, station: str, 
             costs=np.array([costs.fail_cost, costs.good_cost]),
         )
     return row
+
+
+def _oracle_figures(config, train: SimulatedPlant, ftr, fte, kind: pd.Series, args) -> dict:  # noqa: ANN001
+    """The label-trained oracles' figures at ``ftr``'s station, fitted once for all variants
+    (the plants are the same) and kept in the cache folder."""
+    oracle_file = Path(args.cache) / f"oracle-{args.oracle_key}-{ftr.station}.json"
+    if oracle_file.exists():
+        return json.loads(oracle_file.read_text())
+    ytr = train.truth.set_index(["charge_id", "stick_id"])["defect"].reindex(ftr.X.index)
+    found = oracles(ftr.X, ytr, fte.X, kind, list(config.defect_types), args.seed_base)
+    oracle_file.write_text(json.dumps(found))
+    return found
 
 
 def guarded_saving(p, bad, bags, model, costs, config, qc_lag: int | None = QC_LAG) -> float:

@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from qcllp.features import build_station_features
-from qcllp.plant.config import Connectors, FileConnector, load_plant_config
+from qcllp.plant.config import Connectors, FileConnector, PlantConfig, load_plant_config
 from qcllp.plant.simulate import SimulatedPlant, simulate_plant, write_simulation
 from qcllp.service.retrainer import RetrainerService
 from qcllp.station.guard_bounds import GuardCounts, guard_step
@@ -109,7 +109,26 @@ def week_figures(loaded, plant: SimulatedPlant, config, station: str, guard: Gua
 
 
 def run(args: argparse.Namespace) -> pd.DataFrame:
+    """The weeks of both lines (module docstring), one row per week and line."""
     base = load_plant_config(CONFIG)
+    same, changed = _simulations(base, args)
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        config, drop = _watched_plant(base, tmp, args)
+        with Store.open(f"sqlite:///{tmp / 'plant.sqlite'}") as store:
+            week_run = _WeekRun(store, config, drop, tmp, args)
+            for week in range(1, args.weeks + 1):
+                sim = same if week < args.change_week else changed
+                lo = (week - 1) * args.per_week
+                rows += week_run.week(week, sim.charges(lo, lo + args.per_week))
+    return pd.DataFrame(rows)
+
+
+def _simulations(
+    base: PlantConfig, args: argparse.Namespace
+) -> tuple[SimulatedPlant, SimulatedPlant]:
+    """The unchanged plant and the same seed with ``--station``'s first sensor shifted."""
     n = args.weeks * args.per_week
     stations = SCENARIOS[args.scenario]
     sensor = base.station(args.station).sensor_names[0]
@@ -125,68 +144,79 @@ def run(args: argparse.Namespace) -> pd.DataFrame:
         f"simulated {n} charges; from week {args.change_week}: "
         f"{args.station}.{sensor} +{args.shift} sd"
     )
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        drop = {k: tmp / "drop" / k for k in ("measurements", "defects")}
-        for d in drop.values():
-            d.mkdir(parents=True)
-        config = replace(
-            base,
-            path=tmp / "plant.yaml",
-            connectors=Connectors(
-                measurements=FileConnector(str(drop["measurements"]), format="csv"),
-                defects=FileConnector(str(drop["defects"]), format="csv"),
-            ),
-            retrainer=replace(
-                base.retrainer, stations=(args.station,), training_charges=args.window
-            ),
+    return same, changed
+
+
+def _watched_plant(
+    base: PlantConfig, tmp: Path, args: argparse.Namespace
+) -> tuple[PlantConfig, dict[str, Path]]:
+    """The plant config with drop folders under ``tmp`` and the daemon on ``--station``;
+    the folders (``measurements``, ``defects``)."""
+    drop = {k: tmp / "drop" / k for k in ("measurements", "defects")}
+    for d in drop.values():
+        d.mkdir(parents=True)
+    config = replace(
+        base,
+        path=tmp / "plant.yaml",
+        connectors=Connectors(
+            measurements=FileConnector(str(drop["measurements"]), format="csv"),
+            defects=FileConnector(str(drop["defects"]), format="csv"),
+        ),
+        retrainer=replace(base.retrainer, stations=(args.station,), training_charges=args.window),
+    )
+    return config, drop
+
+
+class _WeekRun:
+    """The daemon's jobs week by week, and the line without it (its first promoted model)."""
+
+    def __init__(
+        self, store: Store, config: PlantConfig, drop: dict, tmp: Path, args: argparse.Namespace
+    ):
+        self.store, self.config, self.drop, self.tmp, self.args = store, config, drop, tmp, args
+        self.service = RetrainerService(store, config)
+        self.alarms: list[str] = []
+        self.service.queue_retrain = self.alarms.append
+        self.frozen = None  # the line without the daemon: the first promoted model stays
+        self.guards = {line: Guard(config.scorer.guard_min_sticks) for line in LINES}
+
+    def week(self, week: int, plant: SimulatedPlant) -> list[dict]:
+        """Measurements in, sticks decided, final QC's counts in, the weekly retraining."""
+        args, station = self.args, self.args.station
+        files = write_simulation(plant, self.tmp / f"week{week:02d}")
+        for path in files["measurements"]:
+            shutil.copy(path, self.drop["measurements"] / f"w{week:02d}-{path.name}")
+        self.service.run("ingest")
+        record = active_model(self.store, station)
+        active = load_model(self.store, record["id"]) if record else None
+        if self.frozen is None and active is not None:
+            self.frozen = active
+        rows = [
+            {
+                "week": week,
+                "line": line,
+                "model": loaded.id if loaded else None,
+                "changed": week >= args.change_week,
+                **week_figures(loaded, plant, self.config, station, self.guards[line]),
+            }
+            for line, loaded in zip(LINES, (active, self.frozen), strict=True)
+        ]
+        self.alarms.clear()
+        shutil.copy(files["defects"], self.drop["defects"] / f"w{week:02d}.csv")
+        self.service.run("ingest")
+        for row in rows:
+            row["alarm"] = bool(self.alarms)
+        started = time.perf_counter()
+        if week >= args.first_training_week:
+            self.service.run("retrain")
+        newest = active_model(self.store, station)
+        say(
+            f"week {week:2d}: active {rows[0]['model']} saving "
+            f"{rows[0]['saving']:+.0f} (no daemon {rows[1]['saving']:+.0f}); "
+            f"count alarm {rows[0]['alarm']}; retrain {time.perf_counter() - started:.0f} s -> "
+            f"active {newest['id'] if newest else None}"
         )
-        with Store.open(f"sqlite:///{tmp / 'plant.sqlite'}") as store:
-            service = RetrainerService(store, config)
-            alarms: list[str] = []
-            service.queue_retrain = alarms.append
-            frozen = None  # the line without the daemon: the first promoted model stays
-            guards = {line: Guard(config.scorer.guard_min_sticks) for line in LINES}
-            for week in range(1, args.weeks + 1):
-                sim = same if week < args.change_week else changed
-                lo = (week - 1) * args.per_week
-                plant = sim.charges(lo, lo + args.per_week)
-                files = write_simulation(plant, tmp / f"week{week:02d}")
-                for path in files["measurements"]:
-                    shutil.copy(path, drop["measurements"] / f"w{week:02d}-{path.name}")
-                service.run("ingest")
-                record = active_model(store, args.station)
-                active = load_model(store, record["id"]) if record else None
-                if frozen is None and active is not None:
-                    frozen = active
-                for line, loaded in zip(LINES, (active, frozen), strict=True):
-                    figures = week_figures(loaded, plant, config, args.station, guards[line])
-                    rows.append(
-                        {
-                            "week": week,
-                            "line": line,
-                            "model": loaded.id if loaded else None,
-                            "changed": week >= args.change_week,
-                            **figures,
-                        }
-                    )
-                alarms.clear()
-                shutil.copy(files["defects"], drop["defects"] / f"w{week:02d}.csv")
-                service.run("ingest")
-                alarm = bool(alarms)
-                started = time.perf_counter()
-                if week >= args.first_training_week:
-                    service.run("retrain")
-                newest = active_model(store, args.station)
-                rows[-2]["alarm"] = rows[-1]["alarm"] = alarm
-                say(
-                    f"week {week:2d}: active {rows[-2]['model']} saving "
-                    f"{rows[-2]['saving']:+.0f} (no daemon {rows[-1]['saving']:+.0f}); "
-                    f"count alarm {alarm}; retrain {time.perf_counter() - started:.0f} s -> "
-                    f"active {newest['id'] if newest else None}"
-                )
-    return pd.DataFrame(rows)
+        return rows
 
 
 def table(rows: pd.DataFrame, args: argparse.Namespace) -> str:
