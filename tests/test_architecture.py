@@ -22,9 +22,16 @@ MAX_MODULE_LINES = 500
 
 
 def _modules():
-    """Every module of the package but the database migrations (each one revision, written
-    once and never edited: their length is the schema's, not a drawer's)."""
-    return [path for path in PACKAGE.rglob("*.py") if "migrations" not in path.parts]
+    """Every module of the package, its tests, benchmarks and deploy scripts but the database
+    migrations (each one revision, written once and never edited: their length is the
+    schema's, not a drawer's)."""
+    folders = [PACKAGE, *(ROOT / name for name in ("tests", "benchmarks", "deploy"))]
+    return [
+        path
+        for folder in folders
+        for path in folder.rglob("*.py")
+        if "migrations" not in path.parts
+    ]
 
 
 def test_imports_point_down_the_layers_and_learn_stays_free_of_io():
