@@ -67,6 +67,16 @@ def heavy_imports(args: list[str]) -> list[str]:
     return [name for name in HEAVY if name in seen]
 
 
+def demo_options(doc: str, runs: int) -> tuple[argparse.Namespace, Path]:
+    """The options of a benchmark on the demo plant (``--runs``, default ``runs``; ``--demo``,
+    its folder, made first if needed) and the demo's plant YAML."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=runs)
+    parser.add_argument("--demo", type=Path, default=Path("/tmp/bench_cli_demo"))
+    opts = parser.parse_args()
+    return opts, demo_folder(opts.demo)
+
+
 def demo_folder(folder: Path) -> Path:
     """The demo's plant YAML in ``folder``, running ``qcllp demo`` there first if needed."""
     config = folder / "plant.yaml"
@@ -79,11 +89,7 @@ def demo_folder(folder: Path) -> Path:
 
 def main() -> None:
     """Measure every command and print the markdown table."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--demo", type=Path, default=Path("/tmp/bench_cli_demo"))
-    opts = parser.parse_args()
-    config = demo_folder(opts.demo)
+    opts, config = demo_options(__doc__, runs=5)
     commands = [*HELPS, *(["--config", str(config), *c] for c in ON_DEMO)]
     print(f"{os.cpu_count()} cores, Python {platform.python_version()}, "
           f"load {os.getloadavg()[0]:.1f}, {opts.runs} runs each\n")  # fmt: skip

@@ -13,7 +13,6 @@ HTTP server.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -22,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench_cli import demo_folder
+from bench_cli import demo_options
 
 WAYS = ("skops first", "estimators first")
 
@@ -34,7 +33,6 @@ t = {}
 s = time.perf_counter()
 import qcllp.service.scorer, qcllp.station.model, qcllp.station.registry
 t["scorer imports"] = time.perf_counter() - s
-modules = len(sys.modules)
 if first:
     s = time.perf_counter()
     from sklearn.utils import all_estimators
@@ -43,6 +41,7 @@ if first:
 s = time.perf_counter()
 import skops.io
 t["import skops.io"] = time.perf_counter() - s
+t["modules"] = len(sys.modules)  # about what its search of the loaded modules walked
 from qcllp.plant.config import load_plant_config
 from qcllp.station.registry import load_model
 from qcllp.store import Store
@@ -53,7 +52,6 @@ with Store.open(config.database_url) as store:
 t["load_model"] = time.perf_counter() - s
 usage = resource.getrusage(resource.RUSAGE_SELF)
 t["CPU"] = usage.ru_utime + usage.ru_stime
-t["modules before skops"] = modules
 t["pytest loaded"] = "pytest" in sys.modules
 t["dask loaded"] = "dask" in sys.modules
 print(json.dumps(t))
@@ -68,11 +66,7 @@ def one_run(config: Path, way: str) -> dict:
 
 def main() -> None:
     """Run each way ``--runs`` times, alternated, and print the medians."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--demo", type=Path, default=Path("/tmp/bench_cli_demo"))
-    opts = parser.parse_args()
-    config = demo_folder(opts.demo)
+    opts, config = demo_options(__doc__, runs=5)
     runs: dict[str, list[dict]] = {way: [] for way in WAYS}
     for _ in range(opts.runs):
         for way in WAYS:
@@ -90,6 +84,8 @@ def main() -> None:
         ]
         loaded = f"{results[0]['pytest loaded']}, {results[0]['dask loaded']}"
         print(f"| {way} | {' | '.join(cells)} | {loaded} |")
+    modules = statistics.median(r["modules"] for r in runs[WAYS[0]])
+    print(f"\nmodules loaded after import skops.io (median, {WAYS[0]}): {modules:,.0f}")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ ways, alternated run by run so that the machine's noise falls on both alike:
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import os
@@ -32,7 +31,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from bench_cli import demo_folder
+from bench_cli import demo_options
 
 WAYS = ("compiled", "from source")
 
@@ -97,11 +96,7 @@ def environments(folder: Path) -> dict[str, dict[str, str]]:
 
 def main() -> None:
     """Start the scorer ``--runs`` times each way, alternated, and print the table."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--demo", type=Path, default=Path("/tmp/bench_cli_demo"))
-    opts = parser.parse_args()
-    config = demo_folder(opts.demo)
+    opts, config = demo_options(__doc__, runs=7)
     results: dict[str, list[tuple[float, float]]] = {way: [] for way in WAYS}
     with tempfile.TemporaryDirectory(prefix="qcllp-bench-start-") as folder:
         envs = environments(Path(folder))
