@@ -112,8 +112,8 @@ class ScorerState:
     max_lag_s: float
     model_id: int | None = None
     shadow_model_id: int | None = None  # the model on a shadow trial, if any
-    lag_s: float = 0.0
-    pending: int = 0
+    lag_s: float | None = None  # None until the first step has counted the backlog
+    pending: int | None = None
     last_step_at: datetime | None = None
     last_error: str | None = None
     standby: bool = False
@@ -125,17 +125,22 @@ class ScorerState:
 
     def health(self) -> tuple[int, dict[str, Any]]:
         """HTTP status and body: 503 (``unhealthy``) without a model, after a failed step, or
-        when lagging; 200 ``degraded`` while the lock-outs are suspended (module docstring:
-        the scorer still works); else 200 ``ok``."""
+        when lagging; 503 ``starting`` with a model but before the first step, which is what
+        counts the backlog (``pending_sticks`` and ``lag_s`` are ``null`` until then: a
+        restart behind 15,000 sticks does not say 0); 200 ``degraded`` while the lock-outs are
+        suspended (module docstring: the scorer still works); else 200 ``ok``."""
         with self.lock:
             problems = []
             if self.model_id is None and self.shadow_model_id is None:
                 problems.append("no model loaded")
             if self.last_error:
                 problems.append(f"last step failed: {self.last_error}")
-            if self.lag_s > self.max_lag_s:
+            if self.lag_s is not None and self.lag_s > self.max_lag_s:
                 problems.append(f"lag {self.lag_s:.1f} s above {self.max_lag_s:g} s")
             status = "unhealthy" if problems else "ok"
+            if self.last_step_at is None and not problems:
+                problems.append("starting: no step yet, so the sticks waiting are not counted")
+                status = "starting"
             if self.model_id is None and self.shadow_model_id is not None:
                 problems.append(
                     f"no active model: shadow model {self.shadow_model_id} decides alone, the "
@@ -156,7 +161,7 @@ class ScorerState:
                 "problems": problems,
                 "model_id": self.model_id,
                 "shadow_model_id": self.shadow_model_id,
-                "lag_s": round(self.lag_s, 3),
+                "lag_s": None if self.lag_s is None else round(self.lag_s, 3),
                 "pending_sticks": self.pending,
                 "standby": self.standby,
                 "lockouts_suspended": self.lockouts_suspended,
@@ -164,7 +169,7 @@ class ScorerState:
                 "last_step_at": self.last_step_at.isoformat() if self.last_step_at else None,
                 "alarms": list(self.alarms),
             }
-        return (503 if status == "unhealthy" else 200), body
+        return (503 if status in ("unhealthy", "starting") else 200), body
 
 
 class ScorerService:

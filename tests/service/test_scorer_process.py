@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import json
 import random
+import sqlite3
 import time
 
 import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from sqlalchemy.engine import make_url
 
 from qcllp.cli import main
 from qcllp.station.registry import artifact_location, get_model, promote
@@ -310,6 +312,45 @@ def test_healthz_is_503_without_a_model_and_200_with_its_id_once_one_is_promoted
         assert scorer.terminate() == 0
     finally:
         plant.store.close()
+
+
+def test_a_start_behind_a_backlog_says_starting_not_0_pending_until_its_first_step(
+    plant, start_scorer
+):
+    """Between its model's load and its first step, a scorer has not counted the sticks
+    waiting: ``/healthz`` says so (503 ``starting``, ``pending_sticks`` and ``lag_s`` null)
+    rather than ``ok`` with 0 pending. The test holds SQLite's writer lock, so the first step
+    waits as long as the test looks."""
+    fed = plant.feed(2)  # waiting before the start
+    holder = sqlite3.connect(make_url(plant.url).database, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        scorer = start_scorer(plant)
+        status, body = wait_until(
+            lambda: (h := scorer.health()) is not None and h[1]["model_id"] is not None and h,
+            what="the model loaded",
+            procs=[scorer],
+        )
+        time.sleep(0.5)  # a poll or two: still no step while the lock is held
+        status, body = scorer.health()
+        assert status == 503 and body["status"] == "starting", body
+        assert body["model_id"] == plant.model_a
+        assert body["pending_sticks"] is None and body["lag_s"] is None, body
+        assert body["last_step_at"] is None and len(body["problems"]) == 1
+        assert body["problems"][0].startswith("starting: no step yet")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    wait_until(lambda: all_flagged(plant), what="the backlog flagged", procs=[scorer])
+    status, body = wait_until(
+        lambda: (h := scorer.health()) is not None and h[0] == 200 and h,
+        what="200 after the first steps",
+        procs=[scorer],
+    )
+    assert body["status"] == "ok" and body["problems"] == [] and body["pending_sticks"] == 0
+    assert body["last_step_at"] is not None and body["lag_s"] is not None
+    assert plant.flagged() == fed
+    assert scorer.terminate() == 0, scorer.log()
 
 
 # ----------------------------------------------------------------------------- 7. SIGTERM
