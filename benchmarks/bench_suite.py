@@ -7,16 +7,21 @@ where it is. It runs the README's default suite once with a small plugin that re
 ``getrusage`` around every test; children's CPU counts when they are reaped, so a process a
 fixture keeps for a module is counted at its teardown, loky's reusable workers (a training
 with ``n_jobs`` > 1) when they idle out or the worker exits, and servers shared by a worker
-(PostgreSQL, Mosquitto) are not counted at all.
+(PostgreSQL, Mosquitto) are not counted at all. Service processes forked from a worker's
+preloaded interpreter (``tests/service/forked.py``) count when the worker reads their exit;
+that interpreter's own imports, once a worker, are not counted (``QCLLP_TESTS_EXEC=1`` starts
+every process from scratch, as before).
 
     python benchmarks/bench_suite.py              # the default suite, top 25 files and tests
     python benchmarks/bench_suite.py --top 40 -- tests/service
+    python benchmarks/bench_suite.py --from-scratch   # no process forked (QCLLP_TESTS_EXEC=1)
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -27,14 +32,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = """
-import os, resource, time
+import os, resource, sys, time
 import pytest
 
 
 def _cpu():
     own = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
+    forked = sys.modules.get("tests.service.forked")  # children of the worker's zygote
+    more = 0.0 if forked is None else forked.reaped_cpu_s()
+    return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime + more
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -50,16 +57,27 @@ def pytest_runtest_protocol(item, nextitem):
 """
 
 
-def run_suite(folder: Path, pytest_args: list[str]) -> float:
-    """The suite under the plugin; its wall seconds."""
+def run_suite(
+    folder: Path, pytest_args: list[str], *, from_scratch: bool
+) -> tuple[float, float, str]:
+    """The suite under the plugin: its wall seconds, the CPU seconds of every process it ran
+    (reaped by the end), and pytest's summary line. ``from_scratch``: every service process
+    started from scratch (``QCLLP_TESTS_EXEC=1``), not forked from a preloaded interpreter."""
     (folder / "qcllp_bench_suite_plugin.py").write_text(textwrap.dedent(PLUGIN))
     env = {**os.environ, "QCLLP_BENCH_SUITE_OUT": str(folder)}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(folder), env.get("PYTHONPATH")]))
+    if from_scratch:
+        env["QCLLP_TESTS_EXEC"] = "1"
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                "-p", "qcllp_bench_suite_plugin", *pytest_args]  # fmt: skip
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    subprocess.run(command, cwd=ROOT, env=env, check=False, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - started
+    done = subprocess.run(command, cwd=ROOT, env=env, check=False, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    lines = done.stdout.strip().splitlines()
+    return wall, cpu, lines[-1] if lines else done.stderr[-300:]
 
 
 def rows(folder: Path) -> list[tuple[str, float, float, float]]:
@@ -72,11 +90,15 @@ def rows(folder: Path) -> list[tuple[str, float, float, float]]:
     return found
 
 
-def report(tests: list[tuple[str, float, float, float]], wall: float, top: int) -> None:
+def report(
+    tests: list[tuple[str, float, float, float]], run: tuple[float, float, str], top: int
+) -> None:
     """The totals, then the files and the tests with the most CPU."""
+    wall, cpu, summary = run
     own, kids = sum(t[1] for t in tests), sum(t[2] for t in tests)
-    print(f"{len(tests)} tests in {wall:.0f} s wall; CPU in the tests: {own:.0f} s in the "
-          f"workers, {kids:.0f} s in the processes they started\n")  # fmt: skip
+    print(f"{summary}\n{len(tests)} tests in {wall:.0f} s wall, {cpu:.0f} CPU-s in all its "
+          f"processes; CPU in the tests: {own:.0f} s in the workers, {kids:.0f} s in the "
+          "processes they started\n")  # fmt: skip
     files: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
     for node, o, k, w in tests:
         totals = files[node.split("::")[0]]
@@ -94,11 +116,14 @@ def report(tests: list[tuple[str, float, float, float]], wall: float, top: int) 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument(
+        "--from-scratch", action="store_true", help="QCLLP_TESTS_EXEC=1: no forked processes"
+    )
     parser.add_argument("pytest_args", nargs="*", help="after --: passed on to pytest")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="qcllp-bench-suite-") as folder:
-        wall = run_suite(Path(folder), args.pytest_args)
-        report(rows(Path(folder)), wall, args.top)
+        run = run_suite(Path(folder), args.pytest_args, from_scratch=args.from_scratch)
+        report(rows(Path(folder)), run, args.top)
 
 
 if __name__ == "__main__":

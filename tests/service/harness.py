@@ -1,5 +1,9 @@
 """Real service processes for the tests: start ``python -m qcllp.cli ... serve ...``, talk HTTP
 to its ``/healthz`` and ``/metrics`` on 127.0.0.1, read its JSON log lines, send it signals.
+
+The processes are forked from a preloaded interpreter where they can be
+(:mod:`tests.service.forked`: the same ``main``, without importing the libraries again each
+start), else started from scratch; ``QCLLP_TESTS_EXEC=1`` starts them all from scratch.
 """
 
 from __future__ import annotations
@@ -9,7 +13,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -18,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
+
+from tests.service.forked import start_process
 
 __all__ = ["ServiceProcess", "free_port", "wait_until"]
 
@@ -45,16 +50,9 @@ class ServiceProcess:
         self.port = free_port()
         self.name = name
         self.log_path = folder / f"{name}.log"
-        command = [sys.executable, "-m", module, *global_args, "serve", *serve_args]
-        command += ["--port", str(self.port)]
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(
-                command,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=folder,
-                env={**os.environ, **(env or {})},
-            )
+        args = [*global_args, "serve", *serve_args, "--port", str(self.port)]
+        environment = {**os.environ, **(env or {})}
+        self.proc = start_process(module, args, cwd=folder, env=environment, log=self.log_path)
 
     @property
     def pid(self) -> int:

@@ -1,0 +1,79 @@
+"""The harness's forked processes (:mod:`tests.service.forked`) behave as processes started from
+scratch where the tests look: their own environment, folder and log, the exit code of their
+``main``, ``-9`` after a SIGKILL; a process whose environment a library may read at import is
+started from scratch."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+
+import pytest
+
+from tests.service.forked import ForkedProcess, forkable, start_process
+
+ENV = dict(os.environ)
+pytestmark = pytest.mark.skipif(
+    bool(os.environ.get("QCLLP_TESTS_EXEC")), reason="QCLLP_TESTS_EXEC: no process is forked"
+)
+
+
+def test_a_forked_process_runs_the_cli_in_its_own_folder_environment_and_log(tmp_path):
+    missing = tmp_path / "nowhere.yaml"
+    log = tmp_path / "status.log"
+    proc = start_process(
+        "qcllp.cli",
+        ["status"],
+        cwd=tmp_path,
+        env={**ENV, "QCLLP_CONFIG": str(missing)},
+        log=log,
+    )
+    assert isinstance(proc, ForkedProcess) and proc.pid != os.getpid()
+    assert log.exists()  # there on return, as Popen's caller opens it first
+    assert proc.wait(timeout=60) == 1
+    text = log.read_text()
+    assert str(missing) in text and "Traceback" not in text, text
+
+    here = tmp_path / "here"  # the default config is relative: found in the process's folder
+    (here / "plant_config").mkdir(parents=True)
+    (here / "plant_config" / "example.yaml").write_text("stations: [\n")
+    environment = {k: v for k, v in ENV.items() if k != "QCLLP_CONFIG"}
+    proc = start_process("qcllp.cli", ["status"], cwd=here, env=environment, log=log)
+    assert proc.wait(timeout=60) == 1
+    assert "plant_config/example.yaml" in log.read_text(), log.read_text()
+
+
+def test_a_killed_forked_process_says_minus_9_and_its_cpu_is_counted(tmp_path):
+    from tests.service import forked
+
+    before = forked.reaped_cpu_s()
+    proc = start_process(
+        "qcllp.cli", ["serve", "--help"], cwd=tmp_path, env=ENV, log=tmp_path / "help.log"
+    )
+    assert proc.wait(timeout=60) == 0 and "scorer" in (tmp_path / "help.log").read_text()
+    proc = start_process(
+        "qcllp.cli",
+        ["--config", str(tmp_path / "none.yaml"), "serve", "scorer", "--station", "cooling"],
+        cwd=tmp_path,
+        env=ENV,
+        log=tmp_path / "scorer.log",
+    )
+    assert proc.poll() is None
+    os.kill(proc.pid, signal.SIGKILL)
+    assert proc.wait(timeout=10) == -signal.SIGKILL and proc.poll() == -signal.SIGKILL
+    assert forked.reaped_cpu_s() > before
+
+
+def test_an_environment_a_library_may_read_at_import_starts_from_scratch(tmp_path):
+    assert forkable("qcllp.cli", {**ENV, "QCLLP_DB_PASSWORD": "x"})
+    assert not forkable("qcllp.cli", {**ENV, "OMP_NUM_THREADS": "1"})
+    assert not forkable("tests.service.sink_hold", ENV)
+    proc = start_process(
+        "qcllp.cli",
+        ["--help"],
+        cwd=tmp_path,
+        env={**ENV, "PYTHONPATH": str(tmp_path)},
+        log=tmp_path / "help.log",
+    )
+    assert isinstance(proc, subprocess.Popen) and proc.wait(timeout=60) == 0
