@@ -14,6 +14,7 @@ import atexit
 import json
 import os
 import select
+import shutil
 import socket
 import subprocess
 import sys
@@ -136,14 +137,17 @@ def _zygote_socket() -> str:
         proc.kill()
         raise RuntimeError(f"the test zygote did not start: {log.read_text()[-3000:]}")
     _zygote.update(proc=proc, socket=path, env=dict(os.environ))
-    atexit.register(_stop_zygote, proc)
+    atexit.register(_stop_zygote, proc, folder)
     return str(path)
 
 
-def _stop_zygote(proc: subprocess.Popen) -> None:
+def _stop_zygote(proc: subprocess.Popen, folder: Path) -> None:
+    """Stop the zygote and wait for it (its children's CPU then counts in this process's
+    ``RUSAGE_CHILDREN``); remove its socket and log."""
     proc.terminate()
     try:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+    shutil.rmtree(folder, ignore_errors=True)

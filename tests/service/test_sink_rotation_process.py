@@ -49,6 +49,7 @@ def test_a_rotating_sink_killed_at_random_moments_holds_each_flag_once_in_order(
         time.sleep(rng.uniform(0.0, 0.8))
         scorer.kill9()
     final = start_scorer(plant, sink=sink.path)
+    final.wait_stepped()  # its SIGTERM handler in place: the sticks may all be flagged already
     wait_until(lambda: all_flagged(plant), what="every fed stick flagged", procs=[final])
     assert final.terminate() == 0, final.log()
     files = [*sink.rotated(), sink.path]
