@@ -68,7 +68,8 @@ def serve(path: str) -> dict:
                     other.close()
                 conn.close()
                 return request
-            conn.sendall(f"{pid}\n".encode())
+            with contextlib.suppress(OSError):  # a requester gone already reads no pid
+                conn.sendall(f"{pid}\n".encode())
             children[pid] = conn
         _reap(children)
     sys.exit(0)
