@@ -342,10 +342,16 @@ class ScorerService:
 
     def step(self) -> StepResult:
         """One step, or on SQLite a look without the writer lock when nothing is to do
-        (:func:`_run_step`); its figures go to the metrics, ``/healthz`` and the log."""
+        (:func:`_run_step`); its figures go to the metrics, ``/healthz`` and the log. What
+        the step's state needs from the database (the alarms it stored, a realized saving) is
+        read before any of it is shown, so a look in between never sees a suspension without
+        its alarm."""
         started = time.perf_counter()
         result, full = self._run_step()
         seconds = time.perf_counter() - started
+        if result.alarms or self._alarms_seen is None:
+            self.read_alarms()
+        realized = self._realized_now(result)
         if full:  # an idle look is no step: the histogram keeps the steps' own times
             self.metrics.batch_seconds.observe(seconds)
         counts = result.counts
@@ -358,7 +364,9 @@ class ScorerService:
             self.metrics.suspended.set(result.guard.suspended_at is not None)
             self.metrics.qc_excess.set(result.guard.qc_excess)
             self.metrics.inspections.shortfall.set(result.guard.inspect_excess)
-        self._inspections(result)
+        self.metrics.inspections.count(result.inspected)
+        if realized is not None:
+            self.metrics.inspections.realized.set(realized.saving)
         self.metrics.lag.set(result.lag_s)
         self.metrics.pending.set(result.pending)
         with self.state.lock:
@@ -366,6 +374,8 @@ class ScorerService:
             self.state.standby = result.standby
             if result.guard is not None:
                 self.state.lockouts_suspended = result.guard.reason
+            if realized is not None:
+                self.state.realized = realized
             self.state.last_step_at = datetime.now(UTC)
         if len(result.scores) or result.batches_taken:
             _log(
@@ -401,19 +411,17 @@ class ScorerService:
         self._full_step_at = time.monotonic()
         return result, True
 
-    def _inspections(self, result: StepResult) -> None:
-        """Count the step's inspections of the active model; read its realized (inspected)
-        saving again when they changed it (or the model changed), not on an idle poll."""
-        seen = result.inspected
-        self.metrics.inspections.count(seen)
-        if result.model_id is None or (result.model_id == self._realized_of and not seen.any):
-            return
-        st = self.config.station(self.station)
-        realized = model_realized(self.store, st, result.model_id)
+    def _realized_now(self, result: StepResult) -> Realized | None:
+        """The active model's realized (inspected) saving, read again when the step's
+        inspections changed it (or the model changed); ``None`` when it did not change, as on
+        an idle poll."""
+        if result.model_id is None or (
+            result.model_id == self._realized_of and not result.inspected.any
+        ):
+            return None
+        realized = model_realized(self.store, self.config.station(self.station), result.model_id)
         self._realized_of = result.model_id
-        self.metrics.inspections.realized.set(realized.saving)
-        with self.state.lock:
-            self.state.realized = realized
+        return realized
 
 
 def run_scorer(

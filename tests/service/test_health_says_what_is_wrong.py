@@ -9,21 +9,25 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 
 import yaml
 
 from qcllp.plant.config import load_plant_config
 from qcllp.scoring.step import record_alarm
 from qcllp.service.retrainer import RetrainerService
+from qcllp.service.scorer import ScorerService
 from qcllp.store import Store
 from tests.plant.conftest import EXAMPLE
 from tests.service.harness import ServiceProcess, wait_until
 from tests.service.scorer_plant import (
     STATION,
+    all_flagged,
     report_no_failures,
     start_locking_every_stick,
 )
 from tests.service.test_postgres_restart import own_server  # noqa: F401 (fixture)
+from tests.support.eager_model import promote_locking_all
 
 LEASE_TTL_S = 30.0  # renewed every 10 s (BEAT_MAX_S), retried every 2 s after a failure
 
@@ -114,6 +118,32 @@ def test_a_scorer_with_suspended_lockouts_says_degraded_with_the_alarm_across_a_
         procs=[again],
     )
     assert again.terminate() == 0
+
+
+def test_a_step_that_reads_a_suspension_shows_its_alarm_with_it(plant):
+    """The step that sets ``lockouts_suspended`` brings the stored alarm into ``/healthz``
+    too -- the one that raised it, and a restarted scorer's first -- before, the alarms were
+    read only at the end of the tick, and a look between saw the suspension without its
+    alarm (a CI run of the process test above)."""
+    promote_locking_all(plant.store, plant.config, STATION, plant.model_a)
+    config = replace(plant.config, scorer=replace(plant.config.scorer, count_guard_interval=0.05))
+    fed = plant.feed(3)
+    service = ScorerService(plant.store, config, STATION)
+    service.refresh_models()
+    while service.step().more:
+        pass
+    assert all_flagged(plant)
+    report_no_failures(plant, fed)
+    for _ in range(5):  # the guard reads final QC's counts in a step of its own
+        if service.step().guard.suspended_at is not None:
+            break
+    (alarm,) = plant.alarms()["message"]
+    for scorer in (service, ScorerService(plant.store, config, STATION)):
+        if scorer is not service:  # a restart: one step, no tick
+            scorer.refresh_models()
+            scorer.step()
+        body = scorer.state.health()[1]
+        assert body["lockouts_suspended"] and body["alarms"] == [f"lockout_suspended: {alarm}"]
 
 
 def assert_degraded(scorer: ServiceProcess, alarm: str) -> None:
