@@ -61,8 +61,9 @@ def run_suite(
     folder: Path, pytest_args: list[str], *, from_scratch: bool
 ) -> tuple[float, float, str]:
     """The suite under the plugin: its wall seconds, the CPU seconds of every process it ran
-    (reaped by the end), and pytest's summary line. ``from_scratch``: every service process
-    started from scratch (``QCLLP_TESTS_EXEC=1``), not forked from a preloaded interpreter."""
+    (reaped by the end), and pytest's summary line after the lines naming a failed test.
+    ``from_scratch``: every service process started from scratch (``QCLLP_TESTS_EXEC=1``),
+    not forked from a preloaded interpreter."""
     (folder / "qcllp_bench_suite_plugin.py").write_text(textwrap.dedent(PLUGIN))
     env = {**os.environ, "QCLLP_BENCH_SUITE_OUT": str(folder)}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(folder), env.get("PYTHONPATH")]))
@@ -77,7 +78,9 @@ def run_suite(
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     lines = done.stdout.strip().splitlines()
-    return wall, cpu, lines[-1] if lines else done.stderr[-300:]
+    failed = [line for line in lines if line.startswith(("FAILED ", "ERROR "))]
+    summary = lines[-1] if lines else done.stderr[-300:]
+    return wall, cpu, "\n".join([*failed, summary])  # a failed test named, not only counted
 
 
 def rows(folder: Path) -> list[tuple[str, float, float, float]]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import sqlite3
 import subprocess
-import sys
 import warnings
 from contextlib import closing
 from datetime import UTC, datetime, timedelta
@@ -34,6 +33,7 @@ from qcllp.store import Store
 from qcllp.store.partitions import list_partitions
 from tests.conftest import TINY_PLANT
 from tests.ingest.helpers import GOOD, accounted, quarantine_reasons, stored_readings, write_csv
+from tests.service.forked import run_qcllp
 
 COUNT_HEADER = "charge_id,n_sticks,crack,bend\n"
 GOOD_COUNTS = "c1,20,1,1\nc3,30,0,2\n"
@@ -220,10 +220,7 @@ def qcllp(store_url: str, folder: Path, *args: str) -> subprocess.CompletedProce
     config = folder / "tiny.yaml"
     config.write_text(yaml.safe_dump(TINY_PLANT))
     env = {k: v for k, v in os.environ.items() if k != "QCLLP_CONFIG"}
-    command = [sys.executable, "-m", "qcllp.cli", "--config", str(config), "--db", store_url]
-    return subprocess.run(
-        [*command, *args], capture_output=True, text=True, env=env, timeout=120, check=False
-    )
+    return run_qcllp(["--config", str(config), "--db", store_url, *args], cwd=folder, env=env)
 
 
 def test_the_cli_quarantines_huge_counts_and_future_readings_silently(store_url, tmp_path):

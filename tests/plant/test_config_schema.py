@@ -9,7 +9,6 @@ import copy
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema
@@ -28,19 +27,14 @@ from qcllp.plant.config import (
 from qcllp.plant.config.reference import reference_table, sections
 from tests.conftest import TINY_PLANT
 from tests.plant.conftest import EXAMPLE
+from tests.service.forked import run_qcllp
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "qcllp" / "plant" / "example.yaml"  # what `qcllp demo` runs
 
 
 def qcllp(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "qcllp.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=120,
-    )
+    return run_qcllp(list(args), cwd=cwd)
 
 
 @pytest.fixture(scope="module")

@@ -5,16 +5,19 @@ the part of :class:`subprocess.Popen` the harness uses (``pid``, ``poll``, ``wai
 One zygote per pytest worker, started on first use and stopped (and reaped, so its children's
 CPU is counted) when the worker exits. Processes that need what a fork cannot give -- another
 module's ``PYTHONPATH``, a thread setting read when a library loads -- are started from
-scratch: :func:`forkable` says which, :func:`start_process` starts either.
+scratch: :func:`forkable` says which, :func:`start_process` starts either, and
+:func:`run_qcllp` runs a CLI command to its end (the tests' ``qcllp ...`` helpers).
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import select
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -22,7 +25,14 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["ForkedProcess", "forkable", "read_line", "reaped_cpu_s", "start_process"]
+__all__ = [
+    "ForkedProcess",
+    "forkable",
+    "read_line",
+    "reaped_cpu_s",
+    "run_qcllp",
+    "start_process",
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 ZYGOTE_READY_S = 120.0  # its imports: a few seconds, more on a loaded machine
@@ -46,6 +56,33 @@ def start_process(
             cwd=cwd,
             env=env,
         )
+
+
+def run_qcllp(
+    args: list[str], *, cwd: Path, env: Mapping[str, str] | None = None, timeout: float = 120.0
+) -> subprocess.CompletedProcess:
+    """``subprocess.run([python, "-m", "qcllp.cli", *args], capture_output=True, text=True)``
+    in ``cwd`` with ``env`` (default: this process's): a command run to its end, forked from
+    the worker's zygote where :func:`forkable` (stdout and stderr through files of their
+    own), else started from scratch. A command still running after ``timeout`` is killed and
+    :class:`subprocess.TimeoutExpired` raised, as ``subprocess.run`` does."""
+    env = dict(os.environ if env is None else env)
+    command = [sys.executable, "-m", "qcllp.cli", *args]
+    if not forkable("qcllp.cli", env):
+        return subprocess.run(
+            command, capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout
+        )
+    with tempfile.TemporaryDirectory(prefix="qcllp-run-") as folder:
+        out, err = Path(folder) / "stdout", Path(folder) / "stderr"
+        proc = _fork("qcllp.cli", args, cwd=cwd, env=env, log=out, err=err)
+        try:
+            code = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+                os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+        return subprocess.CompletedProcess(command, code, out.read_text(), err.read_text())
 
 
 def forkable(module: str, env: Mapping[str, str]) -> bool:
@@ -95,14 +132,23 @@ def reaped_cpu_s() -> float:
 
 
 def _fork(
-    module: str, args: list[str], *, cwd: Path, env: dict[str, str], log: Path
+    module: str,
+    args: list[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    log: Path,
+    err: Path | None = None,
 ) -> ForkedProcess:
-    """:func:`start_process` by the worker's zygote; the log is there (empty) on return, as
-    ``Popen``'s caller opens it before the start."""
-    log.write_bytes(b"")
+    """:func:`start_process` by the worker's zygote, stderr to ``err`` if given, else with
+    stdout to ``log``; the files are there (empty) on return, as ``Popen``'s caller opens
+    them before the start."""
+    for path in filter(None, (log, err)):
+        path.write_bytes(b"")
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     conn.connect(_zygote_socket())
     request = {"module": module, "args": args, "cwd": str(cwd), "env": env, "log": str(log)}
+    request["err"] = None if err is None else str(err)
     conn.sendall((json.dumps(request) + "\n").encode())
     return ForkedProcess(conn, int(read_line(conn)))
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ import yaml
 from qcllp.plant.config import exposed_host_warning
 from qcllp.store import Store
 from tests.plant.conftest import EXAMPLE
+from tests.service.forked import run_qcllp
 from tests.service.harness import ServiceProcess, wait_until
 
 
@@ -71,8 +70,8 @@ def umask_of(pid: int) -> int:
 def test_a_scorer_runs_with_umask_0027_and_warns_of_an_exposed_endpoint(tmp_path, umask_0022, host):
     config = plant_config(tmp_path, host)
     db = f"sqlite:///{tmp_path / 'plant.sqlite'}"
-    init = [sys.executable, "-m", "qcllp.cli", "--config", str(config), "--db", db, "init"]
-    subprocess.run(init, check=True, capture_output=True, cwd=tmp_path, timeout=120)
+    init = run_qcllp(["--config", str(config), "--db", db, "init"], cwd=tmp_path)
+    assert init.returncode == 0, init.stderr
     scorer = ServiceProcess(
         ["--config", str(config), "--db", db],
         ["scorer", "--station", "cooling"],

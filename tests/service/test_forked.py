@@ -5,13 +5,15 @@ started from scratch."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 
 import pytest
 
-from tests.service.forked import ForkedProcess, forkable, start_process
+from tests.plant.conftest import EXAMPLE
+from tests.service.forked import ForkedProcess, forkable, run_qcllp, start_process
 
 ENV = dict(os.environ)
 pytestmark = pytest.mark.skipif(
@@ -77,3 +79,35 @@ def test_an_environment_a_library_may_read_at_import_starts_from_scratch(tmp_pat
         log=tmp_path / "help.log",
     )
     assert isinstance(proc, subprocess.Popen) and proc.wait(timeout=60) == 0
+
+
+def test_a_command_run_to_its_end_gives_stdout_and_stderr_apart_and_is_killed_at_its_timeout(
+    tmp_path,
+):
+    from tests.service import forked
+
+    before = forked.reaped_cpu_s()
+    done = run_qcllp(["--config", str(tmp_path / "none.yaml"), "status"], cwd=tmp_path)
+    assert forked.reaped_cpu_s() > before  # forked, not started from scratch
+    assert done.returncode == 1 and done.stdout == "", done
+    assert done.stderr.startswith("error: ") and "none.yaml" in done.stderr, done.stderr
+    helped = run_qcllp(["--help"], cwd=tmp_path)
+    assert helped.returncode == 0 and "Usage:" in helped.stdout and helped.stderr == ""
+
+    db = f"sqlite:///{tmp_path / 'plant.sqlite'}"  # a scorer without a model polls for ever
+    assert run_qcllp(["--config", str(EXAMPLE), "--db", db, "init"], cwd=tmp_path).returncode == 0
+    serve = ["--config", str(EXAMPLE), "--db", db, "serve", "scorer", "--station", "cooling"]
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_qcllp(serve, cwd=tmp_path, timeout=1.0)
+    assert running_in(tmp_path) == []  # killed and reaped, nothing left running
+
+
+def running_in(folder) -> list[int]:  # noqa: ANN001 - a path
+    """The pids of the processes whose working folder is ``folder`` (a forked child's command
+    line is its zygote's, so this finds it where ``pgrep -f`` would not)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        with contextlib.suppress(OSError):
+            if entry.isdigit() and os.readlink(f"/proc/{entry}/cwd") == str(folder):
+                found.append(int(entry))
+    return found

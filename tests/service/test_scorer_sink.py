@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ import pytest
 import yaml
 
 from qcllp.plant.config import load_plant_config
+from tests.service.forked import run_qcllp
 from tests.service.harness import ServiceProcess
 from tests.service.scorer_plant import (
     ROOT,
@@ -41,9 +41,8 @@ OTHER_STATION = "straightening"
 
 def cli(plant: Plant, *args: str) -> subprocess.CompletedProcess:
     """``qcllp --config ... --db ... <args>`` in a process of its own."""
-    command = [sys.executable, "-m", "qcllp.cli", "--config", str(plant.config_path)]
-    command += ["--db", plant.url, *args]
-    return subprocess.run(command, capture_output=True, text=True, cwd=plant.folder, timeout=120)
+    command = ["--config", str(plant.config_path), "--db", plant.url, *args]
+    return run_qcllp(command, cwd=plant.folder)
 
 
 def refused(scorer: ServiceProcess, timeout: float = 30.0) -> str:

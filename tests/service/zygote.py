@@ -49,7 +49,7 @@ REAP_EVERY_S = 0.02
 
 def serve(path: str) -> dict:
     """Answer requests on the Unix socket ``path`` until the parent is gone; returns only in
-    a forked child, with its request (one JSON line: module, args, cwd, env, log)."""
+    a forked child, with its request (one JSON line: module, args, cwd, env, log, err)."""
     parent = os.getppid()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
@@ -95,13 +95,14 @@ def _reap(children: dict[int, socket.socket]) -> None:
 
 
 def run_child(request: dict) -> None:
-    """In the forked child: its log file as stdout and stderr, its folder, its environment,
-    then ``python -m <module> <args>`` as the interpreter would run it (``runpy``, ``__main__``);
-    the interpreter's own exit follows (threads joined, ``atexit``, streams flushed)."""
-    log = os.open(request["log"], os.O_WRONLY | os.O_CREAT, 0o644)  # made empty by the harness
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    os.close(log)
+    """In the forked child: its log file as stdout and stderr (or stderr to a file of its
+    own, ``err``), its folder, its environment, then ``python -m <module> <args>`` as the
+    interpreter would run it (``runpy``, ``__main__``); the interpreter's own exit follows
+    (threads joined, ``atexit``, streams flushed)."""
+    for fd, key in ((1, "log"), (2, "err" if request.get("err") else "log")):
+        opened = os.open(request[key], os.O_WRONLY | os.O_CREAT, 0o644)  # made empty before
+        os.dup2(opened, fd)
+        os.close(opened)
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])

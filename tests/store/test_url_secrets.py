@@ -10,7 +10,6 @@ import copy
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from qcllp.cli import main
 from qcllp.plant.config import ConfigError, load_plant_config
 from qcllp.store.credentials import display_url, password_places
 from tests.plant.conftest import EXAMPLE
+from tests.service.forked import run_qcllp
 from tests.service.harness import ServiceProcess, wait_until
 
 SECRET = "Hunter2xyzzy"
@@ -60,14 +60,7 @@ def test_text_that_is_no_url_is_masked_too():
 
 
 def qcllp(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "qcllp.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env={**os.environ, **(env or {})},
-        timeout=120,
-    )
+    return run_qcllp(list(args), cwd=cwd, env={**os.environ, **(env or {})})
 
 
 def config_with(tmp_path: Path, **changes) -> Path:
