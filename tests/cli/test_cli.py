@@ -2,6 +2,7 @@
 promote/rollback, scoring exactly once, report, demo; and every user error exits 1 with one
 clear line."""
 
+import atexit
 import json
 import os
 import shutil
@@ -35,7 +36,9 @@ def _fast_config(folder: Path) -> Path:
     return path
 
 
-EXAMPLE = _fast_config(Path(tempfile.mkdtemp(prefix="qcllp-cli-config-")))
+_CONFIG_FOLDER = Path(tempfile.mkdtemp(prefix="qcllp-cli-config-"))
+atexit.register(shutil.rmtree, _CONFIG_FOLDER, ignore_errors=True)  # each run left one in /tmp
+EXAMPLE = _fast_config(_CONFIG_FOLDER)
 
 
 def run(*args, db=None, expect=0):
