@@ -78,6 +78,8 @@ class ScorerMetrics:
             ["station"],
             registry=self.registry,
         ).labels(**labels)
+        for unknown in (self.lag, self.pending):  # not counted before the first step: not 0
+            unknown.set(float("nan"))
         self.errors = Counter(
             "qcllp_scorer_step_errors",
             "Steps that failed (database away, ...); retried on the next tick.",

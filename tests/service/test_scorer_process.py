@@ -15,6 +15,7 @@ about a second), at moments drawn from a seeded generator (``QCLLP_SCORER_KILL_S
 from __future__ import annotations
 
 import json
+import math
 import random
 import sqlite3
 import time
@@ -338,6 +339,8 @@ def test_a_start_behind_a_backlog_says_starting_not_0_pending_until_its_first_st
         assert body["pending_sticks"] is None and body["lag_s"] is None, body
         assert body["last_step_at"] is None and len(body["problems"]) == 1
         assert body["problems"][0].startswith("starting: no step yet")
+        for gauge in ("qcllp_scorer_pending_sticks", "qcllp_scorer_lag_seconds"):
+            assert math.isnan(scorer.metric(gauge)), gauge  # unknown, not 0
     finally:
         holder.execute("ROLLBACK")
         holder.close()
@@ -349,6 +352,7 @@ def test_a_start_behind_a_backlog_says_starting_not_0_pending_until_its_first_st
     )
     assert body["status"] == "ok" and body["problems"] == [] and body["pending_sticks"] == 0
     assert body["last_step_at"] is not None and body["lag_s"] is not None
+    assert scorer.metric("qcllp_scorer_pending_sticks") == 0
     assert plant.flagged() == fed
     assert scorer.terminate() == 0, scorer.log()
 
