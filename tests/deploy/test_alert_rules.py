@@ -27,6 +27,7 @@ needs_promtool = pytest.mark.skipif(
 EXPECTED = {
     "ScorerDown",
     "ScorerLagging",
+    "ScorerStalled",
     "LockoutsSuspended",
     "FlagsNotPublished",
     "FlagsNotReachingPlc",
