@@ -48,6 +48,7 @@ def test_a_database_away_fails_the_step_visibly_and_the_scorer_catches_up_after(
     status, body = service.state.health()
     assert status == 503 and any("last step failed" in p for p in body["problems"])
     assert "OperationalError" in body["problems"][-1]
+    assert steps_completed(service) == 0  # what alert ScorerStalled watches stands still
 
     _bring_back(store, database)
     decided = service.tick()
@@ -56,7 +57,14 @@ def test_a_database_away_fails_the_step_visibly_and_the_scorer_catches_up_after(
     assert decided > 0 and len(flags) == decided
     assert status == 200 and body["model_id"] is not None and body["pending_sticks"] == 0
     assert service.tick() == 0  # nothing twice
+    assert steps_completed(service) >= 1  # an idle look after it is no step
     store.close()
+
+
+def steps_completed(service: ScorerService) -> float:
+    """The scorer's ``qcllp_scorer_step_seconds_count``: the steps that completed."""
+    registry = service.metrics.registry
+    return registry.get_sample_value("qcllp_scorer_step_seconds_count", {"station": "cooling"})
 
 
 def test_a_sink_claim_deferred_while_the_database_is_away_is_made_or_refused_after(
