@@ -89,15 +89,21 @@ STATIONS = [
         w=8,
     ),
     timeseries(
-        "Failed scoring steps per minute",
-        "Steps that failed (the database away, ...), each retried at the next tick; the "
-        "journal's step_failed lines say why.",
+        "Scoring steps per minute: completed and failed",
+        "Steps that completed (an idle scorer completes one every few seconds; none for 6 "
+        "minutes: alert ScorerStalled) and steps that failed (the database away, ...), each "
+        "retried at the next tick; the journal's step_failed lines say why.",
         [
             target(
                 "60 * sum by (station) "
+                f"(rate(qcllp_scorer_step_seconds_count{{{AT}}}[$__rate_interval]))",
+                "{{station}} completed",
+            ),
+            target(
+                "60 * sum by (station) "
                 f"(rate(qcllp_scorer_step_errors_total{{{AT}}}[$__rate_interval]))",
-                "{{station}}",
-            )
+                "{{station}} failed",
+            ),
         ],
         "short",
         w=8,
