@@ -113,3 +113,18 @@ def running_in(folder) -> list[int]:  # noqa: ANN001 - a path
             if entry.isdigit() and os.readlink(f"/proc/{entry}/cwd") == str(folder):
                 found.append(int(entry))
     return found
+
+
+def test_stdout_and_stderr_share_one_log_without_overwriting_each_other(tmp_path):
+    from tests.service.forked import _fork
+
+    (tmp_path / "both_streams.py").write_text(
+        "import sys\n"
+        "for n in range(3):\n"
+        "    print(f'out {n}', flush=True)\n"
+        "    print(f'err {n}', file=sys.stderr, flush=True)\n"
+    )
+    log = tmp_path / "both.log"
+    proc = _fork("both_streams", [], cwd=tmp_path, env=ENV, log=log)  # found in its folder
+    assert proc.wait(timeout=60) == 0
+    assert log.read_text().splitlines() == ["out 0", "err 0", "out 1", "err 1", "out 2", "err 2"]

@@ -99,8 +99,11 @@ def run_child(request: dict) -> None:
     own, ``err``), its folder, its environment, then ``python -m <module> <args>`` as the
     interpreter would run it (``runpy``, ``__main__``); the interpreter's own exit follows
     (threads joined, ``atexit``, streams flushed)."""
-    for fd, key in ((1, "log"), (2, "err" if request.get("err") else "log")):
-        opened = os.open(request[key], os.O_WRONLY | os.O_CREAT, 0o644)  # made empty before
+    for fd, path in ((1, request["log"]), (2, request.get("err"))):
+        if path is None:  # one open file for both: stdout and stderr share its offset
+            os.dup2(1, 2)
+            continue
+        opened = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)  # made empty before
         os.dup2(opened, fd)
         os.close(opened)
     os.chdir(request["cwd"])
