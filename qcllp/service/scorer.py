@@ -73,8 +73,6 @@ import logging
 import signal
 import threading
 import time
-from collections import deque
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -86,13 +84,14 @@ from sqlalchemy.exc import SQLAlchemyError
 from qcllp.plant.config import PlantConfig, exposed_host_warning
 from qcllp.scoring.flag_sink import SinkError, claim_sink
 from qcllp.scoring.idle_poll import idle_step
-from qcllp.scoring.inspection_guard import Realized, model_realized, realized_line
+from qcllp.scoring.inspection_guard import Realized, model_realized
 from qcllp.scoring.step import StepResult, record_alarm, score_step
 from qcllp.service.flag_channels import flag_channels
 from qcllp.service.http import HealthServer
 from qcllp.service.logs import log_event, one_line
 from qcllp.service.scorer_metrics import ScorerMetrics
 from qcllp.service.scorer_models import ShadowSlot, load_verified
+from qcllp.service.scorer_state import ALARMS_SHOWN, ScorerState
 from qcllp.station.artifacts import ArtifactError
 from qcllp.station.registry import LoadedModel, RegistryError, live_model_ids
 from qcllp.store import Alarm, Store
@@ -100,76 +99,7 @@ from qcllp.store import Alarm, Store
 __all__ = ["ScorerMetrics", "ScorerService", "ScorerState", "run_scorer"]
 
 log = logging.getLogger("qcllp.scorer")
-ALARMS_SHOWN = 5  # the latest alarms of the station in /healthz
 FULL_STEP_EVERY_S = 5.0  # on SQLite, an idle scorer still steps (moves its checkpoint) this often
-
-
-@dataclass
-class ScorerState:
-    """What ``/healthz`` reports; written by the job thread, read by the HTTP thread."""
-
-    station: str
-    max_lag_s: float
-    model_id: int | None = None
-    shadow_model_id: int | None = None  # the model on a shadow trial, if any
-    lag_s: float | None = None  # None until the first step has counted the backlog
-    pending: int | None = None
-    last_step_at: datetime | None = None
-    last_error: str | None = None
-    standby: bool = False
-    lockouts_suspended: str | None = None  # the guard's reason while it holds lock-outs
-    realized: Realized | None = None  # the active model's realized (inspected) saving
-    publishing: list[str] = field(default_factory=list)  # why flags miss MQTT or the PLC
-    alarms: deque[str] = field(default_factory=lambda: deque(maxlen=ALARMS_SHOWN))
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def health(self) -> tuple[int, dict[str, Any]]:
-        """HTTP status and body: 503 (``unhealthy``) without a model, after a failed step, or
-        when lagging; 503 ``starting`` with a model but before the first step, which is what
-        counts the backlog (``pending_sticks`` and ``lag_s`` are ``null`` until then: a
-        restart behind 15,000 sticks does not say 0); 200 ``degraded`` while the lock-outs are
-        suspended (module docstring: the scorer still works); else 200 ``ok``."""
-        with self.lock:
-            problems = []
-            if self.model_id is None and self.shadow_model_id is None:
-                problems.append("no model loaded")
-            if self.last_error:
-                problems.append(f"last step failed: {self.last_error}")
-            if self.lag_s is not None and self.lag_s > self.max_lag_s:
-                problems.append(f"lag {self.lag_s:.1f} s above {self.max_lag_s:g} s")
-            status = "unhealthy" if problems else "ok"
-            if self.last_step_at is None and not problems:
-                problems.append("starting: no step yet, so the sticks waiting are not counted")
-                status = "starting"
-            if self.model_id is None and self.shadow_model_id is not None:
-                problems.append(
-                    f"no active model: shadow model {self.shadow_model_id} decides alone, the "
-                    "line gets its audit samples only"
-                )
-                status = "degraded" if status == "ok" else status
-            if self.publishing:
-                problems.extend(self.publishing)
-                status = "degraded" if status == "ok" else status
-            if self.lockouts_suspended:
-                shown = self.realized is not None and self.realized.inspected
-                realized = f"; {realized_line(self.realized)}" if shown else ""
-                problems.append(f"lock-outs suspended: {self.lockouts_suspended}{realized}")
-                status = "degraded" if status == "ok" else status
-            body = {
-                "station": self.station,
-                "status": status,
-                "problems": problems,
-                "model_id": self.model_id,
-                "shadow_model_id": self.shadow_model_id,
-                "lag_s": None if self.lag_s is None else round(self.lag_s, 3),
-                "pending_sticks": self.pending,
-                "standby": self.standby,
-                "lockouts_suspended": self.lockouts_suspended,
-                "realized_saving": None if self.realized is None else self.realized.as_dict(),
-                "last_step_at": self.last_step_at.isoformat() if self.last_step_at else None,
-                "alarms": list(self.alarms),
-            }
-        return (503 if status in ("unhealthy", "starting") else 200), body
 
 
 class ScorerService:
@@ -342,29 +272,51 @@ class ScorerService:
 
     def step(self) -> StepResult:
         """One step, or on SQLite a look without the writer lock when nothing is to do
-        (:func:`_run_step`); its figures go to the metrics, ``/healthz`` and the log. What
-        the step's state needs from the database (the alarms it stored, a realized saving) is
-        read before any of it is shown, so a look in between never sees a suspension without
-        its alarm."""
+        (:func:`_run_step`). What it did is counted and logged first (it is committed); then
+        what its state needs from the database is read (the alarms it stored, a realized
+        saving), and only then are the gauges and ``/healthz`` changed, so a look in between
+        never sees a suspension without its alarm, and a read that fails leaves the counts
+        right and the state as it was."""
         started = time.perf_counter()
         result, full = self._run_step()
-        seconds = time.perf_counter() - started
+        self._count(result, time.perf_counter() - started, full)
         if result.alarms or self._alarms_seen is None:
             self.read_alarms()
-        realized = self._realized_now(result)
+        self._show(result, self._realized_now(result))
+        return result
+
+    def _count(self, result: StepResult, seconds: float, full: bool) -> None:
+        """The step's counters (sticks, latencies, alarms, inspections) and its log line."""
         if full:  # an idle look is no step: the histogram keeps the steps' own times
             self.metrics.batch_seconds.observe(seconds)
-        counts = result.counts
         self.metrics.count_step(result)
         for latency in result.latencies_s:
             self.metrics.arrival_to_flag.observe(max(float(latency), 0.0))
         for kind, message in result.alarms:  # stored by the step in its transaction
             self._announce(kind, message)
+        self.metrics.inspections.count(result.inspected)
+        if len(result.scores) or result.batches_taken:
+            _log(
+                "step",
+                station=self.station,
+                model_id=result.model_id,
+                batches=result.batches_taken,
+                decided=len(result.scores),
+                **result.counts,
+                flags_written=result.flags_written,
+                **_shadow_log(result),
+                pending=result.pending,
+                lag_s=round(result.lag_s, 3),
+                seconds=round(seconds, 4),
+            )
+
+    def _show(self, result: StepResult, realized: Realized | None) -> None:
+        """The step's state in the gauges and ``/healthz`` (``realized``: the active model's
+        realized saving if it changed)."""
         if result.guard is not None:
             self.metrics.suspended.set(result.guard.suspended_at is not None)
             self.metrics.qc_excess.set(result.guard.qc_excess)
             self.metrics.inspections.shortfall.set(result.guard.inspect_excess)
-        self.metrics.inspections.count(result.inspected)
         if realized is not None:
             self.metrics.inspections.realized.set(realized.saving)
         self.metrics.lag.set(result.lag_s)
@@ -377,21 +329,6 @@ class ScorerService:
             if realized is not None:
                 self.state.realized = realized
             self.state.last_step_at = datetime.now(UTC)
-        if len(result.scores) or result.batches_taken:
-            _log(
-                "step",
-                station=self.station,
-                model_id=result.model_id,
-                batches=result.batches_taken,
-                decided=len(result.scores),
-                **counts,
-                flags_written=result.flags_written,
-                **_shadow_log(result),
-                pending=result.pending,
-                lag_s=round(result.lag_s, 3),
-                seconds=round(seconds, 4),
-            )
-        return result
 
     def _run_step(self) -> tuple[StepResult, bool]:
         """On SQLite, a poll first looks without the writer lock (:func:`idle_step`) and
