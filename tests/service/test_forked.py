@@ -54,11 +54,9 @@ def test_a_killed_forked_process_says_minus_9_and_its_cpu_is_counted(tmp_path):
         "qcllp.cli", ["serve", "--help"], cwd=tmp_path, env=ENV, log=tmp_path / "help.log"
     )
     assert proc.wait(timeout=60) == 0 and "scorer" in (tmp_path / "help.log").read_text()
-    db = f"sqlite:///{tmp_path / 'plant.sqlite'}"  # a scorer without a model polls for ever
-    assert run_qcllp(["--config", str(EXAMPLE), "--db", db, "init"], cwd=tmp_path).returncode == 0
     proc = start_process(
         "qcllp.cli",
-        ["--config", str(EXAMPLE), "--db", db, "serve", "scorer", "--station", "cooling"],
+        idle_scorer(tmp_path),
         cwd=tmp_path,
         env=ENV,
         log=tmp_path / "scorer.log",
@@ -96,12 +94,17 @@ def test_a_command_run_to_its_end_gives_stdout_and_stderr_apart_and_is_killed_at
     helped = run_qcllp(["--help"], cwd=tmp_path)
     assert helped.returncode == 0 and "Usage:" in helped.stdout and helped.stderr == ""
 
-    db = f"sqlite:///{tmp_path / 'plant.sqlite'}"  # a scorer without a model polls for ever
-    assert run_qcllp(["--config", str(EXAMPLE), "--db", db, "init"], cwd=tmp_path).returncode == 0
-    serve = ["--config", str(EXAMPLE), "--db", db, "serve", "scorer", "--station", "cooling"]
     with pytest.raises(subprocess.TimeoutExpired):
-        run_qcllp(serve, cwd=tmp_path, timeout=1.0)
+        run_qcllp(idle_scorer(tmp_path), cwd=tmp_path, timeout=1.0)
     assert running_in(tmp_path) == []  # killed and reaped, nothing left running
+
+
+def idle_scorer(folder) -> list[str]:  # noqa: ANN001 - a path
+    """The arguments of a scorer that runs until it is killed: the example plant on a new
+    database in ``folder`` (made here), without a model, so it polls for ever."""
+    db = f"sqlite:///{folder / 'plant.sqlite'}"
+    assert run_qcllp(["--config", str(EXAMPLE), "--db", db, "init"], cwd=folder).returncode == 0
+    return ["--config", str(EXAMPLE), "--db", db, "serve", "scorer", "--station", "cooling"]
 
 
 def running_in(folder) -> list[int]:  # noqa: ANN001 - a path

@@ -327,8 +327,8 @@ def test_a_start_behind_a_backlog_says_starting_not_0_pending_until_its_first_st
     holder.execute("BEGIN IMMEDIATE")
     try:
         scorer = start_scorer(plant)
-        status, body = wait_until(
-            lambda: (h := scorer.health()) is not None and h[1]["model_id"] is not None and h,
+        wait_until(
+            lambda: (h := scorer.health()) is not None and h[1]["model_id"] is not None,
             what="the model loaded",
             procs=[scorer],
         )
