@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import Connection, delete, func, select
 
-from qcllp.store.bulk_insert import copy_binary
+from qcllp.store.bulk_insert import copy_binary, insert_columns
 from qcllp.store.core import (
     IN_CHUNK,
     Store,
@@ -252,27 +252,25 @@ def _integer_columns(stats: SeriesStats) -> list[np.ndarray]:
     ]
 
 
-def _rows(stats: SeriesStats) -> list[tuple]:
-    """The rows of ``stats`` in the order ``series_id``, :data:`STORED`."""
-    columns = [column.tolist() for column in _integer_columns(stats)]
-    return list(zip(*columns, _packed(stats), strict=True))
-
-
 def _upsert(conn: Connection, stats: SeriesStats) -> None:
     """Write the rows of ``stats``, replacing the stored ones of the same series: one
-    ``INSERT ... ON CONFLICT (series_id) DO UPDATE`` through the driver's ``executemany``
-    with plain tuples (SQLAlchemy's per-row parameter handling cost more than the insert)."""
+    ``INSERT ... ON CONFLICT (series_id) DO UPDATE`` through
+    :func:`~qcllp.store.insert_columns`: on PostgreSQL one statement over arrays, a fifth
+    less than the driver's ``executemany`` of a statement per row at an intake batch's size
+    (series that span batches, as every batch of single-reading MQTT messages brings:
+    ``benchmarks/bench_stats_upsert.py``); on SQLite the driver's ``executemany`` of plain
+    tuples."""
     if not len(stats):
         return
     names = ("series_id", *STORED)
     update = ", ".join(f"{c} = excluded.{c}" for c in names[1:])
-    with driver_cursor(conn) as cursor:
-        cursor.executemany(
-            f"INSERT INTO series_stats ({', '.join(names)}) "
-            f"VALUES ({placeholders(conn, len(names))}) "
-            f"ON CONFLICT (series_id) DO UPDATE SET {update}",
-            _rows(stats),
-        )
+    insert_columns(
+        conn,
+        f"INSERT INTO series_stats ({', '.join(names)})",
+        (*STORED_TYPES, "bytea"),
+        [*(column.tolist() for column in _integer_columns(stats)), _packed(stats)],
+        f"ON CONFLICT (series_id) DO UPDATE SET {update}",
+    )
 
 
 def _id_chunks(ids: Sequence[str] | None):
