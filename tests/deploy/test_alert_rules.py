@@ -28,6 +28,7 @@ EXPECTED = {
     "ScorerDown",
     "ScorerLagging",
     "ScorerStalled",
+    "ScorerWithoutModel",
     "LockoutsSuspended",
     "FlagsNotPublished",
     "FlagsNotReachingPlc",
