@@ -58,9 +58,13 @@ def _stick_keys(frame: pd.DataFrame) -> list[tuple[str, str]]:
     index: building one of a few sticks cost a step more than its model
     (``benchmarks/bench_line_latency.py``, issue 35); the columns converted by ``tolist``,
     as iterating pandas' Arrow-backed text one value at a time took a backlog's drain a
-    tenth of its time (``benchmarks/bench_scorer.py`` backlog, issue 34)."""
-    charges = frame["charge_id"].astype(str).tolist()
-    return list(zip(charges, frame["stick_id"].astype(str).tolist(), strict=True))
+    tenth of its time (``benchmarks/bench_scorer.py`` backlog, issue 34), and taken as they
+    are when they hold Python strings already (:func:`~qcllp.store.kept_stats.
+    read_series_stats`' columns)."""
+    charges, sticks = frame["charge_id"], frame["stick_id"]
+    if charges.dtype != object or sticks.dtype != object:
+        charges, sticks = charges.astype(str), sticks.astype(str)
+    return list(zip(charges.tolist(), sticks.tolist(), strict=True))
 
 
 @dataclass(frozen=True)

@@ -138,7 +138,11 @@ def read_series_stats(
     row per series that has readings. Rows of another version raise: rebuild them first.
 
     Fetched by :func:`_fetch`, its tuples made columns by NumPy: pandas' per-column checks
-    on the rows would cost as much again as the database's fetch."""
+    on the rows would cost as much again as the database's fetch. The four names stay
+    Python strings (``object`` columns) rather than pandas 3's Arrow-backed text: the
+    conversion there and back (the scorer's keys, the features' codes) was a fifth of a
+    line's step with the scaling of :class:`qcllp.training.methods.Standardized`
+    (``benchmarks/bench_step.py``, issue 35)."""
     listed = list(stations)
     sql = (
         f"SELECT {', '.join(f's.{c}' for c in SERIES_COLUMNS)}, "
@@ -155,7 +159,10 @@ def read_series_stats(
     columns = _transposed(
         _fetch(conn, map(query, _id_chunks(charge_ids))), len(SERIES_COLUMNS) + len(STORED)
     )
-    data = dict(zip(SERIES_COLUMNS, columns, strict=False))
+    data: dict[str, object] = {
+        name: pd.Series(values, dtype=object, copy=False)
+        for name, values in zip(SERIES_COLUMNS, columns, strict=False)
+    }
     data.update(_decoded(columns[len(SERIES_COLUMNS) :]))
     stale = data.pop("version") != STATS_VERSION
     if stale.any():

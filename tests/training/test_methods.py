@@ -47,3 +47,20 @@ def test_standardized_fits_the_inner_learner_on_scaled_features():
         wrapped.predict_proba(X), inner.predict_proba(StandardScaler().fit(X).transform(X))
     )
     assert wrapped.set_params(estimator__reg=5.0).estimator.reg == 5.0
+
+
+def test_standardized_scales_as_the_fitted_scaler_does_and_refuses_what_it_refuses():
+    X, y = make_gaussian_mixture(200, 4, random_state=1)
+    X = X * np.array([1000.0, 1.0, 0.01, 50.0]) + 300.0
+    bags, shares = bags_from_labels(y, 20, random_state=1)
+    wrapped = Standardized(MeanMap()).fit(X, bags, shares)
+    fresh = np.random.default_rng(2).normal(300.0, 100.0, size=(7, 4))
+    fresh[3, 1] = np.nan  # kept as the scaler keeps it
+    got = wrapped._scaled(fresh)
+    np.testing.assert_array_equal(got, wrapped.scaler_.transform(fresh))  # the same numbers
+    assert np.isnan(got[3, 1]) and not np.shares_memory(got, fresh)
+    fresh[0, 0] = np.inf
+    with pytest.raises(ValueError, match="infinity"):
+        wrapped.predict_proba(fresh)
+    with pytest.raises(ValueError, match="features"):
+        wrapped.predict_proba(fresh[1:, :3])
