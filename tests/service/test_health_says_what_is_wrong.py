@@ -7,10 +7,13 @@ nothing -- and shows an alarm another process stored for its station."""
 
 from __future__ import annotations
 
+import json
+import logging
 import threading
 import time
 from dataclasses import replace
 
+import psycopg
 import yaml
 
 from qcllp.plant.config import load_plant_config
@@ -23,6 +26,7 @@ from tests.service.harness import ServiceProcess, wait_until
 from tests.service.scorer_plant import (
     STATION,
     all_flagged,
+    make_plant,
     report_no_failures,
     start_locking_every_stick,
 )
@@ -179,3 +183,63 @@ def test_a_start_up_step_retried_through_an_outage_leaves_no_stale_error(own_ser
     assert 503 in seen  # it was said while it lasted
     status, body = service.state.health()
     assert status == 200 and body["problems"] == [], body
+
+
+def test_a_read_that_fails_after_a_step_commits_keeps_the_step_counted_and_says_why(
+    tmp_path,
+    history,
+    own_server,  # noqa: F811
+    caplog,
+):
+    """The step commits its flags, then the service reads what its state needs (the
+    station's alarms). Here that read fails for real: the scorer's PostgreSQL role may write
+    alarms but not read them. The step's flags stand once, its counters and log line count
+    them, ``/healthz`` names the failed read and keeps the state it had; with the read
+    allowed again the next tick shows the step."""
+    caplog.set_level(logging.INFO, logger="qcllp.scorer")
+    plant = make_plant(tmp_path, history, url=own_server.create_database("plant"))
+    as_postgres(
+        own_server,
+        "CREATE ROLE scorer LOGIN",
+        "GRANT ALL ON ALL TABLES IN SCHEMA public TO scorer",
+        "GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO scorer",
+        "REVOKE SELECT ON alarms FROM scorer",
+    )
+    fed = plant.feed(2)
+    scorer_url = plant.url.replace("postgres@", "scorer@", 1)
+    store = Store.open(scorer_url, models_dir=plant.config.models_dir)
+    try:
+        service = ScorerService(store, plant.config, STATION)
+        service.tick()
+        assert plant.flagged() == fed and len(plant.flags()) == len(fed)  # committed, once
+        sample = service.metrics.registry.get_sample_value
+        decided = [
+            sample("qcllp_scorer_sticks_total", {"station": STATION, "decision": d}) or 0.0
+            for d in ("lock_out", "pass", "inspect", "unscorable")
+        ]
+        assert sum(decided) == len(fed)
+        assert sample("qcllp_scorer_step_errors_total", {"station": STATION}) == 1
+        events = [json.loads(r.getMessage()) for r in caplog.records if r.name == "qcllp.scorer"]
+        assert [e["decided"] for e in events if e["event"] == "step"] == [len(fed)]
+        status, body = service.state.health()
+        assert status == 503 and any("permission denied" in p for p in body["problems"]), body
+        assert body["pending_sticks"] is None  # the state as it was: no step shown yet
+
+        as_postgres(own_server, "GRANT SELECT ON alarms TO scorer")
+        service.tick()
+        status, body = service.state.health()
+        assert status == 200 and body["pending_sticks"] == 0 and body["problems"] == [], body
+        assert len(plant.flags()) == len(fed)  # nothing decided twice
+    finally:
+        store.close()
+        plant.store.close()
+
+
+def as_postgres(server, *statements: str) -> None:  # noqa: ANN001 - a TempPostgres
+    """Run ``statements`` in the plant database as the server's superuser."""
+    with psycopg.connect(
+        host=str(server.socket_dir), port=server.port, user="postgres", dbname="plant",
+        autocommit=True,
+    ) as conn:  # fmt: skip
+        for statement in statements:
+            conn.execute(statement)
