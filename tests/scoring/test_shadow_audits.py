@@ -5,6 +5,8 @@ deterministic share of the eligible sticks (the keyed hash of :mod:`qcllp.scorin
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
 from dataclasses import replace
 
 import numpy as np
@@ -62,12 +64,36 @@ def pending(store: Store) -> int:
     return int(n)
 
 
+@pytest.fixture(scope="module")
+def pg_history(pg_server, history_plant) -> str:
+    """A PostgreSQL database holding the history plant's charges, the template of each
+    test's own (ingesting them took each test about a second)."""
+    with Store.open(pg_server.create_database("shadow_history")) as built:
+        history_plant.ingest_into(built, history_plant.config)
+    return "shadow_history"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def history_store(request, history_plant, tmp_path) -> Iterator[Store]:
+    """A database of its own on each engine holding the history plant's charges (history
+    with counts, fresh charges): a copy of the plant's SQLite file, or of :func:`pg_history`."""
+    if request.param == "sqlite":
+        url = history_plant.copy_to(tmp_path)
+    else:
+        template = request.getfixturevalue("pg_history")
+        url = request.getfixturevalue("pg_server").create_database(
+            f"shadow_{uuid.uuid4().hex[:12]}", template=template
+        )
+    with Store.open(url, models_dir=tmp_path / "models") as store:
+        yield store
+
+
 @pytest.fixture
-def plant(store, history_plant, tmp_path):
-    """``store`` (both engines) with the history and the fresh charges, a trained cooling
+def plant(history_store, history_plant, tmp_path):
+    """A store (both engines) with the history and the fresh charges, a trained cooling
     model (a candidate) and a copy of it that locks out every stick (threshold 0)."""
+    store = history_store
     config = replace(history_plant.config, path=tmp_path / "plant.yaml")
-    history_plant.ingest_into(store, config)
     trained = history_plant.record_trained(store, config, STATION)
     eager = register_copy(store, config, trained, threshold=0.0)
     return store, config, trained, eager
