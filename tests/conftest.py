@@ -20,7 +20,13 @@ from hypothesis import settings
 from qcllp.plant.config import PlantConfig, parse_plant_config
 from tests.mqttbroker import TempBroker, find_mosquitto
 from tests.pgserver import TempPostgres, find_pg_bin
-from tests.support.plants import fast_config, history_plant, retrain_plant  # noqa: F401 (fixtures)
+from tests.support.plants import (  # noqa: F401 (fixtures)
+    fast_config,
+    history_plant,
+    history_store,
+    pg_history,
+    retrain_plant,
+)
 
 settings.register_profile("repeatable", derandomize=True)
 settings.register_profile("explore", derandomize=False)

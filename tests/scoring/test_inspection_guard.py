@@ -105,11 +105,11 @@ def issue_costs(config: PlantConfig) -> PlantConfig:
 
 
 @pytest.fixture
-def eager_plant(store, history_plant, tmp_path):
+def eager_plant(history_store, history_plant, tmp_path):
     """Both engines: the history plant's measurements and counts, a cooling model that locks
     out every stick (no share rule applies), the fresh charges scored by it."""
+    store = history_store
     config = issue_costs(replace(history_plant.config, path=tmp_path / "plant.yaml"))
-    history_plant.ingest_into(store, config)
     model_id = promote_locking_all(
         store, config, STATION, history_plant.record_trained(store, config, STATION)
     )
@@ -267,10 +267,9 @@ def example_with_issue_costs(path) -> None:
     path.write_text(yaml.safe_dump(doc))
 
 
-def test_status_text_and_json_show_the_realized_saving_and_the_reason(
-    eager_plant, store_url, tmp_path
-):
+def test_status_text_and_json_show_the_realized_saving_and_the_reason(eager_plant, tmp_path):
     store, config, model_id = eager_plant
+    store_url = store.engine.url.render_as_string(hide_password=False)
     before = status_text(plant_status(store, config))  # nothing inspected: no figure, not 0
     assert "realized (inspected):" not in before
     row = next(line for line in before.splitlines() if line.startswith(STATION))

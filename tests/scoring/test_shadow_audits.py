@@ -5,8 +5,6 @@ deterministic share of the eligible sticks (the keyed hash of :mod:`qcllp.scorin
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from dataclasses import replace
 
 import numpy as np
@@ -62,30 +60,6 @@ def shadow_rows(store: Store) -> pd.DataFrame:
 def pending(store: Store) -> int:
     [(n,)] = store.execute_sql("SELECT count(*) FROM scorer_pending WHERE station = 'cooling'")
     return int(n)
-
-
-@pytest.fixture(scope="module")
-def pg_history(pg_server, history_plant) -> str:
-    """A PostgreSQL database holding the history plant's charges, the template of each
-    test's own (ingesting them took each test about a second)."""
-    with Store.open(pg_server.create_database("shadow_history")) as built:
-        history_plant.ingest_into(built, history_plant.config)
-    return "shadow_history"
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def history_store(request, history_plant, tmp_path) -> Iterator[Store]:
-    """A database of its own on each engine holding the history plant's charges (history
-    with counts, fresh charges): a copy of the plant's SQLite file, or of :func:`pg_history`."""
-    if request.param == "sqlite":
-        url = history_plant.copy_to(tmp_path)
-    else:
-        template = request.getfixturevalue("pg_history")
-        url = request.getfixturevalue("pg_server").create_database(
-            f"shadow_{uuid.uuid4().hex[:12]}", template=template
-        )
-    with Store.open(url, models_dir=tmp_path / "models") as store:
-        yield store
 
 
 @pytest.fixture

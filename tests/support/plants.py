@@ -5,7 +5,8 @@ The fixtures are registered for the whole suite by ``tests/conftest.py``.
 ``history_plant`` is one SQLite file per test session (per pytest-xdist worker): 16 charges
 of the example plant ingested from the simulator's files with their final-QC counts, plus 3
 fresh charges (measurements only, still on the line); a test that needs a trained model of it
-registers the session's one (:meth:`HistoryPlant.record_trained`). ``fast_config`` trains
+registers the session's one (:meth:`HistoryPlant.record_trained`); ``history_store`` gives a
+test a database of its own holding the same charges, on each engine. ``fast_config`` trains
 InvCal with one grid point, 2 charge folds and 5 bootstrap resamples: these tests check the
 pipeline's plumbing, the learners have their own.
 """
@@ -13,6 +14,8 @@ pipeline's plumbing, the learners have their own.
 from __future__ import annotations
 
 import shutil
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -110,6 +113,31 @@ def history_plant(tmp_path_factory, fast_config) -> HistoryPlant:
         ingest_defect_counts(store, fast_config, files["defects"])
         ingest_measurements(store, fast_config, folder / "fresh" / "measurements")
     return HistoryPlant(fast_config, folder, url, history, fresh)
+
+
+@pytest.fixture(scope="session")
+def pg_history(pg_server, history_plant) -> str:
+    """The name of a PostgreSQL database holding the history plant's charges, the template
+    of :func:`history_store`'s (ingesting them took a test about a second)."""
+    with Store.open(pg_server.create_database("history_template")) as built:
+        history_plant.ingest_into(built, history_plant.config)
+    return "history_template"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def history_store(request, history_plant, tmp_path) -> Iterator[Store]:
+    """A database of the test's own on each engine holding the history plant's charges
+    (history with counts, fresh charges): a copy of the plant's SQLite file, or ``CREATE
+    DATABASE ... TEMPLATE`` of :func:`pg_history`; model artifacts under ``tmp_path``."""
+    if request.param == "sqlite":
+        url = history_plant.copy_to(tmp_path)
+    else:
+        template = request.getfixturevalue("pg_history")
+        url = request.getfixturevalue("pg_server").create_database(
+            f"history_{uuid.uuid4().hex[:12]}", template=template
+        )
+    with Store.open(url, models_dir=tmp_path / "models") as store:
+        yield store
 
 
 @pytest.fixture(scope="session")
