@@ -117,7 +117,7 @@ STATIONS = [
             target(f"histogram_quantile(0.99, {_FLAGGED % AT})", "{{station}} p99"),
         ],
         "s",
-        w=12,
+        w=8,
     ),
     timeseries(
         "Sticks waiting",
@@ -125,7 +125,16 @@ STATIONS = [
         "complete them).",
         [target(f"sum by (station) (qcllp_scorer_pending_sticks{{{AT}}})", "{{station}}")],
         "short",
-        w=12,
+        w=8,
+    ),
+    stat(
+        "Model deciding",
+        "The id of the model each station's scorer decides with; 0 (red): none, so the "
+        "station locks out nothing (for 30 minutes while sticks wait: alert "
+        "ScorerWithoutModel). qcllp models list shows them.",
+        [target(f"max by (station) (qcllp_scorer_active_model_id{{{AT}}})", "{{station}}")],
+        w=8,
+        red_below=1,
     ),
 ]
 

@@ -60,12 +60,15 @@ def states(
     return _panel("state-timeline", title, about, targets, defaults, options, w)
 
 
-def stat(title: str, about: str, targets: list[dict], *, w: int) -> dict:
-    """Current values as numbers, each named by its legend."""
-    defaults = {
-        "unit": "none",
-        "thresholds": {"mode": "absolute", "steps": [{"color": "text", "value": None}]},
-    }
+def stat(
+    title: str, about: str, targets: list[dict], *, w: int, red_below: float | None = None
+) -> dict:
+    """Current values as numbers, each named by its legend (``red_below``: values under it
+    red, the others green)."""
+    steps = [{"color": "text", "value": None}]
+    if red_below is not None:
+        steps = [{"color": "red", "value": None}, {"color": "green", "value": red_below}]
+    defaults = {"unit": "none", "thresholds": {"mode": "absolute", "steps": steps}}
     options = {
         "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
         "colorMode": "value",

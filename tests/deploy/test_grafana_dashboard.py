@@ -81,6 +81,7 @@ def test_it_shows_what_the_person_on_call_looks_for():
         "qcllp_scorer_lag_seconds",
         'decision="lock_out"',  # the lock-out rate
         "qcllp_scorer_lockouts_suspended",
+        "qcllp_scorer_active_model_id",  # no model: the station locks out nothing
         "histogram_quantile(0.99, sum by (station, le) "
         "(rate(qcllp_scorer_arrival_to_flag_seconds_bucket",
         "qcllp_scorer_step_errors_total",
