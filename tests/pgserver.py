@@ -102,6 +102,16 @@ class TempPostgres:
             conn.execute(f'CREATE DATABASE "{name}"{suffix}')
         return self.url(name)
 
+    def drop_database(self, name: str) -> None:
+        """Drop a database (its connections closed first: ``WITH (FORCE)``)."""
+        import psycopg
+
+        with psycopg.connect(
+            host=str(self.socket_dir), port=self.port, user="postgres", dbname="postgres",
+            autocommit=True,
+        ) as conn:  # fmt: skip
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
     def stop(self) -> None:
         try:
             self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")

@@ -127,17 +127,20 @@ def pg_history(pg_server, history_plant) -> str:
 @pytest.fixture(params=["sqlite", "postgresql"])
 def history_store(request, history_plant, tmp_path) -> Iterator[Store]:
     """A database of the test's own on each engine holding the history plant's charges
-    (history with counts, fresh charges): a copy of the plant's SQLite file, or ``CREATE
-    DATABASE ... TEMPLATE`` of :func:`pg_history`; model artifacts under ``tmp_path``."""
+    (history with counts, fresh charges): a copy of the plant's SQLite file (its model
+    artifacts beside it), or ``CREATE DATABASE ... TEMPLATE`` of :func:`pg_history` (its
+    artifacts under ``tmp_path``, the database dropped after the test)."""
     if request.param == "sqlite":
-        url = history_plant.copy_to(tmp_path)
-    else:
-        template = request.getfixturevalue("pg_history")
-        url = request.getfixturevalue("pg_server").create_database(
-            f"history_{uuid.uuid4().hex[:12]}", template=template
-        )
-    with Store.open(url, models_dir=tmp_path / "models") as store:
-        yield store
+        with Store.open(history_plant.copy_to(tmp_path)) as store:
+            yield store
+        return
+    server, name = request.getfixturevalue("pg_server"), f"history_{uuid.uuid4().hex[:12]}"
+    url = server.create_database(name, template=request.getfixturevalue("pg_history"))
+    try:
+        with Store.open(url, models_dir=tmp_path / "models") as store:
+            yield store
+    finally:
+        server.drop_database(name)
 
 
 @pytest.fixture(scope="session")
