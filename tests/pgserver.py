@@ -92,25 +92,25 @@ class TempPostgres:
 
     def create_database(self, name: str, template: str | None = None) -> str:
         """Create a database (optionally a copy of ``template``) and return its URL."""
-        import psycopg
-
-        with psycopg.connect(
-            host=str(self.socket_dir), port=self.port, user="postgres", dbname="postgres",
-            autocommit=True,
-        ) as conn:  # fmt: skip
-            suffix = f" TEMPLATE {template}" if template else ""
-            conn.execute(f'CREATE DATABASE "{name}"{suffix}')
+        suffix = f" TEMPLATE {template}" if template else ""
+        self.execute("postgres", f'CREATE DATABASE "{name}"{suffix}')
         return self.url(name)
 
     def drop_database(self, name: str) -> None:
         """Drop a database (its connections closed first: ``WITH (FORCE)``)."""
+        self.execute("postgres", f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    def execute(self, database: str, *statements: str) -> None:
+        """Run ``statements`` in ``database`` as the superuser, each committed on its own
+        (``CREATE DATABASE`` runs in no transaction)."""
         import psycopg
 
         with psycopg.connect(
-            host=str(self.socket_dir), port=self.port, user="postgres", dbname="postgres",
+            host=str(self.socket_dir), port=self.port, user="postgres", dbname=database,
             autocommit=True,
         ) as conn:  # fmt: skip
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            for statement in statements:
+                conn.execute(statement)
 
     def stop(self) -> None:
         try:

@@ -13,7 +13,6 @@ import threading
 import time
 from dataclasses import replace
 
-import psycopg
 import yaml
 
 from qcllp.plant.config import load_plant_config
@@ -198,8 +197,8 @@ def test_a_read_that_fails_after_a_step_commits_keeps_the_step_counted_and_says_
     allowed again the next tick shows the step."""
     caplog.set_level(logging.INFO, logger="qcllp.scorer")
     plant = make_plant(tmp_path, history, url=own_server.create_database("plant"))
-    as_postgres(
-        own_server,
+    own_server.execute(
+        "plant",
         "CREATE ROLE scorer LOGIN",
         "GRANT ALL ON ALL TABLES IN SCHEMA public TO scorer",
         "GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO scorer",
@@ -225,7 +224,7 @@ def test_a_read_that_fails_after_a_step_commits_keeps_the_step_counted_and_says_
         assert status == 503 and any("permission denied" in p for p in body["problems"]), body
         assert body["pending_sticks"] is None  # the state as it was: no step shown yet
 
-        as_postgres(own_server, "GRANT SELECT ON alarms TO scorer")
+        own_server.execute("plant", "GRANT SELECT ON alarms TO scorer")
         service.tick()
         status, body = service.state.health()
         assert status == 200 and body["pending_sticks"] == 0 and body["problems"] == [], body
@@ -233,13 +232,3 @@ def test_a_read_that_fails_after_a_step_commits_keeps_the_step_counted_and_says_
     finally:
         store.close()
         plant.store.close()
-
-
-def as_postgres(server, *statements: str) -> None:  # noqa: ANN001 - a TempPostgres
-    """Run ``statements`` in the plant database as the server's superuser."""
-    with psycopg.connect(
-        host=str(server.socket_dir), port=server.port, user="postgres", dbname="plant",
-        autocommit=True,
-    ) as conn:  # fmt: skip
-        for statement in statements:
-            conn.execute(statement)
