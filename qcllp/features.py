@@ -370,10 +370,24 @@ def _stick_codes(
     rank = np.empty(len(uniq), dtype=np.int64)
     rank[np.lexsort((sticks, charges))] = np.arange(len(uniq))
     order = np.argsort(rank)
-    index = pd.MultiIndex.from_arrays(
-        [charges[order], sticks[order]], names=["charge_id", "stick_id"]
+    return rank[pair_codes], _sorted_index(charges[order], sticks[order])
+
+
+def _sorted_index(charges: np.ndarray, sticks: np.ndarray) -> pd.MultiIndex:
+    """The (charge_id, stick_id) index of these pairs, given sorted: what
+    ``MultiIndex.from_arrays`` builds (levels sorted, text of pandas' ``str`` dtype), built
+    from the levels' distinct values and their codes. ``from_arrays`` converted every row's
+    text to pandas' Arrow-backed strings before factorizing; here only the distinct values
+    are converted, a tenth of the cost for a line step's few dozen sticks, where the index
+    was a twentieth of the step (``benchmarks/bench_step.py``, issue 35)."""
+    levels, codes = [], []
+    for values in (charges, sticks):
+        distinct, code = np.unique(values, return_inverse=True)
+        levels.append(pd.Index(distinct, dtype="str"))
+        codes.append(code.reshape(-1))
+    return pd.MultiIndex(
+        levels=levels, codes=codes, names=["charge_id", "stick_id"], verify_integrity=False
     )
-    return rank[pair_codes], index
 
 
 def _microseconds(ts: pd.Series) -> np.ndarray:

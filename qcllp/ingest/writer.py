@@ -49,7 +49,7 @@ from qcllp.store import (
     insert_columns,
     rows_frame,
 )
-from qcllp.store.bulk_insert import copy_binary
+from qcllp.store.driver_sql import copy_binary
 from qcllp.store.kept_stats import keep_series_stats
 from qcllp.store.partitions import ensure_partitions
 from qcllp.store.series_stats import series_stats

@@ -78,13 +78,13 @@ def draw_audits(
     if scores.empty:
         return scores
     p = scores["probability"].to_numpy(dtype=float)
-    passed = (scores["decision"] == "pass").to_numpy()
+    passed = scores["decision"].to_numpy() == "pass"
     threshold = float(active.model.threshold)
     floor = audit_floor(st, active)
     band = passed & (p >= floor) & (p < threshold)
     tried = np.zeros(len(scores), dtype=bool)  # passes the shadow would lock out
     if shadow is not None and shadow_scores is not None:
-        tried = passed & (shadow_scores["decision"] == "lock_out").to_numpy()
+        tried = passed & (shadow_scores["decision"].to_numpy() == "lock_out")
     disagree = tried & ~band
     drawn = np.zeros(len(scores), dtype=bool)
     eligible = np.flatnonzero(band | disagree)  # only they are hashed

@@ -25,6 +25,7 @@ from qcllp.features import build_station_features_from_stats
 from qcllp.plant.config import PlantConfig, Station
 from qcllp.scoring.pending import postpone
 from qcllp.station.registry import LoadedModel
+from qcllp.store import seconds_since
 from qcllp.store.kept_stats import read_series_stats
 
 __all__ = ["DueSticks", "decide_due", "read_due", "read_stick_stats"]
@@ -98,24 +99,28 @@ def read_due(
     stats, keys = read_stick_stats(conn, due_keys, stations)
     missing = _missing_sensors(stats, keys, st, due_keys)
     first = due["first_arrived_at"]
-    timed_out = (pd.Timestamp(now) - first).dt.total_seconds().to_numpy() >= st.timeout_s
+    timed_out = seconds_since(first, now) >= st.timeout_s
     complete = due["later_seen"].to_numpy(bool) | timed_out | assume_complete
     has_all = np.array([not m for m in missing], dtype=bool)
     waiting = ~has_all & ~complete
     if waiting.any():
         postpone(conn, st, due.loc[waiting], first[waiting])
     decided = due.loc[~waiting].reset_index(drop=True) if waiting.any() else due
+    n = len(decided)
     base = pd.DataFrame(
         {
-            "charge_id": decided["charge_id"].astype(str),
-            "stick_id": decided["stick_id"].astype(str),
-            "probability": np.nan,
-            "decision": "unscorable",
-            "reason": [
-                f"no reading from sensor(s) {', '.join(m)} at {st.name}" if m else None
-                for m, w in zip(missing, waiting, strict=True)
-                if not w
-            ],
+            "charge_id": decided["charge_id"],
+            "stick_id": decided["stick_id"],
+            "probability": np.full(n, np.nan),
+            "decision": pd.Series(["unscorable"] * n, dtype=object),
+            "reason": pd.Series(
+                [
+                    f"no reading from sensor(s) {', '.join(m)} at {st.name}" if m else None
+                    for m, w in zip(missing, waiting, strict=True)
+                    if not w
+                ],
+                dtype=object,
+            ),
             "arrived_at": decided["arrived_at"],
         }
     )
@@ -155,7 +160,10 @@ def _model_decisions(due: DueSticks, loaded: LoadedModel, X: pd.DataFrame | None
     """One model's ``lock_out`` or ``pass`` (``unscorable`` without a probability) for the
     scorable sticks of ``due`` on their features ``X``. The three columns are filled as
     arrays and the frame built once: masked ``.loc`` writes cost a line step more than
-    building it (``benchmarks/bench_line_latency.py``, issue 35)."""
+    building it (``benchmarks/bench_line_latency.py``, issue 35). Its text stays Python
+    strings (``object``), as in :func:`read_due`'s ``base``: compared as pandas' inferred
+    Arrow-backed text, each of the guard's and the audits' tests of a decision cost a few
+    times more (``benchmarks/bench_step.py``)."""
     base, scorable = due.base, due.scorable
     if X is None or not scorable.any():
         return base.copy()
@@ -166,14 +174,18 @@ def _model_decisions(due: DueSticks, loaded: LoadedModel, X: pd.DataFrame | None
     finite = np.isfinite(p)
     probability = base["probability"].to_numpy(dtype=np.float64, copy=True)
     probability[scorable] = p
-    decision = np.array(base["decision"].tolist(), dtype=object)
+    decision = base["decision"].to_numpy(dtype=object, copy=True)
     decision[scorable] = np.where(
         ~finite, "unscorable", np.where(model.flagged(p), "lock_out", "pass")
     ).tolist()  # Python's str, not NumPy's, into the flags and the sink
-    reason = np.array(base["reason"].tolist(), dtype=object)
+    reason = base["reason"].to_numpy(dtype=object, copy=True)
     reason[scorable] = np.where(finite, None, "the model gave no probability").tolist()
     columns = {c: base[c] for c in base.columns}
-    columns |= {"probability": probability, "decision": decision, "reason": reason}
+    columns |= {
+        "probability": probability,
+        "decision": pd.Series(decision, index=base.index, dtype=object, copy=False),
+        "reason": pd.Series(reason, index=base.index, dtype=object, copy=False),
+    }
     return pd.DataFrame(columns, index=base.index)
 
 

@@ -67,8 +67,8 @@ def decide_and_write(
     transaction)."""
     model, shadow = models
     alarms, inspected, guard = _checks_before(conn, config, st, model, intake, now)
-    scores = pd.DataFrame(columns=SCORE_COLUMNS)
-    shadow_scores, written, shadow_written, shadow_audited, n_due = None, 0, 0, 0, 0
+    scores, shadow_scores = None, None
+    written, shadow_written, shadow_audited, n_due = 0, 0, 0, 0
     if model is not None or shadow is not None:
         due = due_sticks(conn, st.name, now, limit, assume_complete)
         n_due = len(due)
@@ -92,7 +92,7 @@ def decide_and_write(
     for kind, message in alarms:
         insert_alarm(conn, "scorer", st.name, kind, message)
     return Decided(
-        scores,
+        pd.DataFrame(columns=SCORE_COLUMNS) if scores is None else scores,
         written,
         alarms,
         n_due,
@@ -110,12 +110,12 @@ def _shadow_sampled(
     """The line's audit samples of sticks the shadow would lock out: all of them with the
     shadow alone; beside an active model (same rows, same order) those where its decision is
     a lock-out (their flags carry the active model's id, :mod:`.audits`)."""
-    audits = (flags["decision"] == AUDIT).to_numpy()
     if shadow_scores is None:
         return 0
+    audits = flags["decision"].to_numpy() == AUDIT
     if model is None:
         return int(audits.sum())
-    return int((audits & (shadow_scores["decision"] == "lock_out").to_numpy()).sum())
+    return int((audits & (shadow_scores["decision"].to_numpy() == "lock_out")).sum())
 
 
 def _checks_before(

@@ -13,23 +13,20 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
+import numpy as np
 import pandas as pd
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection
 
 from qcllp.plant.config import PlantConfig, Station
 from qcllp.store import (
     IN_CHUNK,
-    BatchStick,
-    Charge,
-    IngestionBatch,
-    ScorerPending,
     driver_cursor,
     fetch_tuples,
     insert_columns,
     placeholders,
-    rows_frame,
     sqlite_timestamps,
     stored_utc,
+    stored_utc_times,
 )
 
 __all__ = [
@@ -103,22 +100,27 @@ def _batches_to_take(conn: Connection, since_seq: int, max_rows: int) -> tuple[l
     """The batches committed after ``since_seq`` that this step takes (commit order, at most
     :data:`MAX_BATCHES_PER_STEP`, about ``max_rows`` (station, stick) rows, a batch never
     split), and whether more are waiting."""
-    b, bs = IngestionBatch.__table__, BatchStick.__table__
-    batches = conn.execute(
-        select(b.c.id, b.c.commit_seq, b.c.finished_at, b.c.kind)
-        .where(b.c.commit_seq > since_seq)
-        .order_by(b.c.commit_seq)
-        .limit(MAX_BATCHES_PER_STEP)
-    ).all()
+    mark = placeholders(conn, 1)
+    batches = [
+        _Batch(*row)
+        for row in fetch_tuples(
+            conn,
+            "SELECT id, commit_seq, finished_at, kind FROM ingestion_batches "
+            f"WHERE commit_seq > {mark} ORDER BY commit_seq LIMIT {mark}",
+            [since_seq, MAX_BATCHES_PER_STEP],
+        )
+    ]
     if not batches:
         return [], False
     remaining = len(batches) == MAX_BATCHES_PER_STEP
+    ids = [r.id for r in batches]
     sizes = dict(
-        conn.execute(
-            select(bs.c.batch_id, func.count())
-            .where(bs.c.batch_id.in_([r.id for r in batches]))
-            .group_by(bs.c.batch_id)
-        ).all()
+        fetch_tuples(
+            conn,
+            "SELECT batch_id, count(*) FROM batch_sticks "
+            f"WHERE batch_id IN ({placeholders(conn, len(ids))}) GROUP BY batch_id",
+            ids,
+        )
     )
     taken, rows = [], 0
     for batch in batches:  # bound a step's intake; a batch is never split
@@ -128,6 +130,15 @@ def _batches_to_take(conn: Connection, since_seq: int, max_rows: int) -> tuple[l
         taken.append(batch)
         rows += sizes.get(batch.id, 0)
     return taken, remaining
+
+
+class _Batch(NamedTuple):
+    """An ingestion batch as a step takes it in (``finished_at`` as the driver returns it)."""
+
+    id: int
+    commit_seq: int
+    finished_at: datetime | str
+    kind: str
 
 
 def _visits(conn: Connection, config: PlantConfig, st: Station, arrival: dict) -> list[tuple]:
@@ -148,14 +159,17 @@ def _visits(conn: Connection, config: PlantConfig, st: Station, arrival: dict) -
 def _reported(conn: Connection, charges: set[str]) -> set[str]:
     """Those of ``charges`` final QC has reported: their sticks have left the line."""
     listed, gone = sorted(charges), set()
-    c = Charge.__table__
     for start in range(0, len(listed), IN_CHUNK):
         part = listed[start : start + IN_CHUNK]
-        gone |= set(
-            conn.execute(
-                select(c.c.charge_id).where(c.c.charge_id.in_(part), c.c.n_sticks.is_not(None))
-            ).scalars()
-        )
+        gone |= {
+            charge
+            for (charge,) in fetch_tuples(
+                conn,
+                "SELECT charge_id FROM charges WHERE n_sticks IS NOT NULL "
+                f"AND charge_id IN ({placeholders(conn, len(part))})",
+                part,
+            )
+        }
     return gone
 
 
@@ -216,9 +230,9 @@ def due_sticks(
     """Pending sticks that may have completed (later-station reading or due), oldest first:
     ``charge_id, stick_id, first_arrived_at, arrived_at`` (UTC) and ``later_seen``.
 
-    Through the driver's own cursor, the times parsed by pandas in one pass: SQLAlchemy's
-    rows and their per-value datetime parsing cost 8 % of a backlog's drain
-    (``benchmarks/bench_scorer.py`` backlog, issue 34)."""
+    Through the driver's own cursor (:func:`_due_frame`): SQLAlchemy's rows and their
+    per-value datetime parsing cost 8 % of a backlog's drain (``benchmarks/bench_scorer.py``
+    backlog, issue 34)."""
     mark = placeholders(conn, 1)
     sql = (
         "SELECT charge_id, stick_id, first_arrived_at, arrived_at, later_seen "
@@ -229,13 +243,26 @@ def due_sticks(
         sql += f" AND (later_seen OR due_at <= {mark})"
         parameters.append(sqlite_timestamps([now])[0] if conn.dialect.name == "sqlite" else now)
     rows = fetch_tuples(conn, f"{sql} ORDER BY due_at LIMIT {mark}", [*parameters, limit])
-    due = rows_frame(
-        rows, ["charge_id", "stick_id", "first_arrived_at", "arrived_at", "later_seen"]
+    return _due_frame(rows)
+
+
+def _due_frame(rows: list[tuple]) -> pd.DataFrame:
+    """:func:`due_sticks`' frame from its rows: the names as Python strings (``object``
+    columns, which the step's keys and flags take as they are), both times parsed in one
+    pass (:func:`~qcllp.store.stored_utc_times`). A frame of the rows as pandas infers
+    them, and a parse per column, cost a line's step a tenth of its time
+    (``benchmarks/bench_step.py``, issue 35)."""
+    charges, sticks, first, last, later = zip(*rows, strict=True) if rows else ((),) * 5
+    times = stored_utc_times([*first, *last])
+    return pd.DataFrame(
+        {
+            "charge_id": pd.Series(charges, dtype=object),
+            "stick_id": pd.Series(sticks, dtype=object),
+            "first_arrived_at": times[: len(rows)],
+            "arrived_at": times[len(rows) :],
+            "later_seen": np.array(later, dtype=bool),
+        }
     )
-    for column in ("first_arrived_at", "arrived_at"):
-        due[column] = pd.to_datetime(due[column], utc=True, format="ISO8601")
-    due["later_seen"] = due["later_seen"].astype(bool)
-    return due
 
 
 def postpone(conn: Connection, st: Station, waiting: pd.DataFrame, first: pd.Series) -> None:
@@ -292,13 +319,13 @@ def _by_stick(conn: Connection, head: str, station: str, keys: list[tuple[str, s
 def backlog(conn: Connection, station: str, seq: int, now: datetime) -> tuple[int, float]:
     """(pending sticks, lag in seconds): the lag is the age of the oldest batch not yet taken
     in or of the oldest pending stick that is due, 0 when none is waiting."""
-    b, p = IngestionBatch.__table__, ScorerPending.__table__
-    oldest_batch = conn.execute(
-        select(func.min(b.c.finished_at)).where(b.c.commit_seq > seq)
-    ).scalar()
-    pending, oldest_due = conn.execute(
-        select(func.count(), func.min(p.c.due_at)).where(p.c.station == station)
-    ).one()
+    mark = placeholders(conn, 1)
+    ((oldest_batch,),) = fetch_tuples(
+        conn, f"SELECT min(finished_at) FROM ingestion_batches WHERE commit_seq > {mark}", [seq]
+    )
+    ((pending, oldest_due),) = fetch_tuples(
+        conn, f"SELECT count(*), min(due_at) FROM scorer_pending WHERE station = {mark}", [station]
+    )
     ages = [
         (now - stored_utc(t)).total_seconds() for t in (oldest_batch, oldest_due) if t is not None
     ]

@@ -33,7 +33,15 @@ import pandas as pd
 from sqlalchemy import Connection, select
 
 from qcllp.station.guard_bounds import GuardCounts, excess_path, guard_step
-from qcllp.store import LockoutGuard, Model, Store, dialect_insert, stored_utc
+from qcllp.store import (
+    LockoutGuard,
+    Model,
+    Store,
+    fetch_tuples,
+    placeholders,
+    stored_utc,
+    upsert_row,
+)
 
 __all__ = [
     "GuardState",
@@ -89,6 +97,13 @@ _STATE_COLUMNS = (
 )
 
 
+# the guard row of a model at a station, through the driver's own cursor: SQLAlchemy's select
+# cost a line step some 0.25 ms of building and caching a statement (benchmarks/bench_step.py)
+_SELECT_STATE = (
+    f"SELECT {', '.join(c.name for c in _STATE_COLUMNS)} FROM {_G.name} "
+    "WHERE station = {marks} AND model_id = {marks}"
+)
+
 # the GuardState field of each column of _STATE_COLUMNS (same order)
 _FIELD_OF = {c.name: f.name for c, f in zip(_STATE_COLUMNS, fields(GuardState), strict=True)}
 
@@ -96,12 +111,12 @@ _FIELD_OF = {c.name: f.name for c, f in zip(_STATE_COLUMNS, fields(GuardState), 
 def guard_state(conn: Connection, station: str, model_id: int) -> GuardState:
     """The guard row of the model at the station (a fresh state before its first step);
     ``suspended_at`` zone-aware on both engines."""
-    row = conn.execute(
-        select(*_STATE_COLUMNS).where(_G.c.station == station, _G.c.model_id == model_id)
-    ).first()
-    if row is None:
+    rows = fetch_tuples(
+        conn, _SELECT_STATE.format(marks=placeholders(conn, 1)), [station, model_id]
+    )
+    if not rows:
         return GuardState()
-    state = GuardState(*row)
+    state = GuardState(*rows[0])
     if state.suspended_at is None:
         return state
     return replace(state, suspended_at=stored_utc(state.suspended_at))
@@ -118,10 +133,8 @@ def updated_state(state: GuardState, values: dict) -> GuardState:
 def write_guard(conn: Connection, station: str, model_id: int, values: dict) -> None:
     """Store ``values`` (columns of ``lockout_guards``) in the guard row of the model at the
     station, in the caller's transaction; a new row starts with no decisions."""
-    stmt = dialect_insert(conn, _G).values(
-        station=station, model_id=model_id, **{"decided": 0, "locked": 0, **values}
-    )
-    conn.execute(stmt.on_conflict_do_update(index_elements=["station", "model_id"], set_=values))
+    row = {"station": station, "model_id": model_id, "decided": 0, "locked": 0, **values}
+    upsert_row(conn, _G, row, list(values))
 
 
 @dataclass(frozen=True)
@@ -170,8 +183,9 @@ def apply_guard(
     state = guard_state(conn, station, model_id) if state is None else state
     if scores.empty:
         return scores, None, state
-    scored = np.flatnonzero(scores["decision"].isin(["lock_out", "pass"]).to_numpy())
-    wants = (scores["decision"] == "lock_out").to_numpy()[scored]
+    decision = scores["decision"].to_numpy()
+    scored = np.flatnonzero((decision == "lock_out") | (decision == "pass"))
+    wants = decision[scored] == "lock_out"
     before = GuardCounts(state.decided, state.locked, state.excess, state.suspended_at is not None)
     allowed, after, at = guard_step(before, wants, bound, min_sticks, excess_bound)
     reason, alarm = state.reason, None

@@ -87,7 +87,16 @@ from qcllp.scoring.pending import (
 )
 from qcllp.scoring.share_guard import GuardState
 from qcllp.station.registry import LoadedModel, RegistryError, load_model, load_shadow
-from qcllp.store import Flag, ScorerCheckpoint, Store, dialect_insert, rows_frame
+from qcllp.store import (
+    Flag,
+    ScorerCheckpoint,
+    Store,
+    fetch_tuples,
+    placeholders,
+    rows_frame,
+    seconds_since,
+    upsert_row,
+)
 from qcllp.store.leases import scorer_lock_key
 
 __all__ = [
@@ -258,11 +267,7 @@ def _step_result(
     stick's latency from its arrival to ``now``."""
     scores = done.scores
     arrived = pd.to_datetime(scores["arrived_at"], utc=True) if len(scores) else None
-    latencies = (
-        (pd.Timestamp(now) - arrived).dt.total_seconds().to_numpy()
-        if arrived is not None
-        else np.empty(0)
-    )
+    latencies = seconds_since(arrived, now) if arrived is not None else np.empty(0)
     return StepResult(
         station=station,
         model_id=None if model is None else model.id,
@@ -295,19 +300,20 @@ def empty_step(station: str, model: LoadedModel | None, *, standby: bool) -> Ste
 def _checkpoint(conn: Connection, station: str) -> dict:
     """The station's checkpoint (batch ``commit_seq``, sink path, offset and cursor); zeros
     and no sink before its first step."""
-    t = ScorerCheckpoint.__table__
-    row = conn.execute(
-        select(t.c.commit_seq, t.c.sink_path, t.c.sink_offset, t.c.sink_flag_id).where(
-            t.c.station == station
-        )
-    ).first()
-    if row is None:
+    rows = fetch_tuples(
+        conn,
+        "SELECT commit_seq, sink_path, sink_offset, sink_flag_id FROM scorer_checkpoints "
+        f"WHERE station = {placeholders(conn, 1)}",
+        [station],
+    )
+    if not rows:
         return {"commit_seq": 0, "sink_path": None, "sink_offset": 0, "sink_flag_id": 0}
+    seq, path, offset, flag_id = rows[0]
     return {
-        "commit_seq": int(row.commit_seq),
-        "sink_path": row.sink_path,
-        "sink_offset": int(row.sink_offset),
-        "sink_flag_id": int(row.sink_flag_id),
+        "commit_seq": int(seq),
+        "sink_path": path,
+        "sink_offset": int(offset),
+        "sink_flag_id": int(flag_id),
     }
 
 
@@ -328,12 +334,7 @@ def _save_checkpoint(
         "model_id": None if model is None else model.id,
         "updated_at": datetime.now(UTC),
     }
-    stmt = dialect_insert(conn, ScorerCheckpoint.__table__).values(**values)
-    conn.execute(
-        stmt.on_conflict_do_update(
-            index_elements=["station"], set_={k: v for k, v in values.items() if k != "station"}
-        )
-    )
+    upsert_row(conn, ScorerCheckpoint.__table__, values, [k for k in values if k != "station"])
 
 
 # ----------------------------------------------------------------------------- batch runs

@@ -4,18 +4,24 @@
 :mod:`qcllp.store.migrate` the versioned Alembic migrations that ``open`` applies.
 """
 
-from qcllp.store.bulk_insert import insert_columns, sqlite_timestamps
 from qcllp.store.core import (
     IN_CHUNK,
     Store,
     StoreError,
     charge_time_bounds,
     dialect_insert,
+    rows_frame,
+)
+from qcllp.store.driver_sql import (
     driver_cursor,
     fetch_tuples,
+    insert_columns,
     placeholders,
-    rows_frame,
+    seconds_since,
+    sqlite_timestamps,
     stored_utc,
+    stored_utc_times,
+    upsert_row,
     us_to_utc,
 )
 from qcllp.store.schema import (
@@ -83,6 +89,9 @@ __all__ = [
     "placeholders",
     "rows_frame",
     "sqlite_timestamps",
+    "upsert_row",
+    "seconds_since",
     "stored_utc",
+    "stored_utc_times",
     "us_to_utc",
 ]

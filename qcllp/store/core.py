@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, closing, contextmanager, nullcontext
-from datetime import UTC, datetime
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,6 +28,7 @@ from sqlalchemy.orm import Session
 
 from qcllp.store import migrate
 from qcllp.store.credentials import display_url
+from qcllp.store.driver_sql import placeholders, us_to_utc
 from qcllp.store.engines import (
     SQLITE_BUSY_TIMEOUT_S,
     StoreError,
@@ -59,29 +59,11 @@ __all__ = [
     "Store",
     "StoreError",
     "dialect_insert",
-    "driver_cursor",
-    "fetch_tuples",
-    "placeholders",
     "rows_frame",
-    "stored_utc",
-    "us_to_utc",
 ]
 
 _ADVISORY_LOCK_KEY = 0x51C11F  # PostgreSQL advisory lock held by a writing ingester
 IN_CHUNK = 2000  # ids per IN (...) list: far below SQLite's and psycopg's parameter limits
-
-
-def stored_utc(value: datetime) -> datetime:
-    """A timestamp read back from the store, zone-aware: SQLite returns the UTC times it
-    stored without their zone (PostgreSQL's come back aware and are left as they are)."""
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
-
-
-def us_to_utc(values) -> pd.Series | pd.DatetimeIndex:
-    """Epoch microseconds (int) -> ``datetime64[ns, UTC]``."""
-    import pandas as pd
-
-    return pd.to_datetime(values, unit="us", utc=True).astype("datetime64[ns, UTC]")
 
 
 def dialect_insert(conn: Connection, table: Table) -> postgresql.Insert | sqlite.Insert:
@@ -89,28 +71,6 @@ def dialect_insert(conn: Connection, table: Table) -> postgresql.Insert | sqlite
     offers ``on_conflict_do_nothing`` / ``on_conflict_do_update``."""
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
     return dialect.insert(table)
-
-
-def placeholders(conn: Connection, n: int) -> str:
-    """``n`` positional parameter marks for the driver's own cursor (``?`` or ``%s``)."""
-    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-    return ", ".join([mark] * n)
-
-
-def driver_cursor(conn: Connection) -> closing:
-    """The driver's own cursor in ``conn``'s transaction, closed when the ``with`` ends (for hot
-    paths; ``contextlib.closing``: sqlite3's cursors are no context managers)."""
-    return closing(conn.connection.dbapi_connection.cursor())
-
-
-def fetch_tuples(conn: Connection, sql: str, parameters: Sequence) -> list[tuple]:
-    """The rows of ``sql`` (marks from :func:`placeholders`) as plain tuples through the
-    driver's own cursor, in ``conn``'s transaction: SQLAlchemy's result rows cost as much
-    again as the fetch where a step or a read takes thousands (``benchmarks/bench_scorer.py``
-    backlog, issue 34). Times come as the driver gives them: text on SQLite."""
-    with driver_cursor(conn) as cursor:
-        cursor.execute(sql, parameters)
-        return cursor.fetchall()
 
 
 def charge_time_bounds(conn: Connection, charge_ids: Sequence[str]) -> tuple[int, int] | None:

@@ -21,14 +21,13 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import Connection, delete, func, select
 
-from qcllp.store.bulk_insert import copy_binary, insert_columns
-from qcllp.store.core import (
-    IN_CHUNK,
-    Store,
+from qcllp.store.core import IN_CHUNK, Store, rows_frame
+from qcllp.store.driver_sql import (
+    copy_binary,
     driver_cursor,
     fetch_tuples,
+    insert_columns,
     placeholders,
-    rows_frame,
 )
 from qcllp.store.schema import Reading, Series, SeriesStatistics
 from qcllp.store.series_stats import (
@@ -200,7 +199,7 @@ def _stored(conn: Connection, ids: np.ndarray) -> tuple[SeriesStats, np.ndarray]
 
 
 def _fetch(conn: Connection, queries: Iterable[tuple[str, list]]) -> list[tuple]:
-    """The rows of each ``(sql, parameters)`` as plain tuples (:func:`.core.fetch_tuples`)."""
+    """The rows of each ``(sql, parameters)`` as plain tuples (:func:`.driver_sql.fetch_tuples`)."""
     return [row for sql, parameters in queries for row in fetch_tuples(conn, sql, parameters)]
 
 

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from qcllp.store.bulk_insert import binary_rows, copy_binary
+from qcllp.store.driver_sql import binary_rows, copy_binary
 
 TYPES = ("integer", "bigint", "double precision", "bytea(16)")
 TABLE = "CREATE TEMP TABLE copied (i integer, b bigint, d double precision, x bytea)"
