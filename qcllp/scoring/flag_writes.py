@@ -114,13 +114,22 @@ def _shared_columns(
     probability = scores["probability"].to_numpy(dtype=float)
     return {
         "station": [station] * n,
-        "charge_id": scores["charge_id"].astype(str).tolist(),
-        "stick_id": scores["stick_id"].astype(str).tolist(),
+        "charge_id": _texts(scores["charge_id"]),
+        "stick_id": _texts(scores["stick_id"]),
         "model_id": [int(loaded.id)] * n,
         "probability": [None if math.isnan(p) else p for p in probability.tolist()],
         "threshold": [float(loaded.model.threshold)] * n,
         "scored_at": [now] * n,
     }
+
+
+def _texts(values: pd.Series) -> list[str]:
+    """A column's values as Python strings. Taken as they are when they are strings already
+    (the step's ``object`` columns): ``astype(str)`` makes pandas 3's Arrow-backed text of
+    them first, a round trip that cost a line's step some 0.2 ms a column
+    (``benchmarks/bench_step.py``, issue 35)."""
+    listed = values.tolist()
+    return [v if type(v) is str else str(v) for v in listed]
 
 
 def _datetimes(values: pd.Series) -> list[datetime | None]:

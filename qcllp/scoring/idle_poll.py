@@ -36,14 +36,15 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from datetime import datetime
+from typing import NamedTuple
 
-from sqlalchemy import Connection, Row, exists, func, select
+from sqlalchemy import Connection
 
 from qcllp.scoring.pending import backlog
 from qcllp.scoring.share_guard import guard_state
 from qcllp.scoring.step import StepResult, empty_step
 from qcllp.station.registry import LoadedModel
-from qcllp.store import Flag, IngestionBatch, Inspection, ScorerCheckpoint, ScorerPending, Store
+from qcllp.store import Store, fetch_tuples, placeholders, sqlite_timestamps
 
 __all__ = ["idle_step"]
 
@@ -59,9 +60,10 @@ def idle_step(
     """The result of a step at ``station`` with the active ``model`` and the ``shadow`` model
     that would find nothing to do (its pending sticks, lag and the active model's guard, as
     the full step reports them), read without the writer lock; ``None`` when the station has
-    work and the full step must run."""
+    work and the full step must run. Its statements go as plain SQL through the driver's own
+    cursor (:mod:`qcllp.store.driver_sql`): four scorers look ten times a second each."""
     with store.engine.connect() as conn:
-        cp = conn.execute(select(ScorerCheckpoint.__table__).where(_station(station))).first()
+        cp = _checkpoint(conn, station)
         if cp is None or cp.model_id != (None if model is None else model.id):
             return None
         deciding = model is not None or shadow is not None
@@ -75,25 +77,50 @@ def idle_step(
     return replace(idle, sink=cp.sink_path, guard=guard, pending=pending, lag_s=lag)
 
 
-def _station(station: str):  # noqa: ANN202 - a SQLAlchemy condition
-    return ScorerCheckpoint.__table__.c.station == station
+class _Checkpoint(NamedTuple):
+    """What the look needs of the station's checkpoint."""
+
+    commit_seq: int
+    model_id: int | None
+    sink_path: str | None
+    sink_offset: int
+    sink_flag_id: int
 
 
-def _has_work(conn: Connection, station: str, cp: Row, now: datetime, deciding: bool) -> bool:
+def _checkpoint(conn: Connection, station: str) -> _Checkpoint | None:
+    rows = fetch_tuples(
+        conn,
+        "SELECT commit_seq, model_id, sink_path, sink_offset, sink_flag_id "
+        f"FROM scorer_checkpoints WHERE station = {placeholders(conn, 1)}",
+        [station],
+    )
+    return _Checkpoint(*rows[0]) if rows else None
+
+
+def _has_work(
+    conn: Connection, station: str, cp: _Checkpoint, now: datetime, deciding: bool
+) -> bool:
     """A batch committed after the checkpoint, or (``deciding``) a pending stick due now."""
-    b, p = IngestionBatch.__table__, ScorerPending.__table__
-    work = exists().where(b.c.commit_seq > cp.commit_seq)
+    mark = placeholders(conn, 1)
+    sql = f"SELECT EXISTS (SELECT 1 FROM ingestion_batches WHERE commit_seq > {mark})"
+    parameters: list = [cp.commit_seq]
     if deciding:
-        work = work | exists().where(p.c.station == station, p.c.later_seen | (p.c.due_at <= now))
-    return bool(conn.execute(select(work)).scalar())
+        sql += (
+            f" OR EXISTS (SELECT 1 FROM scorer_pending WHERE station = {mark} "
+            f"AND (later_seen OR due_at <= {mark}))"
+        )
+        at = sqlite_timestamps([now])[0] if conn.dialect.name == "sqlite" else now
+        parameters += [station, at]
+    return bool(fetch_tuples(conn, sql, parameters)[0][0])
 
 
-def _sink_behind(conn: Connection, station: str, cp: Row) -> bool:
+def _sink_behind(conn: Connection, station: str, cp: _Checkpoint) -> bool:
     """The station's sink lacks committed flags, or holds bytes past its committed offset."""
     if cp.sink_path is None:
         return False
-    f = Flag.__table__
-    newest = conn.execute(select(func.max(f.c.id)).where(f.c.station == station)).scalar()
+    ((newest,),) = fetch_tuples(
+        conn, f"SELECT max(id) FROM flags WHERE station = {placeholders(conn, 1)}", [station]
+    )
     if newest is not None and newest > cp.sink_flag_id:
         return True
     try:
@@ -104,7 +131,6 @@ def _sink_behind(conn: Connection, station: str, cp: Row) -> bool:
 
 def _new_inspections(conn: Connection, station: str, seen_id: int) -> bool:
     """An inspection at the station the active model's guard has not taken in."""
-    i = Inspection.__table__
-    return bool(
-        conn.execute(select(exists().where(i.c.station == station, i.c.id > seen_id))).scalar()
-    )
+    mark = placeholders(conn, 1)
+    sql = f"SELECT EXISTS (SELECT 1 FROM inspections WHERE station = {mark} AND id > {mark})"
+    return bool(fetch_tuples(conn, sql, [station, seen_id])[0][0])
