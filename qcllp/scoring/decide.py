@@ -26,7 +26,7 @@ from qcllp.plant.config import PlantConfig, Station
 from qcllp.scoring.pending import postpone
 from qcllp.station.registry import LoadedModel
 from qcllp.store import seconds_since
-from qcllp.store.kept_stats import read_series_stats
+from qcllp.store.kept_stats import fetch_series_stats, series_stats_frame
 
 __all__ = ["DueSticks", "decide_due", "read_due", "read_stick_stats"]
 
@@ -40,18 +40,16 @@ def read_stick_stats(
 
     Series are looked up by ``station`` and ``charge_id`` -- the unique index's prefix, so the
     lookup costs in proportion to the charges asked for, not to the stored history -- and
-    narrowed to the sticks in pandas. One row per series, not its ~11 readings: the ingester
-    keeps the rows in the transaction that stores the readings, so a stick whose readings
-    the step sees has its statistics too (``benchmarks/bench_scorer.py``, issue 34)."""
+    narrowed to the sticks as the driver's tuples, before a frame is built of them: the keys
+    of every row, a mask and a frame filtered by it cost a line's step a twentieth of its
+    time (``benchmarks/bench_step.py``, issue 35). One row per series, not its ~11 readings:
+    the ingester keeps the rows in the transaction that stores the readings, so a stick whose
+    readings the step sees has its statistics too (``benchmarks/bench_scorer.py``, issue
+    34)."""
     wanted = set(sticks)
-    stats = read_series_stats(conn, stations, sorted({charge for charge, _ in wanted}))
-    keys = _stick_keys(stats)
-    keep = np.array([key in wanted for key in keys], dtype=bool)
-    if keep.all():
-        return stats, keys
-    return stats.loc[keep].reset_index(drop=True), [
-        k for k, kept in zip(keys, keep, strict=True) if kept
-    ]
+    rows = fetch_series_stats(conn, stations, sorted({charge for charge, _ in wanted}))
+    kept = [row for row in rows if (row[0], row[1]) in wanted]
+    return series_stats_frame(kept), [(row[0], row[1]) for row in kept]
 
 
 def _stick_keys(frame: pd.DataFrame) -> list[tuple[str, str]]:

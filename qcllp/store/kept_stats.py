@@ -40,10 +40,12 @@ from qcllp.store.series_stats import (
 
 __all__ = [
     "SERIES_COLUMNS",
+    "fetch_series_stats",
     "keep_series_stats",
     "read_series_stats",
     "rebuild_all_series_stats",
     "rebuild_series_stats",
+    "series_stats_frame",
     "stats_count",
 ]
 
@@ -135,13 +137,17 @@ def read_series_stats(
     """The rows of these stations' series (of these charges), with the series' names:
     columns :data:`SERIES_COLUMNS` and :data:`~qcllp.store.series_stats.STAT_COLUMNS`, one
     row per series that has readings. Rows of another version raise: rebuild them first.
+    :func:`fetch_series_stats` and :func:`series_stats_frame`; a scorer narrows the rows to
+    its sticks in between."""
+    return series_stats_frame(fetch_series_stats(conn, stations, charge_ids))
 
-    Fetched by :func:`_fetch`, its tuples made columns by NumPy: pandas' per-column checks
-    on the rows would cost as much again as the database's fetch. The four names stay
-    Python strings (``object`` columns) rather than pandas 3's Arrow-backed text: the
-    conversion there and back (the scorer's keys, the features' codes) was a fifth of a
-    line's step with the scaling of :class:`qcllp.training.methods.Standardized`
-    (``benchmarks/bench_step.py``, issue 35)."""
+
+def fetch_series_stats(
+    conn: Connection, stations: Sequence[str], charge_ids: Sequence[str] | None = None
+) -> list[tuple]:
+    """The rows of :func:`read_series_stats` as the driver returns them: plain tuples of the
+    four names (:data:`SERIES_COLUMNS`) and the stored columns (version, counts, packed
+    moments). Through the driver's own cursor: SQLAlchemy's rows cost as much again."""
     listed = list(stations)
     sql = (
         f"SELECT {', '.join(f's.{c}' for c in SERIES_COLUMNS)}, "
@@ -155,9 +161,19 @@ def read_series_stats(
             return sql, listed
         return f"{sql} AND s.charge_id IN ({placeholders(conn, len(part))})", [*listed, *part]
 
-    columns = _transposed(
-        _fetch(conn, map(query, _id_chunks(charge_ids))), len(SERIES_COLUMNS) + len(STORED)
-    )
+    return _fetch(conn, map(query, _id_chunks(charge_ids)))
+
+
+def series_stats_frame(rows: list[tuple]) -> pd.DataFrame:
+    """:func:`read_series_stats`' frame of rows from :func:`fetch_series_stats`; rows of
+    another version raise.
+
+    The tuples are made columns by NumPy: pandas' per-column checks on the rows would cost as
+    much again as the database's fetch. The four names stay Python strings (``object``
+    columns) rather than pandas 3's Arrow-backed text: the conversion there and back (the
+    scorer's keys, the features' codes) was a fifth of a line's step with the scaling of
+    :class:`qcllp.training.methods.Standardized` (``benchmarks/bench_step.py``, issue 35)."""
+    columns = _transposed(rows, len(SERIES_COLUMNS) + len(STORED))
     data: dict[str, object] = {
         name: pd.Series(values, dtype=object, copy=False)
         for name, values in zip(SERIES_COLUMNS, columns, strict=False)
