@@ -10,10 +10,12 @@ call. This measures it without the broker, the intake's process or the HTTP arou
 * each run takes a fresh copy of that database (SQLite: the file; PostgreSQL: ``CREATE
   DATABASE ... TEMPLATE``), stores ``--sticks`` fresh sticks in batches of ``--batch`` as the
   MQTT intake stores them (``store_messages``) and runs one ``score_step`` per station after
-  each batch, timing the steps only;
-* a run prints the median and mean ms a step. With ``--code DIR [DIR ...]`` each run is a
-  process of that code (``PYTHONPATH=DIR``, e.g. a ``git worktree`` of another commit),
-  the codes alternated run by run, so two commits compare in one session.
+  each batch, timing the steps and the stores apart;
+* a run prints the median and mean ms a step, and the median ms of storing a batch (the
+  intake's share of the line's CPU: ``store_messages`` of ``--batch`` sticks at every
+  station). With ``--code DIR [DIR ...]`` each run is a process of that code
+  (``PYTHONPATH=DIR``, e.g. a ``git worktree`` of another commit), the codes alternated run
+  by run, so two commits compare in one session.
 
     .venv/bin/python benchmarks/bench_step.py --engine sqlite --runs 3
     .venv/bin/python benchmarks/bench_step.py --engine postgresql --code /tmp/before /tmp/after
@@ -100,14 +102,16 @@ def one_run(folder: Path, engine: str, batch: int) -> dict:
     models = {s: load_model(store, station=s) for s in config.station_names}
     with open(folder / "sticks.pkl", "rb") as source:
         sticks = pickle.load(source)
-    per_step = []
+    per_step, per_store = [], []
     for start in range(0, len(sticks), batch):
         messages = [
             Message(f"qcllp/readings/{station}", station, payload)
             for stick in sticks[start : start + batch]
             for station, _, payload in stick
         ]
+        began = time.perf_counter()
         store_messages(store, config, messages)
+        per_store.append(time.perf_counter() - began)
         for station in config.station_names:
             began = time.perf_counter()
             score_step(store, config, station, models[station])
@@ -116,6 +120,7 @@ def one_run(folder: Path, engine: str, batch: int) -> dict:
     return {
         "median_ms": 1000 * statistics.median(per_step),
         "mean_ms": 1000 * statistics.mean(per_step),
+        "store_ms": 1000 * statistics.median(per_store),
         "steps": len(per_step),
         "qcllp": str(Path(qcllp.__file__).parent),
     }
@@ -152,12 +157,14 @@ def main() -> None:
     print(f"{args.engine}: {args.sticks:,} fresh sticks in batches of {args.batch}, one step per "
           f"station after each ({steps} steps a run); nproc {os.cpu_count()}, Python "
           f"{platform.python_version()}; runs alternated\n")  # fmt: skip
-    print("| code | median ms a step, run by run | mean ms a step, run by run |")
-    print("|---|---|---|")
+    print("| code | median ms a step, run by run | mean ms a step, run by run "
+          "| median ms a batch stored, run by run |")  # fmt: skip
+    print("|---|---|---|---|")
     for code, results in runs.items():
         medians = " / ".join(f"{r['median_ms']:.1f}" for r in results)
         means = " / ".join(f"{r['mean_ms']:.1f}" for r in results)
-        print(f"| {code or ROOT} | {medians} | {means} |")
+        stores = " / ".join(f"{r['store_ms']:.1f}" for r in results)
+        print(f"| {code or ROOT} | {medians} | {means} | {stores} |")
 
 
 if __name__ == "__main__":
