@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import Connection, func, insert, select
 
 from qcllp.ingest.report import IngestReport
 from qcllp.ingest.sources import Chunk, raw_json
@@ -44,10 +44,9 @@ from qcllp.store import (
     IN_CHUNK,
     QuarantineRow,
     Reading,
+    Series,
     driver_cursor,
-    fetch_tuples,
     insert_columns,
-    placeholders,
     rows_frame,
 )
 from qcllp.store.driver_sql import copy_binary
@@ -59,9 +58,6 @@ from qcllp.store.series_stats import series_stats
 READING_TYPES = ("integer", "bigint", "double precision", "integer")
 
 __all__ = ["ReadingWriter", "insert_quarantine", "raw_json", "read_rejects"]
-
-# a series' id and key (SERIES_KEY's order), as the lookups below select them
-_SERIES_ID_AND_KEY = "id, station, charge_id, stick_id, sensor"
 
 
 def insert_quarantine(conn: Connection, rows: list[dict]) -> None:
@@ -137,19 +133,15 @@ class ReadingWriter:
     # --------------------------------------------------------------- internals
     def _select_series(self, keys: pd.DataFrame) -> dict[tuple, int]:
         """The stored series among ``keys``' stations and charges: key tuple -> id."""
+        t = Series.__table__
         stations = keys["station"].unique().tolist()
         charges = keys["charge_id"].unique().tolist()
-        head = (
-            f"SELECT {_SERIES_ID_AND_KEY} FROM series "
-            f"WHERE station IN ({placeholders(self.conn, len(stations))}) AND charge_id IN"
-        )
         found: dict[tuple, int] = {}
         for start in range(0, len(charges), IN_CHUNK):
-            part = charges[start : start + IN_CHUNK]
-            sql = f"{head} ({placeholders(self.conn, len(part))})"
-            found.update(
-                (row[1:], row[0]) for row in fetch_tuples(self.conn, sql, [*stations, *part])
+            stmt = select(t.c.id, t.c.station, t.c.charge_id, t.c.stick_id, t.c.sensor).where(
+                t.c.station.in_(stations), t.c.charge_id.in_(charges[start : start + IN_CHUNK])
             )
+            found.update((tuple(row[1:]), row[0]) for row in self.conn.execute(stmt))
         return found
 
     def _series_ids(self, keys: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -157,16 +149,15 @@ class ReadingWriter:
 
         Looked up in a dict of key tuples rather than by a pandas merge: a batch from the
         line holds a few hundred series, and two merges on text keys were a third of its
-        write (``benchmarks/bench_line_latency.py``). The statements go through the driver's
-        own cursor: SQLAlchemy's rows of a batch's new series were a twentieth of the MQTT
-        intake's store (``benchmarks/bench_step.py``)."""
+        write (``benchmarks/bench_line_latency.py``)."""
         wanted = list(zip(*(keys[c].to_numpy(dtype=object) for c in SERIES_KEY), strict=True))
         stored = self._select_series(keys)
         ids = np.array([stored.get(key, -1) for key in wanted], dtype=np.int64)
         existed = ids >= 0
         if not existed.all():
             missing = keys[~existed]
-            ((before,),) = fetch_tuples(self.conn, "SELECT coalesce(max(id), 0) FROM series", [])
+            t = Series.__table__
+            before = self.conn.execute(select(func.coalesce(func.max(t.c.id), 0))).scalar_one()
             insert_columns(
                 self.conn,
                 "INSERT INTO series (station, charge_id, stick_id, sensor)",
@@ -176,12 +167,11 @@ class ReadingWriter:
             )
             # ids only grow and this batch holds the writer lock: the new rows are id > before
             created = {
-                row[1:]: row[0]
-                for row in fetch_tuples(
-                    self.conn,
-                    f"SELECT {_SERIES_ID_AND_KEY} FROM series "
-                    f"WHERE id > {placeholders(self.conn, 1)}",
-                    [before],
+                tuple(row[1:]): row[0]
+                for row in self.conn.execute(
+                    select(t.c.id, t.c.station, t.c.charge_id, t.c.stick_id, t.c.sensor).where(
+                        t.c.id > before
+                    )
                 )
             }
             ids[~existed] = [created[key] for key, e in zip(wanted, existed, strict=True) if not e]
