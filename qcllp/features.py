@@ -374,11 +374,11 @@ def _stick_codes(
 
 
 def _sorted_index(charges: np.ndarray, sticks: np.ndarray) -> pd.MultiIndex:
-    """The (charge_id, stick_id) index of these pairs, given sorted: what
+    """The (charge_id, stick_id) index of these pairs, in their order: what
     ``MultiIndex.from_arrays`` builds (levels sorted, text of pandas' ``str`` dtype), built
     from the levels' distinct values and their codes. ``from_arrays`` converted every row's
     text to pandas' Arrow-backed strings before factorizing; here only the distinct values
-    are converted, a tenth of the cost for a line step's few dozen sticks, where the index
+    are converted, a third of the cost for a line step's few dozen sticks, where the index
     was a twentieth of the step (``benchmarks/bench_step.py``, issue 35)."""
     levels, codes = [], []
     for values in (charges, sticks):

@@ -88,6 +88,7 @@ class _Checkpoint(NamedTuple):
 
 
 def _checkpoint(conn: Connection, station: str) -> _Checkpoint | None:
+    """The station's checkpoint; ``None`` before its first step."""
     rows = fetch_tuples(
         conn,
         "SELECT commit_seq, model_id, sink_path, sink_offset, sink_flag_id "
