@@ -36,15 +36,14 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from datetime import datetime
-from typing import NamedTuple
 
 from sqlalchemy import Connection
 
-from qcllp.scoring.pending import backlog
+from qcllp.scoring.pending import backlog, due_condition
 from qcllp.scoring.share_guard import guard_state
-from qcllp.scoring.step import StepResult, empty_step
+from qcllp.scoring.step import Checkpoint, StepResult, empty_step, read_checkpoint
 from qcllp.station.registry import LoadedModel
-from qcllp.store import Store, fetch_tuples, placeholders, sqlite_timestamps
+from qcllp.store import Store, fetch_tuples, placeholders
 
 __all__ = ["idle_step"]
 
@@ -63,7 +62,7 @@ def idle_step(
     work and the full step must run. Its statements go as plain SQL through the driver's own
     cursor (:mod:`qcllp.store.driver_sql`): four scorers look ten times a second each."""
     with store.engine.connect() as conn:
-        cp = _checkpoint(conn, station)
+        cp = read_checkpoint(conn, station)
         if cp is None or cp.model_id != (None if model is None else model.id):
             return None
         deciding = model is not None or shadow is not None
@@ -77,45 +76,21 @@ def idle_step(
     return replace(idle, sink=cp.sink_path, guard=guard, pending=pending, lag_s=lag)
 
 
-class _Checkpoint(NamedTuple):
-    """What the look needs of the station's checkpoint."""
-
-    commit_seq: int
-    model_id: int | None
-    sink_path: str | None
-    sink_offset: int
-    sink_flag_id: int
-
-
-def _checkpoint(conn: Connection, station: str) -> _Checkpoint | None:
-    """The station's checkpoint; ``None`` before its first step."""
-    rows = fetch_tuples(
-        conn,
-        "SELECT commit_seq, model_id, sink_path, sink_offset, sink_flag_id "
-        f"FROM scorer_checkpoints WHERE station = {placeholders(conn, 1)}",
-        [station],
-    )
-    return _Checkpoint(*rows[0]) if rows else None
-
-
 def _has_work(
-    conn: Connection, station: str, cp: _Checkpoint, now: datetime, deciding: bool
+    conn: Connection, station: str, cp: Checkpoint, now: datetime, deciding: bool
 ) -> bool:
     """A batch committed after the checkpoint, or (``deciding``) a pending stick due now."""
     mark = placeholders(conn, 1)
     sql = f"SELECT EXISTS (SELECT 1 FROM ingestion_batches WHERE commit_seq > {mark})"
     parameters: list = [cp.commit_seq]
     if deciding:
-        sql += (
-            f" OR EXISTS (SELECT 1 FROM scorer_pending WHERE station = {mark} "
-            f"AND (later_seen OR due_at <= {mark}))"
-        )
-        at = sqlite_timestamps([now])[0] if conn.dialect.name == "sqlite" else now
-        parameters += [station, at]
+        due, at = due_condition(conn, now)
+        sql += f" OR EXISTS (SELECT 1 FROM scorer_pending WHERE station = {mark} AND {due})"
+        parameters += [station, *at]
     return bool(fetch_tuples(conn, sql, parameters)[0][0])
 
 
-def _sink_behind(conn: Connection, station: str, cp: _Checkpoint) -> bool:
+def _sink_behind(conn: Connection, station: str, cp: Checkpoint) -> bool:
     """The station's sink lacks committed flags, or holds bytes past its committed offset."""
     if cp.sink_path is None:
         return False

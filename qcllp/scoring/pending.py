@@ -33,6 +33,7 @@ __all__ = [
     "MAX_BATCHES_PER_STEP",
     "Intake",
     "backlog",
+    "due_condition",
     "due_sticks",
     "forget_pending",
     "postpone",
@@ -240,10 +241,19 @@ def due_sticks(
     )
     parameters: list = [station]
     if not assume_complete:
-        sql += f" AND (later_seen OR due_at <= {mark})"
-        parameters.append(sqlite_timestamps([now])[0] if conn.dialect.name == "sqlite" else now)
+        condition, at = due_condition(conn, now)
+        sql += f" AND {condition}"
+        parameters += at
     rows = fetch_tuples(conn, f"{sql} ORDER BY due_at LIMIT {mark}", [*parameters, limit])
     return _due_frame(rows)
+
+
+def due_condition(conn: Connection, now: datetime) -> tuple[str, list]:
+    """The SQL condition on ``scorer_pending`` rows due at ``now`` (a later station saw the
+    stick, or its ``due_at`` has passed) and its parameters: what :func:`due_sticks` selects
+    and the idle poll (:mod:`.idle_poll`) looks for, one rule for both."""
+    at = sqlite_timestamps([now])[0] if conn.dialect.name == "sqlite" else now
+    return f"(later_seen OR due_at <= {placeholders(conn, 1)})", [at]
 
 
 def _due_frame(rows: list[tuple]) -> pd.DataFrame:

@@ -61,6 +61,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -102,6 +103,8 @@ from qcllp.store.leases import scorer_lock_key
 __all__ = [
     "DECISIONS",
     "MAX_BATCHES_PER_STEP",
+    "NO_CHECKPOINT",
+    "Checkpoint",
     "FlagSink",
     "ScoreResult",
     "SinkError",
@@ -109,6 +112,7 @@ __all__ = [
     "empty_step",
     "flags_frame",
     "insert_alarm",
+    "read_checkpoint",
     "record_alarm",
     "score_file",
     "score_readings",
@@ -228,24 +232,24 @@ def score_step(
     with ExitStack() as files, station_lock(store, station) as conn:
         if conn is None:
             return empty_step(station, model, standby=True)
-        checkpoint = _checkpoint(conn, station)
-        out = None if checkpoint["sink_path"] is None else FlagSink(checkpoint["sink_path"])
-        offset, sink_problem = checkpoint["sink_offset"], None
+        checkpoint = read_checkpoint(conn, station) or NO_CHECKPOINT
+        out = None if checkpoint.sink_path is None else FlagSink(checkpoint.sink_path)
+        offset, sink_problem = checkpoint.sink_offset, None
         if out is not None:
             files.enter_context(out.lock())  # held until after the commit
             offset, sink_problem = out.prepare(
-                checkpoint["sink_offset"],
-                checkpoint["sink_flag_id"],
+                checkpoint.sink_offset,
+                checkpoint.sink_flag_id,
                 max_bytes=config.scorer.sink_max_bytes,
                 keep=config.scorer.sink_keep_rotated,
             )
         st = config.station(station)
-        intake = take_in(conn, config, st, checkpoint["commit_seq"], 4 * limit)
+        intake = take_in(conn, config, st, checkpoint.commit_seq, 4 * limit)
         done = decide_and_write(
             conn, config, st, (model, shadow), intake, now, assume_complete, limit
         )
         # twice the step's bound: a sink that fell behind catches up while the line runs
-        delivery = deliver(conn, station, out, checkpoint["sink_flag_id"], offset, 2 * limit)
+        delivery = deliver(conn, station, out, checkpoint.sink_flag_id, offset, 2 * limit)
         _save_checkpoint(conn, station, intake.seq, delivery, model)
         pending, lag = backlog(conn, station, intake.seq, now)
     if sink_problem:
@@ -297,24 +301,30 @@ def empty_step(station: str, model: LoadedModel | None, *, standby: bool) -> Ste
     )
 
 
-def _checkpoint(conn: Connection, station: str) -> dict:
-    """The station's checkpoint (batch ``commit_seq``, sink path, offset and cursor); zeros
-    and no sink before its first step."""
+class Checkpoint(NamedTuple):
+    """A station's checkpoint: the last batch taken in (``commit_seq``), the model it scored
+    with, and its sink's path, committed offset and cursor (highest flag id in it)."""
+
+    commit_seq: int
+    model_id: int | None
+    sink_path: str | None
+    sink_offset: int
+    sink_flag_id: int
+
+
+NO_CHECKPOINT = Checkpoint(0, None, None, 0, 0)  # before a station's first step
+
+
+def read_checkpoint(conn: Connection, station: str) -> Checkpoint | None:
+    """The station's checkpoint; ``None`` before its first step. The step reads it in its
+    transaction, the idle poll (:mod:`.idle_poll`) in its look."""
     rows = fetch_tuples(
         conn,
-        "SELECT commit_seq, sink_path, sink_offset, sink_flag_id FROM scorer_checkpoints "
-        f"WHERE station = {placeholders(conn, 1)}",
+        "SELECT commit_seq, model_id, sink_path, sink_offset, sink_flag_id "
+        f"FROM scorer_checkpoints WHERE station = {placeholders(conn, 1)}",
         [station],
     )
-    if not rows:
-        return {"commit_seq": 0, "sink_path": None, "sink_offset": 0, "sink_flag_id": 0}
-    seq, path, offset, flag_id = rows[0]
-    return {
-        "commit_seq": int(seq),
-        "sink_path": path,
-        "sink_offset": int(offset),
-        "sink_flag_id": int(flag_id),
-    }
+    return Checkpoint(*rows[0]) if rows else None
 
 
 def _save_checkpoint(

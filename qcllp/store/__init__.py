@@ -88,10 +88,10 @@ __all__ = [
     "insert_columns",
     "placeholders",
     "rows_frame",
-    "sqlite_timestamps",
-    "upsert_row",
     "seconds_since",
+    "sqlite_timestamps",
     "stored_utc",
     "stored_utc_times",
+    "upsert_row",
     "us_to_utc",
 ]
