@@ -34,7 +34,7 @@ from qcllp.plant.simulate import simulate_plant, write_simulation  # noqa: E402
 from qcllp.service.scorer import ScorerService  # noqa: E402
 from qcllp.station.registry import active_model, get_model, promote, register_model  # noqa: E402
 from qcllp.store import IN_CHUNK, Store, placeholders  # noqa: E402
-from qcllp.store.series_stats import STAT_COLUMNS, series_stats  # noqa: E402
+from qcllp.store.series_stats import series_stats  # noqa: E402
 from qcllp.training.train import train_station  # noqa: E402
 
 EXAMPLE = ROOT / "plant_config" / "example.yaml"
@@ -245,28 +245,30 @@ class TimedService:
         return decided, time.perf_counter() - started
 
 
-def raw_stick_stats(conn, sticks: list[tuple[str, str]], stations: list[str]):  # noqa: ANN001, ANN201
-    """The raw path, for comparison: what ``decide.read_stick_stats`` returns (the rows and
-    their (charge_id, stick_id)), computed from
-    the sticks' readings as the scorer did before issue 34 -- their series by station and
+def raw_stick_stats(conn, sticks: list[tuple[str, str]], pairs: list[tuple[str, str]]):  # noqa: ANN001, ANN201
+    """The raw path, for comparison: what ``decide.read_stick_stats`` returns (the sticks'
+    series statistics coded by the sticks' and the pairs' positions), computed from the
+    sticks' readings as the scorer did before issue 34 -- their series by station and
     charge, then every reading of them by ``series_id`` -- reduced to statistics in NumPy."""
-    wanted = pd.MultiIndex.from_tuples(sticks)
+    position = {key: i for i, key in enumerate(sticks)}
+    code = {pair: k for k, pair in enumerate(pairs)}
+    stations = list(dict.fromkeys(station for station, _ in pairs))
     charges = sorted({charge for charge, _ in sticks})
-    names = ["id", "charge_id", "stick_id", "station", "sensor"]
     cursor = conn.connection.dbapi_connection.cursor()
-    found, values = [], []
+    series: dict[int, int] = {}  # series id -> its coded id
     for lo in range(0, len(charges), IN_CHUNK):
         part = charges[lo : lo + IN_CHUNK]
         cursor.execute(
-            f"SELECT {', '.join(names)} FROM series WHERE station IN "
+            "SELECT id, charge_id, stick_id, station, sensor FROM series WHERE station IN "
             f"({placeholders(conn, len(stations))}) AND charge_id IN "
             f"({placeholders(conn, len(part))})",
             [*stations, *part],
         )
-        found += cursor.fetchall()
-    series = pd.DataFrame.from_records(found, columns=names)
-    series = series.loc[pd.MultiIndex.from_frame(series[names[1:3]]).isin(wanted)]
-    ids = series["id"].astype("int64").tolist()
+        for sid, charge, stick, station, sensor in cursor.fetchall():
+            at, pair = position.get((charge, stick)), code.get((station, sensor))
+            if at is not None and pair is not None:
+                series[sid] = at * len(pairs) + pair
+    ids, values = list(series), []
     for lo in range(0, len(ids), IN_CHUNK):
         chunk = ids[lo : lo + IN_CHUNK]
         cursor.execute(
@@ -277,14 +279,8 @@ def raw_stick_stats(conn, sticks: list[tuple[str, str]], stations: list[str]):  
         values += cursor.fetchall()
     cursor.close()
     sid, ts, value = (np.array(c) for c in zip(*values, strict=True))
-    stats = series_stats(sid.astype(np.int64), ts.astype(np.int64), value.astype(np.float64))
-    out = series.set_index("id").loc[stats.ids, names[1:]].reset_index(drop=True)
-    for column in STAT_COLUMNS:
-        out[column] = getattr(stats, column)
-    keys = zip(
-        out["charge_id"].astype(str).tolist(), out["stick_id"].astype(str).tolist(), strict=True
-    )
-    return out, list(keys)
+    coded = np.array([series[i] for i in sid.tolist()], dtype=np.int64)
+    return series_stats(coded, ts.astype(np.int64), value.astype(np.float64))
 
 
 @contextlib.contextmanager

@@ -55,6 +55,8 @@ __all__ = [
     "build_station_features",
     "build_station_features_from_stats",
     "feature_names",
+    "features_of_sticks",
+    "station_pairs",
     "station_features",
 ]
 
@@ -143,6 +145,37 @@ def build_station_features_from_stats(
     return _table(series, stick_index, config, station, imputation)
 
 
+def station_pairs(config: PlantConfig, station: str) -> list[tuple[str, str]]:
+    """The configured ``(station, sensor)`` pairs of the stations up to ``station``, in the
+    order of the feature table: the pair codes of :func:`features_of_sticks`."""
+    return [(st.name, se.name) for st in config.stations_up_to(station) for se in st.sensors]
+
+
+def features_of_sticks(
+    stats: SeriesStats,
+    sticks: Sequence[tuple[str, str]],
+    config: PlantConfig,
+    station: str,
+    *,
+    imputation: Mapping[str, float],
+) -> StationFeatures:
+    """The table of :func:`build_station_features_from_stats` for the given ``sticks``, one
+    row each in their order, from their series' statistics coded as
+    :func:`qcllp.store.kept_stats.fetch_stick_stats` returns them (``stats.ids`` = the
+    stick's position in ``sticks``, its (charge_id, stick_id), x the number of
+    :func:`station_pairs` + the pair's position). A stick
+    without any series gets a row of holes, filled by the recorded ``imputation``.
+
+    The scorer's entry: the sticks come coded from the database, so nothing is factorized
+    or reordered here (the names' codes and a reindex into the decided order cost a
+    backlog's drain a sixth of its time, ``benchmarks/bench_scorer.py``, issue 34). The
+    features are computed by the same code as the other two entries, so they are the same
+    (``tests/features``)."""
+    charges = np.array([charge for charge, _ in sticks], dtype=object)
+    ids = np.array([stick for _, stick in sticks], dtype=object)
+    return _table(stats, _sorted_index(charges, ids), config, station, imputation)
+
+
 def _check_columns(frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:
     """``frame`` (``what`` it holds, for the message) must have every one of ``columns``;
     the error lists those lacking."""
@@ -157,7 +190,7 @@ def _series_codes(
     """Of the rows of ``frame`` (readings or series statistics) that are ``valid`` and of a
     configured (station, sensor) of ``stations``: their positions, their series code (stick
     code x pairs + pair, the ids :func:`_feature_values` reads) and the sticks' index."""
-    pairs = [(st.name, se.name) for st in stations for se in st.sensors]
+    pairs = [(st.name, se.name) for st in stations for se in st.sensors]  # station_pairs
     pair = _pair_codes(frame["station"], frame["sensor"], pairs)
     keep = np.flatnonzero((pair >= 0) & valid)
     stick_codes, stick_index = _stick_codes(frame["charge_id"], frame["stick_id"], keep)

@@ -3,53 +3,45 @@ model asked.
 
 The part of a scoring step (:mod:`.step`, step 2) that needs the sensors and the model: the
 statistics the store keeps per series of the due sticks at the stations up to this one
-(:func:`read_stick_stats`, in proportion to the charges asked for), the sensors of this
+(:func:`read_stick_stats`, in proportion to the sticks asked for), the sensors of this
 station each stick still lacks (:func:`read_due` postpones a stick that may still get them,
 and decides one that cannot as ``unscorable`` with the sensors named), and the model's
 ``lock_out`` or ``pass`` on the features built exactly as at training time, from the same
-statistics (:func:`qcllp.features.build_station_features_from_stats`) -- for the active
+statistics by the same code (:func:`qcllp.features.features_of_sticks`) -- for the active
 model and a shadow model alike, from one read (:func:`decide_due`). Runs inside the step's
 transaction.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 import numpy as np
 import pandas as pd
 from sqlalchemy import Connection
 
-from qcllp.features import build_station_features_from_stats
+from qcllp.features import features_of_sticks, station_pairs
 from qcllp.plant.config import PlantConfig, Station
 from qcllp.scoring.pending import postpone
 from qcllp.station.registry import LoadedModel
 from qcllp.store import seconds_since
-from qcllp.store.kept_stats import fetch_series_stats, series_stats_frame
+from qcllp.store.kept_stats import fetch_stick_stats
+from qcllp.store.series_stats import SeriesStats
 
 __all__ = ["DueSticks", "decide_due", "read_due", "read_stick_stats"]
 
 
 def read_stick_stats(
-    conn: Connection, sticks: list[tuple[str, str]], stations: list[str]
-) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
-    """The kept statistics (:func:`qcllp.store.kept_stats.read_series_stats`: one row per
-    series with readings) of the given sticks (their (charge_id, stick_id)) at the given
-    stations, and each row's (charge_id, stick_id).
-
-    Series are looked up by ``station`` and ``charge_id`` -- the unique index's prefix, so the
-    lookup costs in proportion to the charges asked for, not to the stored history -- and
-    narrowed to the sticks as the driver's tuples, before a frame is built of them: the keys
-    of every row, a mask and a frame filtered by it cost a line's step a twentieth of its
-    time (``benchmarks/bench_step.py``, issue 35). One row per series, not its ~11 readings:
-    the ingester keeps the rows in the transaction that stores the readings, so a stick whose
-    readings the step sees has its statistics too (``benchmarks/bench_scorer.py``, issue
-    34)."""
-    wanted = set(sticks)
-    rows = fetch_series_stats(conn, stations, sorted({charge for charge, _ in wanted}))
-    kept = [row for row in rows if (row[0], row[1]) in wanted]
-    return series_stats_frame(kept), [(row[0], row[1]) for row in kept]
+    conn: Connection, sticks: list[tuple[str, str]], pairs: list[tuple[str, str]]
+) -> SeriesStats:
+    """The kept statistics of the given sticks' series (their (charge_id, stick_id)) of the
+    given (station, sensor) pairs, coded by the sticks' and the pairs' positions
+    (:func:`qcllp.store.kept_stats.fetch_stick_stats`; ``benchmarks/bench_scorer.py`` puts
+    the raw readings' path in its place to compare). One row per series, not its ~11
+    readings: the ingester keeps the rows in the transaction that stores the readings, so a
+    stick whose readings the step sees has its statistics too (issue 34)."""
+    return fetch_stick_stats(conn, sticks, pairs)
 
 
 def _stick_keys(frame: pd.DataFrame) -> list[tuple[str, str]]:
@@ -70,14 +62,15 @@ def _stick_keys(frame: pd.DataFrame) -> list[tuple[str, str]]:
 class DueSticks:
     """The due sticks that completed the station, ready for a model: ``base`` (one row per
     stick: ``charge_id, stick_id, probability, decision, reason, arrived_at``; ``unscorable``
-    with the missing sensors named until a model decides the ``scorable`` ones) and the
-    sticks' series ``stats`` at the stations up to this one, ``keys`` the (charge_id,
-    stick_id) of ``base``'s rows. Read once, decided by the active and the shadow model
-    alike."""
+    with the missing sensors named until a model decides the ``scorable`` ones), ``keys`` the
+    (charge_id, stick_id) of ``base``'s rows and ``stats`` their series' statistics at the
+    stations up to this one, coded by ``keys``' positions
+    (:func:`qcllp.features.features_of_sticks`). Read once, decided by the active and the
+    shadow model alike."""
 
     base: pd.DataFrame
     scorable: np.ndarray
-    stats: pd.DataFrame
+    stats: SeriesStats
     keys: list[tuple[str, str]]
 
 
@@ -92,10 +85,10 @@ def read_due(
     """The due sticks that have completed, with their series' statistics; sticks still waiting
     for a missing sensor (before the timeout) get a later ``due_at`` and are left out.
     ``due``: :func:`qcllp.scoring.pending.due_sticks`' frame, its times already UTC."""
-    stations = [s.name for s in config.stations_up_to(st.name)]
+    pairs = station_pairs(config, st.name)
     due_keys = _stick_keys(due)
-    stats, keys = read_stick_stats(conn, due_keys, stations)
-    missing = _missing_sensors(stats, keys, st, due_keys)
+    stats = read_stick_stats(conn, due_keys, pairs)
+    missing = _missing_sensors(stats, len(due_keys), pairs, st)
     first = due["first_arrived_at"]
     timed_out = seconds_since(first, now) >= st.timeout_s
     complete = due["later_seen"].to_numpy(bool) | timed_out | assume_complete
@@ -103,6 +96,8 @@ def read_due(
     waiting = ~has_all & ~complete
     if waiting.any():
         postpone(conn, st, due.loc[waiting], first[waiting])
+        stats = _without(stats, waiting, len(pairs))
+        due_keys = [key for key, w in zip(due_keys, waiting, strict=True) if not w]
     decided = due.loc[~waiting].reset_index(drop=True) if waiting.any() else due
     n = len(decided)
     base = pd.DataFrame(
@@ -122,9 +117,18 @@ def read_due(
             "arrived_at": decided["arrived_at"],
         }
     )
-    if waiting.any():
-        due_keys = [key for key, w in zip(due_keys, waiting, strict=True) if not w]
     return DueSticks(base, has_all[~waiting], stats, due_keys)
+
+
+def _without(stats: SeriesStats, left_out: np.ndarray, n_pairs: int) -> SeriesStats:
+    """``stats`` (coded by the sticks' positions) without the sticks ``left_out``, the
+    others' positions closed up (their order kept, so the ids stay sorted)."""
+    width = max(n_pairs, 1)
+    position = stats.ids // width
+    kept = np.flatnonzero(~left_out[position])
+    moved = np.cumsum(~left_out) - 1
+    taken = stats.take(kept)
+    return replace(taken, ids=moved[position[kept]] * width + taken.ids % width)
 
 
 def decide_due(
@@ -146,8 +150,8 @@ def decide_due(
         key = (tuple(model.features), tuple(sorted(dict(model.imputation).items())))
         X = next((x for k, x in built if k == key), None)
         if X is None and due.scorable.any():
-            X = build_station_features_from_stats(
-                due.stats, config, st.name, imputation=model.imputation
+            X = features_of_sticks(
+                due.stats, due.keys, config, st.name, imputation=model.imputation
             ).X
             built.append((key, X))
         out.append(_model_decisions(due, loaded, X))
@@ -156,19 +160,18 @@ def decide_due(
 
 def _model_decisions(due: DueSticks, loaded: LoadedModel, X: pd.DataFrame | None) -> pd.DataFrame:
     """One model's ``lock_out`` or ``pass`` (``unscorable`` without a probability) for the
-    scorable sticks of ``due`` on their features ``X``. The three columns are filled as
-    arrays and the frame built once: masked ``.loc`` writes cost a line step more than
-    building it (``benchmarks/bench_line_latency.py``, issue 35). Its text stays Python
-    strings (``object``), as in :func:`read_due`'s ``base``: compared as pandas' inferred
+    scorable sticks of ``due`` on their features ``X`` (a row per stick of ``due.base``, in
+    its order). The three columns are filled as arrays and the frame built once: masked
+    ``.loc`` writes cost a line step more than building it
+    (``benchmarks/bench_line_latency.py``, issue 35). Its text stays Python strings
+    (``object``), as in :func:`read_due`'s ``base``: compared as pandas' inferred
     Arrow-backed text, each of the guard's and the audits' tests of a decision cost a few
     times more (``benchmarks/bench_step.py``)."""
     base, scorable = due.base, due.scorable
     if X is None or not scorable.any():
         return base.copy()
     model = loaded.model
-    p = model.failure_probability(
-        _rows_of(X, [k for k, s in zip(due.keys, scorable, strict=True) if s])
-    )
+    p = model.failure_probability(X if scorable.all() else X.iloc[np.flatnonzero(scorable)])
     finite = np.isfinite(p)
     probability = base["probability"].to_numpy(dtype=np.float64, copy=True)
     probability[scorable] = p
@@ -187,38 +190,18 @@ def _model_decisions(due: DueSticks, loaded: LoadedModel, X: pd.DataFrame | None
     return pd.DataFrame(columns, index=base.index)
 
 
-def _rows_of(X: pd.DataFrame, keys: list[tuple[str, str]]) -> pd.DataFrame:
-    """The rows of ``X`` (indexed by charge and stick) of these sticks, in their order; a
-    stick without a row gets one of NaN (``reindex``, the slow path, taken only then)."""
-    index = X.index
-    keyed = zip(index.get_level_values(0).tolist(), index.get_level_values(1).tolist(), strict=True)
-    at = {key: i for i, key in enumerate(keyed)}
-    rows = [at.get(key, -1) for key in keys]
-    if min(rows, default=0) < 0:
-        return X.reindex(pd.MultiIndex.from_tuples(keys, names=index.names))
-    return X.iloc[rows]
-
-
 def _missing_sensors(
-    stats: pd.DataFrame,
-    keys: list[tuple[str, str]],
-    st: Station,
-    due_keys: list[tuple[str, str]],
+    stats: SeriesStats, n_sticks: int, pairs: list[tuple[str, str]], st: Station
 ) -> list[list[str]]:
-    """Per due stick (``due_keys``, in order), the sensors of station ``st`` without any
-    reading (a series without readings has no row of statistics); ``keys``: each ``stats``
-    row's (charge_id, stick_id)."""
-    position = {key: i for i, key in enumerate(due_keys)}
-    names = list(st.sensor_names)
-    sensor_at = {name: j for j, name in enumerate(names)}
-    here = np.flatnonzero((stats["station"] == st.name).to_numpy(bool))
-    sensors = stats["sensor"].tolist()
-    rows = np.array([position.get(keys[i], -1) for i in here], dtype=np.int64)
-    columns = np.array([sensor_at.get(sensors[i], -1) for i in here], dtype=np.int64)
-    found = (rows >= 0) & (columns >= 0)
-    seen = np.zeros((len(position), len(names)), dtype=bool)
-    seen[rows[found], columns[found]] = True
-    missing: list[list[str]] = [[] for _ in range(len(position))]
-    for i in np.flatnonzero(~seen.all(axis=1)):  # few: a loop over every row cost 3 %
-        missing[i] = [n for n, has in zip(names, seen[i], strict=True) if not has]
+    """Per stick (its position in ``stats``' coding), the sensors of station ``st`` without
+    any reading (a series without readings has no row of statistics)."""
+    width = max(len(pairs), 1)
+    seen = np.zeros(n_sticks * width, dtype=bool)
+    seen[stats.ids[stats.n > 0]] = True
+    here = [k for k, (station, _) in enumerate(pairs) if station == st.name]
+    names = [pairs[k][1] for k in here]
+    seen_here = seen.reshape(n_sticks, width)[:, here]
+    missing: list[list[str]] = [[] for _ in range(n_sticks)]
+    for i in np.flatnonzero(~seen_here.all(axis=1)):  # few: a loop over every row cost 3 %
+        missing[i] = [n for n, has in zip(names, seen_here[i], strict=True) if not has]
     return missing

@@ -77,6 +77,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from apscheduler.schedulers.background import BackgroundScheduler
 from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
@@ -290,8 +291,7 @@ class ScorerService:
         if full:  # an idle look is no step: the histogram keeps the steps' own times
             self.metrics.batch_seconds.observe(seconds)
         self.metrics.count_step(result)
-        for latency in result.latencies_s:
-            self.metrics.arrival_to_flag.observe(max(float(latency), 0.0))
+        self.metrics.arrival_to_flag.observe_many(np.maximum(result.latencies_s, 0.0))
         for kind, message in result.alarms:  # stored by the step in its transaction
             self._announce(kind, message)
         self.metrics.inspections.count(result.inspected)

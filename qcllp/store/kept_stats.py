@@ -15,6 +15,7 @@ the readings on demand, and read back per station and charge.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -41,6 +42,7 @@ from qcllp.store.series_stats import (
 __all__ = [
     "SERIES_COLUMNS",
     "fetch_series_stats",
+    "fetch_stick_stats",
     "keep_series_stats",
     "read_series_stats",
     "rebuild_all_series_stats",
@@ -162,6 +164,79 @@ def fetch_series_stats(
         return f"{sql} AND s.charge_id IN ({placeholders(conn, len(part))})", [*listed, *part]
 
     return _fetch(conn, map(query, _id_chunks(charge_ids)))
+
+
+def fetch_stick_stats(
+    conn: Connection, sticks: Sequence[tuple[str, str]], pairs: Sequence[tuple[str, str]]
+) -> SeriesStats:
+    """The kept statistics of these sticks' series of these ``(station, sensor)`` pairs, coded
+    for the feature table: ``ids`` = the stick's position in ``sticks`` x ``len(pairs)`` + the
+    pair's position in ``pairs`` (sorted; a series without readings has no row). Rows of
+    another version raise, as in :func:`series_stats_frame`.
+
+    What a scorer reads for the sticks it decides. The database matches each stick's series
+    by the unique key's prefix (station, charge_id, stick_id) and returns numbers only: the
+    stick's position and the pair's come from the query, so no name is turned into a Python
+    string, narrowed to the sticks wanted or factorized again -- by-charge rows with their four
+    names, filtered in Python, cost a backlog's drain a quarter of its time
+    (``benchmarks/bench_scorer.py`` backlog, issue 34). Costs in proportion to the sticks
+    asked for."""
+    rows: list[tuple] = []
+    if sticks:
+        for station in dict.fromkeys(name for name, _ in pairs):
+            sensors = {se: k for k, (st, se) in enumerate(pairs) if st == station}
+            sql, parameters = _stick_query(conn, station, sensors, sticks)
+            rows += fetch_tuples(conn, sql, parameters)
+    columns = _transposed(rows, 2 + len(STORED))
+    data = _decoded(columns[2:])
+    stale = data.pop("version") != STATS_VERSION
+    if stale.any():
+        raise ValueError(
+            f"{int(stale.sum())} rows of series_stats are of another version than "
+            f"{STATS_VERSION}: run qcllp features rebuild"
+        )
+    ids = columns[0].astype(np.int64) * len(pairs) + columns[1].astype(np.int64)
+    order = np.argsort(ids, kind="stable")
+    return SeriesStats(ids=ids[order], **{c: v[order] for c, v in data.items()})
+
+
+def _stick_query(
+    conn: Connection, station: str, sensors: dict[str, int], sticks: Sequence[tuple[str, str]]
+) -> tuple[str, list]:
+    """:func:`fetch_stick_stats`' statement for one station (``sensors``: its configured
+    sensors and their pair codes) and its parameters. The sticks go as one parameter: a JSON
+    array of pairs on SQLite (``json_each``, its position the ``key``; ``CROSS JOIN`` keeps
+    the planner on the index seek per stick rather than a scan of the station's series), two
+    text arrays on PostgreSQL (``unnest ... WITH ORDINALITY``)."""
+    when = " ".join(["WHEN {m} THEN {m}"] * len(sensors))
+    stored = ", ".join(f"t.{c}" for c in STORED)
+    if conn.dialect.name == "postgresql":
+        code = f"CASE s.sensor {when.format(m='%s')} END"
+        sql = (
+            f"SELECT w.pos - 1, {code}, {stored} FROM unnest(%s::text[], %s::text[]) "
+            "WITH ORDINALITY AS w(charge_id, stick_id, pos) "
+            "JOIN series s ON s.station = %s AND s.charge_id = w.charge_id "
+            "AND s.stick_id = w.stick_id AND s.sensor = ANY(%s) "
+            "JOIN series_stats t ON t.series_id = s.id"
+        )
+        charges, ids = [c for c, _ in sticks], [s for _, s in sticks]
+        return sql, [*_flat(sensors), charges, ids, station, list(sensors)]
+    code = f"CASE s.sensor {when.format(m='?')} END"
+    sql = (
+        f"SELECT w.key, {code}, {stored} FROM json_each(?) AS w "
+        "CROSS JOIN series AS s ON s.station = ? "
+        "AND s.charge_id = json_extract(w.value, '$[0]') "
+        "AND s.stick_id = json_extract(w.value, '$[1]') "
+        f"AND s.sensor IN ({placeholders(conn, len(sensors))}) "
+        "CROSS JOIN series_stats AS t ON t.series_id = s.id"
+    )
+    document = json.dumps(sticks if isinstance(sticks, list) else list(sticks))  # tuples: arrays
+    return sql, [*_flat(sensors), document, station, *sensors]
+
+
+def _flat(sensors: dict[str, int]) -> list:
+    """The ``CASE``'s parameters: each sensor's name, then its code."""
+    return [value for name, code in sensors.items() for value in (name, code)]
 
 
 def series_stats_frame(rows: list[tuple]) -> pd.DataFrame:

@@ -2,7 +2,8 @@
 arrays, SQLite one prepared statement run per stick): an arrival again moves a stick's last
 arrival and due time but keeps its first arrival and its later-station sighting, a sighting
 of a stick not arrived marks it, deciding a stick forgets it alone, and a stick still missing
-a sensor is postponed to its own timeout, the others left as they were."""
+a sensor is postponed to its own timeout, the others left as they were -- and decided on their
+own statistics."""
 
 from __future__ import annotations
 
@@ -10,8 +11,14 @@ from datetime import UTC, datetime, timedelta
 
 import pandas as pd
 
+from qcllp.features import build_station_features, features_of_sticks
+from qcllp.ingest.measurements import ingest_measurements
+from qcllp.plant.config import load_plant_config
+from qcllp.plant.simulate import simulate_plant
+from qcllp.scoring.decide import read_due
 from qcllp.scoring.pending import _upsert_pending, due_sticks, forget_pending, postpone
 from qcllp.store import stored_utc
+from tests.support.plants import ROOT
 
 T0 = datetime(2026, 3, 1, 6, 0, tzinfo=UTC)
 
@@ -86,3 +93,31 @@ def test_sticks_missing_a_sensor_wait_until_their_own_timeout(store, tiny_config
     }
     with store.engine.connect() as conn:
         assert list(due_sticks(conn, st.name, t2 + settle, 10, False)["stick_id"]) == ["S3"]
+
+
+def test_sticks_decided_beside_postponed_ones_get_their_own_features(store, tmp_path):
+    """A step whose due sticks are partly still missing a sensor (postponed, left out) decides
+    the others on their own statistics: the features of the decided sticks, in the order
+    decided, are those built from their readings."""
+    config = load_plant_config(ROOT / "plant_config" / "example.yaml")
+    plant = simulate_plant(config, 3, random_state=11, missing_rate=0.2)
+    path = tmp_path / "readings.csv"
+    plant.readings.to_csv(path, index=False)
+    ingest_measurements(store, config, path)
+    st = config.station("cooling")
+    at = plant.readings.loc[plant.readings["station"] == st.name, ["charge_id", "stick_id"]]
+    keys = list(at.drop_duplicates().itertuples(index=False, name=None))
+    now = T0 + timedelta(seconds=st.settle_s + 1)  # settled, long before the timeout
+    with store.write() as conn:
+        _upsert_pending(conn, st, {key: (T0, T0) for key in keys}, later=set())
+        due = due_sticks(conn, st.name, now, len(keys), assume_complete=False)
+        decided = read_due(conn, config, st, due, now, assume_complete=False)
+    assert 0 < len(decided.keys) < len(keys)  # some wait for a sensor, the others decided
+    assert decided.scorable.all()  # the ones decided have every sensor
+    base = decided.base
+    assert decided.keys == list(zip(base["charge_id"], base["stick_id"], strict=True))
+    raw = build_station_features(plant.readings, config, st.name)
+    got = features_of_sticks(decided.stats, decided.keys, config, st.name,
+                             imputation=raw.imputation).X  # fmt: skip
+    want = raw.X.loc[pd.MultiIndex.from_tuples(decided.keys, names=raw.X.index.names)]
+    pd.testing.assert_frame_equal(got, want, check_exact=False, rtol=1e-9, atol=1e-12)

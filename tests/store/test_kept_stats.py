@@ -19,14 +19,23 @@ from sqlalchemy import create_engine
 
 from qcllp.cli import main
 from qcllp.features import (
+    apply_imputation,
     build_station_features,
     build_station_features_from_stats,
+    features_of_sticks,
+    station_features,
+    station_pairs,
 )
 from qcllp.ingest.measurements import ingest_measurements
 from qcllp.plant.config import load_plant_config
 from qcllp.plant.simulate import simulate_plant
 from qcllp.store import Store
-from qcllp.store.kept_stats import read_series_stats, rebuild_series_stats, stats_count
+from qcllp.store.kept_stats import (
+    fetch_stick_stats,
+    read_series_stats,
+    rebuild_series_stats,
+    stats_count,
+)
 from qcllp.store.migrate import upgrade
 from qcllp.store.retention import apply_retention
 from qcllp.store.series_stats import STAT_COLUMNS
@@ -159,3 +168,42 @@ def test_a_dropped_month_takes_its_statistics_and_its_archive_counts_once(
     )  # counted once, as before the drop
     with pg_store.engine.connect() as conn:
         assert stats_count(conn) == len(back)
+
+
+def test_a_scorers_read_of_its_sticks_gives_the_table_training_reads(store, example, tmp_path):
+    """What a scorer reads for the sticks it decides (``fetch_stick_stats``, coded by the
+    sticks' positions in the order asked, unknown sticks included) builds, row for row, the
+    table training reads by charge, with the same imputation; and names no stick twice."""
+    plant = simulate_plant(example, 4, random_state=6, missing_rate=0.15)
+    for path in write_files(plant.readings, tmp_path):
+        ingest_measurements(store, example, path)
+    station = "cooling"
+    trained = station_features(store, example, station)
+    sticks = list(trained.X.index)
+    order = np.random.default_rng(3).permutation(len(sticks))
+    asked = [sticks[i] for i in order[:40]] + [("C-none", "C-none-01")] + [sticks[order[-1]]]
+    pairs = station_pairs(example, station)
+    with store.engine.connect() as conn:
+        stats = fetch_stick_stats(conn, asked, pairs)
+        assert len(fetch_stick_stats(conn, [], pairs)) == 0
+    assert np.all(np.diff(stats.ids) > 0)  # sorted, one row per stick and pair
+    got = features_of_sticks(stats, asked, example, station, imputation=trained.imputation).X
+    assert list(got.index) == asked
+    want = trained.X.reindex(pd.MultiIndex.from_tuples(asked, names=trained.X.index.names))
+    none = ("C-none", "C-none-01")  # no series: no readings counted, every sensor missing
+    want.loc[none, [c for c in want.columns if c.endswith(".count")]] = 0.0
+    want.loc[none, [c for c in want.columns if c.endswith(".missing")]] = 1.0
+    want = apply_imputation(want, trained.imputation)  # and the rest the imputation's
+    pd.testing.assert_frame_equal(got, want, check_exact=False, rtol=1e-12, atol=0)
+
+
+def test_a_scorers_read_refuses_statistics_of_another_version(store, example, tmp_path):
+    plant = simulate_plant(example, 1, random_state=7)
+    for path in write_files(plant.readings, tmp_path, parts=1):
+        ingest_measurements(store, example, path)
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE series_stats SET version = version + 1")
+    ids = plant.readings[["charge_id", "stick_id"]].drop_duplicates()
+    sticks = list(ids.itertuples(index=False, name=None))
+    with store.engine.connect() as conn, pytest.raises(ValueError, match="features rebuild"):
+        fetch_stick_stats(conn, sticks, station_pairs(example, "rolling"))
