@@ -239,3 +239,34 @@ fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
 print("locked", flush=True)
 time.sleep(120)
 """
+
+
+def test_a_step_pauses_the_garbage_collector_and_leaves_it_as_it_was(scored_plant, monkeypatch):
+    """The cyclic collector is off while a step decides (``collector_paused``, around every
+    step), back on after, after an error too; left off when it was off."""
+    import gc
+
+    import qcllp.scoring.step as step_module
+    from qcllp.scoring.step import collector_paused
+
+    store, config, _ = scored_plant
+    seen, decide = [], step_module.decide_and_write
+
+    def deciding(*args, **kwargs):  # noqa: ANN202 - the step's own
+        seen.append(gc.isenabled())
+        return decide(*args, **kwargs)
+
+    monkeypatch.setattr(step_module, "decide_and_write", deciding)
+    done = score_step(store, config, "cooling", load_model(store, station="cooling"),
+                      assume_complete=True)  # fmt: skip
+    assert len(done.scores) > 0 and seen == [False] and gc.isenabled()
+    with pytest.raises(RuntimeError), collector_paused():
+        raise RuntimeError("a step that fails")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
