@@ -207,20 +207,24 @@ def _stick_query(
     sensors and their pair codes) and its parameters. The sticks go as one parameter: a JSON
     array of pairs on SQLite (``json_each``, its position the ``key``; ``CROSS JOIN`` keeps
     the planner on the index seek per stick rather than a scan of the station's series), two
-    text arrays on PostgreSQL (``unnest ... WITH ORDINALITY``)."""
+    text arrays on PostgreSQL (``unnest ... WITH ORDINALITY``), each stick's series in a
+    ``LATERAL`` subquery that ``OFFSET 0`` keeps from being merged into a join: planned as a
+    join, a database without fresh statistics (a new plant, before autovacuum's first
+    ``ANALYZE``) hashed the whole ``series_stats`` table for a step of 50 sticks, 3 ms a
+    station against 0.4 ms (``benchmarks/bench_step.py``: 12.8 ms a step became 48)."""
     when = " ".join(["WHEN {m} THEN {m}"] * len(sensors))
     stored = ", ".join(f"t.{c}" for c in STORED)
     if conn.dialect.name == "postgresql":
         code = f"CASE s.sensor {when.format(m='%s')} END"
         sql = (
-            f"SELECT w.pos - 1, {code}, {stored} FROM unnest(%s::text[], %s::text[]) "
-            "WITH ORDINALITY AS w(charge_id, stick_id, pos) "
-            "JOIN series s ON s.station = %s AND s.charge_id = w.charge_id "
-            "AND s.stick_id = w.stick_id AND s.sensor = ANY(%s) "
-            "JOIN series_stats t ON t.series_id = s.id"
+            "SELECT w.pos - 1, x.* FROM unnest(%s::text[], %s::text[]) "
+            "WITH ORDINALITY AS w(charge_id, stick_id, pos) CROSS JOIN LATERAL "
+            f"(SELECT {code}, {stored} FROM series s JOIN series_stats t ON t.series_id = s.id "
+            "WHERE s.station = %s AND s.charge_id = w.charge_id AND s.stick_id = w.stick_id "
+            "AND s.sensor = ANY(%s) OFFSET 0) x"
         )
         charges, ids = [c for c, _ in sticks], [s for _, s in sticks]
-        return sql, [*_flat(sensors), charges, ids, station, list(sensors)]
+        return sql, [charges, ids, *_flat(sensors), station, list(sensors)]
     code = f"CASE s.sensor {when.format(m='?')} END"
     sql = (
         f"SELECT w.key, {code}, {stored} FROM json_each(?) AS w "
