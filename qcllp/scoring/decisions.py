@@ -25,7 +25,7 @@ from qcllp.scoring.count_guard import check_counts
 from qcllp.scoring.decide import decide_due, read_due
 from qcllp.scoring.flag_writes import insert_alarm, write_flags, write_shadow_flags
 from qcllp.scoring.inspection_guard import InspectionIntake, check_inspections
-from qcllp.scoring.pending import Intake, due_sticks, forget_pending
+from qcllp.scoring.pending import Intake, due_with_complete, forget_pending, park
 from qcllp.scoring.share_guard import GuardState, apply_guard, guard_state
 from qcllp.station.registry import LoadedModel
 
@@ -70,8 +70,10 @@ def decide_and_write(
     scores, shadow_scores = None, None
     written, shadow_written, shadow_audited, n_due = 0, 0, 0, 0
     if model is not None or shadow is not None:
-        due = due_sticks(conn, st.name, now, limit, assume_complete)
+        due = due_with_complete(conn, st, now, limit, assume_complete, intake.complete)
         n_due = len(due)
+    else:  # nothing decides: the complete sticks wait with the others
+        park(conn, st, intake.complete)
     if n_due:
         decided = read_due(conn, config, st, due, now, assume_complete)
         active_scores, shadow_scores = decide_due(config, st, decided, [model, shadow])

@@ -35,7 +35,9 @@ __all__ = [
     "backlog",
     "due_condition",
     "due_sticks",
+    "due_with_complete",
     "forget_pending",
+    "park",
     "postpone",
     "take_in",
 ]
@@ -45,13 +47,17 @@ MAX_BATCHES_PER_STEP = 50
 
 class Intake(NamedTuple):
     """What a step took in: the new checkpoint ``seq``, the number of batches ``taken``,
-    whether more are ``waiting``, and the ids of the ``count_batches`` among them (final QC's
-    counts, in commit order, for :mod:`.count_guard`)."""
+    whether more are ``waiting``, the ids of the ``count_batches`` among them (final QC's
+    counts, in commit order, for :mod:`.count_guard`), and the sticks these batches brought
+    ``complete``: to this station and to a later one, their (first, last) arrival here in
+    these batches. Those are not written to ``scorer_pending`` by :func:`take_in`: the step
+    decides them at once (:func:`due_with_complete`) or parks them (:func:`park`)."""
 
     seq: int
     taken: int
     waiting: bool
     count_batches: list[int]
+    complete: dict[tuple[str, str], tuple[datetime, datetime]] = {}
 
 
 def take_in(
@@ -66,7 +72,10 @@ def take_in(
 
     Plain Python over the rows rather than pandas: a step at the line's pace takes in a few
     sticks, and the fixed cost of a handful of small frames and indexes was most of it
-    (``benchmarks/bench_line_latency.py``, issue 35)."""
+    (``benchmarks/bench_line_latency.py``, issue 35). Sticks these batches brought to this
+    station and a later one are returned as ``complete`` instead of going through
+    ``scorer_pending``: writing, selecting and deleting their rows was a sixth of a backlog's
+    drain (``benchmarks/bench_scorer.py`` backlog, issue 34)."""
     batches, remaining = _batches_to_take(conn, since_seq, max_rows)
     if not batches:
         return Intake(since_seq, 0, False, [])
@@ -93,8 +102,10 @@ def take_in(
         t = arrival[batch_id]
         first, last = arrived.get(key, (t, t))
         arrived[key] = (min(first, t), max(last, t))
-    _upsert_pending(conn, st, arrived, later)
-    return intake
+    complete = {key: times for key, times in arrived.items() if key in later}
+    waiting = {key: times for key, times in arrived.items() if key not in complete}
+    _upsert_pending(conn, st, waiting, later.difference(complete))
+    return intake._replace(complete=complete)
 
 
 def _batches_to_take(conn: Connection, since_seq: int, max_rows: int) -> tuple[list, bool]:
@@ -246,6 +257,52 @@ def due_sticks(
         parameters += at
     rows = fetch_tuples(conn, f"{sql} ORDER BY due_at LIMIT {mark}", [*parameters, limit])
     return _due_frame(rows)
+
+
+def due_with_complete(
+    conn: Connection,
+    st: Station,
+    now: datetime,
+    limit: int,
+    assume_complete: bool,
+    complete: dict[tuple[str, str], tuple[datetime, datetime]],
+) -> pd.DataFrame:
+    """:func:`due_sticks`, then the sticks the step's intake found ``complete`` (never
+    written to ``scorer_pending``), in their ids' order, up to ``limit`` sticks in all; the
+    complete ones beyond it are parked in ``scorer_pending`` (:func:`park`) for the next
+    step. A complete stick that was pending already (its readings here came in earlier
+    batches too) is decided once, with its last arrival; its row goes with the decided
+    sticks' (:func:`forget_pending`). The same frame as :func:`due_sticks`'."""
+    due = due_sticks(conn, st.name, now, limit, assume_complete)
+    if not complete:
+        return due
+    keys = list(zip(due["charge_id"].tolist(), due["stick_id"].tolist(), strict=True))
+    both = {key for key in keys if key in complete}
+    if both:  # pending already: one row, its last arrival the intake's
+        arrived = due["arrived_at"].tolist()
+        for i, key in enumerate(keys):
+            if key in both:
+                arrived[i] = max(arrived[i], complete[key][1])
+        dtype = due["arrived_at"].dtype
+        due = due.assign(arrived_at=pd.to_datetime(arrived, utc=True).astype(dtype))
+        due["later_seen"] = due["later_seen"].to_numpy() | [key in both for key in keys]
+    fresh = [key for key in sorted(complete) if key not in both]
+    room = max(limit - len(due), 0)
+    park(conn, st, {key: complete[key] for key in fresh[room:]})
+    rows = [(c, s, *complete[(c, s)], True) for c, s in fresh[:room]]
+    if not rows:
+        return due
+    taken = _due_frame(rows)
+    return pd.concat([due, taken], ignore_index=True) if len(due) else taken
+
+
+def park(
+    conn: Connection, st: Station, complete: dict[tuple[str, str], tuple[datetime, datetime]]
+) -> None:
+    """Complete sticks the step does not decide (beyond its bound, or no model to decide
+    them) into ``scorer_pending``, seen at a later station: the next step finds them due."""
+    if complete:
+        _upsert_pending(conn, st, complete, set(complete))
 
 
 def due_condition(conn: Connection, now: datetime) -> tuple[str, list]:

@@ -7,11 +7,14 @@ schedule. A step is one transaction under the station's lock:
 1. **take in** the ingestion batches committed since the checkpoint (``commit_seq``, at most
    :data:`MAX_BATCHES_PER_STEP`): the sticks they brought to this station enter
    ``scorer_pending`` (arrival time = the batch's commit), sticks they brought to a later
-   station are marked ``later_seen``. Only ``batch_sticks`` rows of those batches are read,
+   station are marked ``later_seen``; sticks they brought to both are complete already and
+   go straight to step 2 (parked in ``scorer_pending``, seen later, only beyond the step's
+   bound). Only ``batch_sticks`` rows of those batches are read,
    so a step costs in proportion to new work, never to the history. Sticks of charges that
    final QC has already reported have left the line and are not taken in.
 2. **decide** the pending sticks that have completed the station (the plant config's rule,
-   :class:`qcllp.plant.config.Station`), oldest first, at most ``max_sticks``: their readings
+   :class:`qcllp.plant.config.Station`), oldest first, then those complete at intake, at most
+   ``max_sticks``: their readings
    of the stations up to this one are read, the features built exactly as at training time
    (same columns, same imputation values, from the model), and the model decides ``lock_out``
    or ``pass``. A stick that lacks a sensor of this station is ``unscorable`` with the sensor

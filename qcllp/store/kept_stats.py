@@ -185,49 +185,62 @@ def fetch_stick_stats(
     if sticks:
         for station in dict.fromkeys(name for name, _ in pairs):
             sensors = {se: k for k, (st, se) in enumerate(pairs) if st == station}
-            sql, parameters = _stick_query(conn, station, sensors, sticks)
+            sql, parameters = _stick_query(conn, station, sensors, len(pairs), sticks)
             rows += fetch_tuples(conn, sql, parameters)
-    columns = _transposed(rows, 2 + len(STORED))
-    data = _decoded(columns[2:])
-    stale = data.pop("version") != STATS_VERSION
-    if stale.any():
+    columns = _transposed(rows, len(STORED))
+    ids = columns[0].astype(np.int64)
+    if (ids < 0).any():
         raise ValueError(
-            f"{int(stale.sum())} rows of series_stats are of another version than "
+            f"{int((ids < 0).sum())} rows of series_stats are of another version than "
             f"{STATS_VERSION}: run qcllp features rebuild"
         )
-    ids = columns[0].astype(np.int64) * len(pairs) + columns[1].astype(np.int64)
+    data = _decoded(columns[1:], COUNT_COLUMNS)  # the version went into the ids
     order = np.argsort(ids, kind="stable")
     return SeriesStats(ids=ids[order], **{c: v[order] for c, v in data.items()})
 
 
 def _stick_query(
-    conn: Connection, station: str, sensors: dict[str, int], sticks: Sequence[tuple[str, str]]
+    conn: Connection,
+    station: str,
+    sensors: dict[str, int],
+    width: int,
+    sticks: Sequence[tuple[str, str]],
 ) -> tuple[str, list]:
     """:func:`fetch_stick_stats`' statement for one station (``sensors``: its configured
-    sensors and their pair codes) and its parameters. The sticks go as one parameter: a JSON
-    array of pairs on SQLite (``json_each``, its position the ``key``; ``CROSS JOIN`` keeps
-    the planner on the index seek per stick rather than a scan of the station's series), two
-    text arrays on PostgreSQL (``unnest ... WITH ORDINALITY``), each stick's series in a
-    ``LATERAL`` subquery that ``OFFSET 0`` keeps from being merged into a join: planned as a
-    join, a database without fresh statistics (a new plant, before autovacuum's first
-    ``ANALYZE``) hashed the whole ``series_stats`` table for a step of 50 sticks, 3 ms a
-    station against 0.4 ms (``benchmarks/bench_step.py``: 12.8 ms a step became 48)."""
+    sensors and their pair codes; ``width``: the number of pairs) and its parameters. A row
+    is the series' coded id (-1 for a row of another version) and its counts and moments:
+    five values, where the stick's position, the pair's code and the version as three took
+    the driver's fetch a tenth longer. The sticks go as one parameter: a JSON array of pairs
+    on SQLite (``json_each``, its position the ``key``; ``CROSS JOIN`` keeps the planner on
+    the index seek per stick rather than a scan of the station's series), two text arrays
+    on PostgreSQL (``unnest ... WITH ORDINALITY``), each stick's series in a ``LATERAL``
+    subquery that ``OFFSET 0`` keeps from being merged into a join: planned as a join, a
+    database without fresh statistics (a new plant, before autovacuum's first ``ANALYZE``)
+    hashed the whole ``series_stats`` table for a step of 50 sticks, 3 ms a station against
+    0.4 ms (``benchmarks/bench_step.py``: 12.8 ms a step became 48)."""
     when = " ".join(["WHEN {m} THEN {m}"] * len(sensors))
-    stored = ", ".join(f"t.{c}" for c in STORED)
+    counts = ", ".join(f"t.{c}" for c in STORED[1:])
     if conn.dialect.name == "postgresql":
-        code = f"CASE s.sensor {when.format(m='%s')} END"
+        coded = (
+            f"CASE WHEN t.version = %s THEN (w.pos - 1) * %s + "
+            f"CASE s.sensor {when.format(m='%s')} END ELSE -1 END"
+        )
         sql = (
-            "SELECT w.pos - 1, x.* FROM unnest(%s::text[], %s::text[]) "
+            "SELECT x.* FROM unnest(%s::text[], %s::text[]) "
             "WITH ORDINALITY AS w(charge_id, stick_id, pos) CROSS JOIN LATERAL "
-            f"(SELECT {code}, {stored} FROM series s JOIN series_stats t ON t.series_id = s.id "
+            f"(SELECT {coded}, {counts} FROM series s JOIN series_stats t ON t.series_id = s.id "
             "WHERE s.station = %s AND s.charge_id = w.charge_id AND s.stick_id = w.stick_id "
             "AND s.sensor = ANY(%s) OFFSET 0) x"
         )
         charges, ids = [c for c, _ in sticks], [s for _, s in sticks]
-        return sql, [charges, ids, *_flat(sensors), station, list(sensors)]
-    code = f"CASE s.sensor {when.format(m='?')} END"
+        head = [STATS_VERSION, width, *_flat(sensors)]
+        return sql, [charges, ids, *head, station, list(sensors)]
+    coded = (
+        f"CASE WHEN t.version = ? THEN w.key * ? + "
+        f"CASE s.sensor {when.format(m='?')} END ELSE -1 END"
+    )
     sql = (
-        f"SELECT w.key, {code}, {stored} FROM json_each(?) AS w "
+        f"SELECT {coded}, {counts} FROM json_each(?) AS w "
         "CROSS JOIN series AS s ON s.station = ? "
         "AND s.charge_id = json_extract(w.value, '$[0]') "
         "AND s.stick_id = json_extract(w.value, '$[1]') "
@@ -235,7 +248,7 @@ def _stick_query(
         "CROSS JOIN series_stats AS t ON t.series_id = s.id"
     )
     document = json.dumps(sticks if isinstance(sticks, list) else list(sticks))  # tuples: arrays
-    return sql, [*_flat(sensors), document, station, *sensors]
+    return sql, [STATS_VERSION, width, *_flat(sensors), document, station, *sensors]
 
 
 def _flat(sensors: dict[str, int]) -> list:
@@ -306,11 +319,14 @@ def _transposed(rows: list[tuple], width: int) -> list[np.ndarray]:
     return [table[:, k] for k in range(width)]
 
 
-def _decoded(columns: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
-    """The fetched columns of :data:`STORED` as arrays: version and counts int64, the
-    ``moments`` unpacked into one float64 array per figure."""
-    *ints, moments = columns
-    out = {name: values.astype(np.int64) for name, values in zip(STORED[:-1], ints, strict=True)}
+def _decoded(
+    columns: Sequence[np.ndarray], ints: Sequence[str] = STORED[:-1]
+) -> dict[str, np.ndarray]:
+    """The fetched columns of :data:`STORED` (or of the integers ``ints`` and the moments) as
+    arrays: version and counts int64, the ``moments`` unpacked into one float64 array per
+    figure."""
+    *integers, moments = columns
+    out = {name: values.astype(np.int64) for name, values in zip(ints, integers, strict=True)}
     packed = np.frombuffer(b"".join(moments.tolist()), dtype=MOMENTS_DTYPE)
     packed = packed.reshape(-1, len(MOMENT_COLUMNS))
     out.update({c: packed[:, k].astype(np.float64) for k, c in enumerate(MOMENT_COLUMNS)})

@@ -38,6 +38,8 @@ ROWS = [
     _row(scored_at="2026-03-01 06:00:00.000000", arrived_at="2026-03-01 05:59:59.123456"),
     _row(arrived_at=datetime(2026, 3, 1, 7, 0, tzinfo=timezone(timedelta(hours=1)))),
     _row(decision="lock_out", probability=0.9999999999999999, threshold=1 / 3),
+    _row(threshold=0.0, model_id=3.0),  # equal to -0.0 and 3 above, written apart
+    _row(threshold=None, model_id=None),
 ]
 
 

@@ -16,7 +16,14 @@ from qcllp.ingest.measurements import ingest_measurements
 from qcllp.plant.config import load_plant_config
 from qcllp.plant.simulate import simulate_plant
 from qcllp.scoring.decide import read_due
-from qcllp.scoring.pending import _upsert_pending, due_sticks, forget_pending, postpone
+from qcllp.scoring.pending import (
+    _upsert_pending,
+    due_sticks,
+    due_with_complete,
+    forget_pending,
+    postpone,
+    take_in,
+)
 from qcllp.store import stored_utc
 from tests.support.plants import ROOT
 
@@ -121,3 +128,78 @@ def test_sticks_decided_beside_postponed_ones_get_their_own_features(store, tmp_
                              imputation=raw.imputation).X  # fmt: skip
     want = raw.X.loc[pd.MultiIndex.from_tuples(decided.keys, names=raw.X.index.names)]
     pd.testing.assert_frame_equal(got, want, check_exact=False, rtol=1e-9, atol=1e-12)
+
+
+def _batch(store, config, readings: pd.DataFrame, path) -> datetime:  # noqa: ANN001
+    """Ingest ``readings`` as one batch; its commit time (the arrival it gives its sticks)."""
+    readings.to_csv(path, index=False)
+    ingest_measurements(store, config, path)
+    ((finished,),) = store.execute_sql(
+        "SELECT finished_at FROM ingestion_batches ORDER BY commit_seq DESC LIMIT 1"
+    )
+    return stored_utc(pd.Timestamp(finished).to_pydatetime())
+
+
+def _taken(store, config, st, since: int):  # noqa: ANN001, ANN202
+    with store.write() as conn:
+        return take_in(conn, config, st, since, 10_000)
+
+
+def test_sticks_complete_at_intake_skip_the_pending_table_up_to_the_steps_bound(
+    store, tiny_config, tmp_path
+):
+    """Sticks a step's batches bring to the station and a later one are decided from the
+    intake (no pending row written, selected and deleted); beyond the step's bound they are
+    parked, seen later, for the next step. A pending stick completed so is decided once,
+    with its last arrival."""
+    config, st = tiny_config, tiny_config.stations[0]
+    plant = simulate_plant(config, 1, random_state=3)
+    r = plant.readings
+    sticks = sorted(r["stick_id"].unique())
+    first, rest = sticks[:3], sticks[3:]
+    here = r["station"] == st.name
+    t1 = _batch(store, config, r[here & r["stick_id"].isin(first)], tmp_path / "b1.csv")
+    one = _taken(store, config, st, 0)
+    assert one.complete == {} and sorted(_pending(store)) == first
+    t2 = _batch(store, config, r[~(here & r["stick_id"].isin(first))], tmp_path / "b2.csv")
+    two = _taken(store, config, st, one.seq)
+    charge = r["charge_id"].iloc[0]
+    assert two.complete == {(charge, s): (t2, t2) for s in rest}  # in one batch with rolling
+    assert sorted(_pending(store)) == first  # only the sticks that were waiting already
+    assert all(later for *_, later in _pending(store).values())  # now seen at rolling
+    bound = len(first) + 2
+    with store.write() as conn:
+        due = due_with_complete(conn, st, T0, bound, False, two.complete)
+    assert list(due["stick_id"]) == first + rest[:2]  # the waiting first, then the intake's
+    assert list(due["arrived_at"]) == [t1] * len(first) + [t2] * 2
+    assert due["later_seen"].all()
+    parked = _pending(store)
+    assert sorted(parked) == sorted(first + rest[2:])
+    assert all(parked[s][1] == t2 and parked[s][3] for s in rest[2:])
+    with store.write() as conn:
+        forget_pending(conn, st.name, due)
+    assert sorted(_pending(store)) == rest[2:]  # the next step's: seen later, due at once
+
+
+def test_a_pending_stick_completed_by_the_intake_is_decided_once_with_its_last_arrival(
+    store, tiny_config, tmp_path
+):
+    config, st = tiny_config, tiny_config.stations[0]
+    r = simulate_plant(config, 1, random_state=4).readings
+    stick = sorted(r["stick_id"].unique())[0]
+    mine = r[r["stick_id"] == stick]
+    here = mine[mine["station"] == st.name]
+    _batch(store, config, here.iloc[::2], tmp_path / "b1.csv")  # half its series here
+    one = _taken(store, config, st, 0)
+    t2 = _batch(store, config, pd.concat([here.iloc[1::2], mine[mine["station"] != st.name]]),
+                tmp_path / "b2.csv")  # fmt: skip
+    two = _taken(store, config, st, one.seq)
+    key = (mine["charge_id"].iloc[0], stick)
+    assert list(two.complete) == [key]
+    settled = t2 + timedelta(seconds=st.settle_s + 1)
+    for now in (T0, settled):  # its pending row not yet due, and due
+        with store.write() as conn:
+            due = due_with_complete(conn, st, now, 10, False, two.complete)
+            conn.rollback()
+        assert list(due["stick_id"]) == [stick]
+        assert list(due["arrived_at"]) == [t2] and due["later_seen"].all()
