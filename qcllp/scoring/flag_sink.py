@@ -247,8 +247,7 @@ def flag_line(row: Mapping) -> str:
 def flag_lines(rows: Iterable[Mapping]) -> list[str]:
     """:func:`flag_line` of each row, the same bytes, built from a template of the record's
     keys: each distinct text (station, charge, stick, decision, reason, time) encoded once by
-    the JSON encoder and numbers by ``repr`` as it does (the model's id and threshold once
-    per distinct value). The record and the encoder per line
+    the JSON encoder and numbers by ``repr`` as it does. The record and the encoder per line
     took a drain's delivery two thirds of its time (``benchmarks/bench_scorer.py`` backlog,
     issue 34); ``tests/scoring/test_flag_lines.py`` holds the two to the same bytes."""
     texts: dict[Any, str] = {}
@@ -257,16 +256,6 @@ def flag_lines(rows: Iterable[Mapping]) -> list[str]:
         known = texts.get(value)
         if known is None:
             known = texts[value] = _COMPACT.encode(value)
-        return known
-
-    def shared(value: Any) -> str:
-        # a step's flags share their model and threshold: each distinct number written once
-        # (its sign apart: -0.0 == 0.0, but the encoder writes them apart)
-        sign = math.copysign(1.0, value) if type(value) is float else 0.0
-        key = ("number", type(value), value, sign)
-        known = texts.get(key)
-        if known is None:
-            known = texts[key] = _number(value)
         return known
 
     def when(value: Any) -> str:
@@ -284,8 +273,8 @@ def flag_lines(rows: Iterable[Mapping]) -> list[str]:
             text(row["stick_id"]),
             text(row["decision"]),
             _number(row["probability"]),
-            shared(row["threshold"]),
-            shared(row["model_id"]),
+            _number(row["threshold"]),
+            _number(row["model_id"]),
             text(row["reason"]),
             "null" if row["arrived_at"] is None else when(row["arrived_at"]),
             when(row["scored_at"]),
