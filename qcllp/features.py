@@ -148,7 +148,12 @@ def build_station_features_from_stats(
 def station_pairs(config: PlantConfig, station: str) -> list[tuple[str, str]]:
     """The configured ``(station, sensor)`` pairs of the stations up to ``station``, in the
     order of the feature table: the pair codes of :func:`features_of_sticks`."""
-    return [(st.name, se.name) for st in config.stations_up_to(station) for se in st.sensors]
+    return _pairs(config.stations_up_to(station))
+
+
+def _pairs(stations: Sequence) -> list[tuple[str, str]]:
+    """The ``(station, sensor)`` pairs of these stations, in order."""
+    return [(st.name, se.name) for st in stations for se in st.sensors]
 
 
 def features_of_sticks(
@@ -190,7 +195,7 @@ def _series_codes(
     """Of the rows of ``frame`` (readings or series statistics) that are ``valid`` and of a
     configured (station, sensor) of ``stations``: their positions, their series code (stick
     code x pairs + pair, the ids :func:`_feature_values` reads) and the sticks' index."""
-    pairs = [(st.name, se.name) for st in stations for se in st.sensors]  # station_pairs
+    pairs = _pairs(stations)
     pair = _pair_codes(frame["station"], frame["sensor"], pairs)
     keep = np.flatnonzero((pair >= 0) & valid)
     stick_codes, stick_index = _stick_codes(frame["charge_id"], frame["stick_id"], keep)

@@ -10,7 +10,9 @@ reading there. Everything here runs inside the step's transaction (:mod:`qcllp.s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
+from types import MappingProxyType
 from typing import NamedTuple
 
 import numpy as np
@@ -57,7 +59,7 @@ class Intake(NamedTuple):
     taken: int
     waiting: bool
     count_batches: list[int]
-    complete: dict[tuple[str, str], tuple[datetime, datetime]] = {}
+    complete: Mapping[tuple[str, str], tuple[datetime, datetime]] = MappingProxyType({})
 
 
 def take_in(
@@ -188,7 +190,7 @@ def _reported(conn: Connection, charges: set[str]) -> set[str]:
 def _upsert_pending(
     conn: Connection,
     st: Station,
-    arrived: dict[tuple[str, str], tuple[datetime, datetime]],
+    arrived: Mapping[tuple[str, str], tuple[datetime, datetime]],
     later: set[tuple[str, str]],
 ) -> None:
     """New arrivals at the station (first and last arrival per stick) into
@@ -265,7 +267,7 @@ def due_with_complete(
     now: datetime,
     limit: int,
     assume_complete: bool,
-    complete: dict[tuple[str, str], tuple[datetime, datetime]],
+    complete: Mapping[tuple[str, str], tuple[datetime, datetime]],
 ) -> pd.DataFrame:
     """:func:`due_sticks`, then the sticks the step's intake found ``complete`` (never
     written to ``scorer_pending``), in their ids' order, up to ``limit`` sticks in all; the
@@ -297,7 +299,7 @@ def due_with_complete(
 
 
 def park(
-    conn: Connection, st: Station, complete: dict[tuple[str, str], tuple[datetime, datetime]]
+    conn: Connection, st: Station, complete: Mapping[tuple[str, str], tuple[datetime, datetime]]
 ) -> None:
     """Complete sticks the step does not decide (beyond its bound, or no model to decide
     them) into ``scorer_pending``, seen at a later station: the next step finds them due."""
