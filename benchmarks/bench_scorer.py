@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import math
 import sqlite3
 import sys
@@ -93,9 +92,10 @@ from scorer_bench_support import (  # noqa: E402
     with_max_sticks,
 )
 
+from qcllp.features import station_pairs  # noqa: E402
 from qcllp.plant.config import PlantConfig  # noqa: E402
 from qcllp.store import IN_CHUNK, Store  # noqa: E402
-from qcllp.store.series_stats import STATS_VERSION  # noqa: E402
+from qcllp.store.kept_stats import stick_query  # noqa: E402
 
 
 # ----------------------------------------------------------------------------- backlog
@@ -264,28 +264,17 @@ def _floor_raw_read(cur: sqlite3.Cursor, charges: list[str], stations: list[str]
 
 
 def _floor_kept_read(cur: sqlite3.Cursor, sticks: list[tuple], config: PlantConfig) -> int:
-    """The product's query (as ``kept_stats.fetch_stick_stats`` sends it), 5,000 sticks at a
-    time and one station at a time: each stick's series of the station joined to their kept
-    statistics, five numbers a row; the rows fetched."""
+    """The product's statement (``kept_stats.stick_query``, as ``fetch_stick_stats`` sends
+    it), 5,000 sticks at a time and one station at a time: each stick's series of the station
+    joined to their kept statistics, five numbers a row; the rows fetched."""
+    pairs = station_pairs(config, STATION)
     rows = 0
     for lo in range(0, len(sticks), 5000):
-        document = json.dumps(sticks[lo : lo + 5000])
-        for st in config.stations_up_to(STATION):
-            sensors = [se.name for se in st.sensors]
-            when = " ".join("WHEN ? THEN ?" for _ in sensors)
-            rows += len(
-                cur.execute(
-                    f"SELECT CASE WHEN t.version = ? THEN w.key * ? + CASE s.sensor {when} END "
-                    "ELSE -1 END, t.n, t.t0_us, t.t1_us, t.moments FROM json_each(?) AS w "
-                    "CROSS JOIN series AS s ON s.station = ? "
-                    "AND s.charge_id = json_extract(w.value, '$[0]') "
-                    "AND s.stick_id = json_extract(w.value, '$[1]') "
-                    f"AND s.sensor IN ({','.join('?' * len(sensors))}) "
-                    "CROSS JOIN series_stats AS t ON t.series_id = s.id",
-                    [STATS_VERSION, 16, *[v for k, n in enumerate(sensors) for v in (n, k)],
-                     document, st.name, *sensors],
-                ).fetchall()
-            )  # fmt: skip
+        part = sticks[lo : lo + 5000]
+        for station in dict.fromkeys(name for name, _ in pairs):
+            sensors = {se: k for k, (st, se) in enumerate(pairs) if st == station}
+            sql, parameters = stick_query("sqlite", station, sensors, len(pairs), part)
+            rows += len(cur.execute(sql, parameters).fetchall())
     return rows
 
 

@@ -207,8 +207,8 @@ def station_lock(store: Store, station: str) -> Iterator[Connection | None]:
 def collector_paused() -> Iterator[None]:
     """Python's cyclic garbage collector paused while a step runs, as it was after.
 
-    A step of a backlog holds the driver's rows of its sticks' statistics (about 150,000
-    tuples for 20,000 sticks) until its features are built; every 700 allocations start a
+    A step of a backlog holds the driver's rows of its sticks' statistics (about 180,000
+    tuples for 20,000 sticks at cooling) until its features are built; every 700 allocations start a
     collection that walks the young objects, and the rows that survive it are walked again
     by the older generations' -- a tenth of a drain's time, for objects freed by their
     reference counts at the step's end anyway (``benchmarks/bench_scorer.py`` backlog,

@@ -49,6 +49,7 @@ __all__ = [
     "rebuild_series_stats",
     "series_stats_frame",
     "stats_count",
+    "stick_query",
 ]
 
 REBUILD_CHUNK = 20_000  # series recomputed at a time (~110k readings at 5.5 a series)
@@ -185,29 +186,27 @@ def fetch_stick_stats(
     if sticks:
         for station in dict.fromkeys(name for name, _ in pairs):
             sensors = {se: k for k, (st, se) in enumerate(pairs) if st == station}
-            sql, parameters = _stick_query(conn, station, sensors, len(pairs), sticks)
+            sql, parameters = stick_query(conn.dialect.name, station, sensors, len(pairs), sticks)
             rows += fetch_tuples(conn, sql, parameters)
     columns = _transposed(rows, len(STORED))
     ids = columns[0].astype(np.int64)
-    if (ids < 0).any():
-        raise ValueError(
-            f"{int((ids < 0).sum())} rows of series_stats are of another version than "
-            f"{STATS_VERSION}: run qcllp features rebuild"
-        )
+    _refuse_stale(int((ids < 0).sum()))
     data = _decoded(columns[1:], COUNT_COLUMNS)  # the version went into the ids
     order = np.argsort(ids, kind="stable")
     return SeriesStats(ids=ids[order], **{c: v[order] for c, v in data.items()})
 
 
-def _stick_query(
-    conn: Connection,
+def stick_query(
+    dialect: str,
     station: str,
     sensors: dict[str, int],
     width: int,
     sticks: Sequence[tuple[str, str]],
 ) -> tuple[str, list]:
-    """:func:`fetch_stick_stats`' statement for one station (``sensors``: its configured
-    sensors and their pair codes; ``width``: the number of pairs) and its parameters. A row
+    """:func:`fetch_stick_stats`' statement for one station on ``dialect`` (``sqlite`` or
+    ``postgresql``; ``sensors``: the station's configured sensors and their pair codes;
+    ``width``: the number of pairs) and its parameters, for the driver's own cursor (the
+    backlog benchmark's floor sends it too). A row
     is the series' coded id (-1 for a row of another version) and its counts and moments:
     five values, where the stick's position, the pair's code and the version as three took
     the driver's fetch a tenth longer. The sticks go as one parameter: a JSON array of pairs
@@ -219,8 +218,8 @@ def _stick_query(
     hashed the whole ``series_stats`` table for a step of 50 sticks, 3 ms a station against
     0.4 ms (``benchmarks/bench_step.py``: 12.8 ms a step became 48)."""
     when = " ".join(["WHEN {m} THEN {m}"] * len(sensors))
-    counts = ", ".join(f"t.{c}" for c in STORED[1:])
-    if conn.dialect.name == "postgresql":
+    stored = ", ".join(f"t.{c}" for c in STORED[1:])  # the counts and the moments
+    if dialect == "postgresql":
         coded = (
             f"CASE WHEN t.version = %s THEN (w.pos - 1) * %s + "
             f"CASE s.sensor {when.format(m='%s')} END ELSE -1 END"
@@ -228,7 +227,7 @@ def _stick_query(
         sql = (
             "SELECT x.* FROM unnest(%s::text[], %s::text[]) "
             "WITH ORDINALITY AS w(charge_id, stick_id, pos) CROSS JOIN LATERAL "
-            f"(SELECT {coded}, {counts} FROM series s JOIN series_stats t ON t.series_id = s.id "
+            f"(SELECT {coded}, {stored} FROM series s JOIN series_stats t ON t.series_id = s.id "
             "WHERE s.station = %s AND s.charge_id = w.charge_id AND s.stick_id = w.stick_id "
             "AND s.sensor = ANY(%s) OFFSET 0) x"
         )
@@ -240,11 +239,11 @@ def _stick_query(
         f"CASE s.sensor {when.format(m='?')} END ELSE -1 END"
     )
     sql = (
-        f"SELECT {coded}, {counts} FROM json_each(?) AS w "
+        f"SELECT {coded}, {stored} FROM json_each(?) AS w "
         "CROSS JOIN series AS s ON s.station = ? "
         "AND s.charge_id = json_extract(w.value, '$[0]') "
         "AND s.stick_id = json_extract(w.value, '$[1]') "
-        f"AND s.sensor IN ({placeholders(conn, len(sensors))}) "
+        f"AND s.sensor IN ({', '.join('?' * len(sensors))}) "
         "CROSS JOIN series_stats AS t ON t.series_id = s.id"
     )
     document = json.dumps(sticks if isinstance(sticks, list) else list(sticks))  # tuples: arrays
@@ -271,13 +270,18 @@ def series_stats_frame(rows: list[tuple]) -> pd.DataFrame:
         for name, values in zip(SERIES_COLUMNS, columns, strict=False)
     }
     data.update(_decoded(columns[len(SERIES_COLUMNS) :]))
-    stale = data.pop("version") != STATS_VERSION
-    if stale.any():
-        raise ValueError(
-            f"{int(stale.sum())} rows of series_stats are of another version than "
-            f"{STATS_VERSION}: run qcllp features rebuild"
-        )
+    _refuse_stale(int((data.pop("version") != STATS_VERSION).sum()))
     return pd.DataFrame(data, copy=False)
+
+
+def _refuse_stale(rows: int) -> None:
+    """A read of statistics that met ``rows`` rows of another version stops here: their
+    features would be another definition's."""
+    if rows:
+        raise ValueError(
+            f"{rows} rows of series_stats are of another version than {STATS_VERSION}: "
+            "run qcllp features rebuild"
+        )
 
 
 def stats_count(conn: Connection) -> int:

@@ -197,7 +197,7 @@ def test_a_scorers_read_of_its_sticks_gives_the_table_training_reads(store, exam
     pd.testing.assert_frame_equal(got, want, check_exact=False, rtol=1e-12, atol=0)
 
 
-def test_a_scorers_read_refuses_statistics_of_another_version(store, example, tmp_path):
+def test_reads_refuse_statistics_of_another_version(store, example, tmp_path):
     plant = simulate_plant(example, 1, random_state=7)
     for path in write_files(plant.readings, tmp_path, parts=1):
         ingest_measurements(store, example, path)
@@ -207,3 +207,5 @@ def test_a_scorers_read_refuses_statistics_of_another_version(store, example, tm
     sticks = list(ids.itertuples(index=False, name=None))
     with store.engine.connect() as conn, pytest.raises(ValueError, match="features rebuild"):
         fetch_stick_stats(conn, sticks, station_pairs(example, "rolling"))
+    with store.engine.connect() as conn, pytest.raises(ValueError, match="features rebuild"):
+        read_series_stats(conn, ["rolling"])  # training's read refuses them alike
