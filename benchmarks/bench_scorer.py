@@ -174,8 +174,8 @@ def print_backlog(rows: dict[tuple[int, str], list[dict]], meta: dict, db: Path,
     print(
         f"Median of {args.repeats} drains per row (`ScorerService.tick()`, sink file on, "
         "model loaded before the clock), the paths alternated. `kept`: the product, one row of "
-        "statistics per series; `raw`: the series' readings, reduced in NumPy (the scorer "
-        "before issue 34). Target >= 30,000 sticks/s.\n"
+        "statistics per stick and station; `raw`: the series' readings, reduced in NumPy "
+        "(the scorer before issue 34). Target >= 30,000 sticks/s.\n"
     )
     print(
         "| max_batch_sticks | path | sticks flagged | drain s | sticks/s | vs raw | vs target "
@@ -265,16 +265,13 @@ def _floor_raw_read(cur: sqlite3.Cursor, charges: list[str], stations: list[str]
 
 def _floor_kept_read(cur: sqlite3.Cursor, sticks: list[tuple], config: PlantConfig) -> int:
     """The product's statement (``kept_stats.stick_query``, as ``fetch_stick_stats`` sends
-    it), 5,000 sticks at a time and one station at a time: each stick's series of the station
-    joined to their kept statistics, five numbers a row; the rows fetched."""
-    pairs = station_pairs(config, STATION)
+    it), 5,000 sticks at a time: each stick's row of kept statistics at each station up to
+    cooling, its position and its records; the rows fetched."""
+    stations = list(dict.fromkeys(name for name, _ in station_pairs(config, STATION)))
     rows = 0
     for lo in range(0, len(sticks), 5000):
-        part = sticks[lo : lo + 5000]
-        for station in dict.fromkeys(name for name, _ in pairs):
-            sensors = {se: k for k, (st, se) in enumerate(pairs) if st == station}
-            sql, parameters = stick_query("sqlite", station, sensors, len(pairs), part)
-            rows += len(cur.execute(sql, parameters).fetchall())
+        sql, parameters = stick_query("sqlite", stations, sticks[lo : lo + 5000])
+        rows += len(cur.execute(sql, parameters).fetchall())
     return rows
 
 
@@ -317,7 +314,7 @@ def print_floor(floor: dict[str, float], meta: dict, best: float) -> None:
     kept = floor["kept_s"]
     for work, rows, s in (
         ("read series + readings (raw)", floor["rows_read"], read),
-        ("read series + statistics (kept)", floor["kept_rows"], kept),
+        ("read stick statistics (kept)", floor["kept_rows"], kept),
     ):
         print(f"| {work} | {rows:,} | {s:.2f} | {n / s:,.0f} |")
     print(f"| write a flag, delete pending | {2 * n:,} | {write:.2f} | {n / write:,.0f} |")

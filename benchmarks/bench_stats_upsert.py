@@ -1,10 +1,11 @@
 """Rewriting kept series statistics on PostgreSQL: one statement over arrays against
 ``executemany``.
 
-When a batch brings readings of series that already have a row in ``series_stats`` (a series
-spanning files or batches; every batch of single-reading MQTT messages), the ingester merges
-them and writes the merged rows back with ``INSERT ... ON CONFLICT (series_id) DO UPDATE``
-(:func:`qcllp.store.kept_stats.keep_series_stats`). This times that write alone, both ways,
+When a batch brings readings of sticks that already have a row in ``stick_stats`` at their
+station (a series spanning files or batches; every batch of single-reading MQTT messages),
+the ingester merges them and writes the merged rows back with ``INSERT ... ON CONFLICT
+(station, charge_id, stick_id) DO UPDATE`` (:func:`qcllp.store.kept_stats.keep_series_stats`),
+three series a row here. This times that write alone, both ways,
 on a throwaway PostgreSQL server (Debian's binaries, ``tests/pgserver.py``):
 
 * ``executemany``: the driver's ``executemany`` of one row per statement, as before;
@@ -32,57 +33,73 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from qcllp.store import Store, driver_cursor, insert_columns  # noqa: E402
-from qcllp.store.kept_stats import STORED, _insert, _integer_columns, _packed, _upsert  # noqa: E402
+from qcllp.store.kept_stats import (  # noqa: E402
+    ROW_COLUMNS,
+    STICK_KEY,
+    _Owned,
+    _rows,
+    _write,
+    sensor_codes,
+)
 from qcllp.store.series_stats import MOMENT_COLUMNS, SeriesStats  # noqa: E402
 from tests.pgserver import TempPostgres, find_pg_bin  # noqa: E402
 
+SERIES_A_ROW = 3
 
-def some_stats(n: int, seed: int) -> SeriesStats:
-    """Statistics of series ``1..n`` with random figures (their values do not matter here)."""
+
+def some_stats(n: int, seed: int) -> tuple[list[tuple], _Owned]:
+    """``n`` rows' keys and the statistics of their series ``1..3n`` (random figures: their
+    values do not matter here), three sensors a stick at furnace."""
     rng = np.random.default_rng(seed)
-    t0 = 1_767_600_000_000_000 + rng.integers(0, 10**9, n)
-    floats = {c: rng.normal(size=n) for c in MOMENT_COLUMNS}
-    return SeriesStats(
-        ids=np.arange(1, n + 1, dtype=np.int64),
-        n=rng.integers(2, 20, n),
+    m = n * SERIES_A_ROW
+    t0 = 1_767_600_000_000_000 + rng.integers(0, 10**9, m)
+    floats = {c: rng.normal(size=m) for c in MOMENT_COLUMNS}
+    stats = SeriesStats(
+        ids=np.arange(1, m + 1, dtype=np.int64),
+        n=rng.integers(2, 20, m),
         t0_us=t0,
-        t1_us=t0 + rng.integers(1, 10**8, n),
+        t1_us=t0 + rng.integers(1, 10**8, m),
         **floats,
     )
+    keys = [("furnace", f"C{i // 50}", f"S{i}") for i in range(n)]
+    row = np.arange(m, dtype=np.int64) // SERIES_A_ROW
+    return keys, _Owned(stats, 1 + np.arange(m, dtype=np.int64) % SERIES_A_ROW, row)
 
 
-def executemany_upsert(conn, stats: SeriesStats) -> None:  # noqa: ANN001
-    """The write as it was: the driver's ``executemany``, one row per statement."""
-    names = ("series_id", *STORED)
-    update = ", ".join(f"{c} = excluded.{c}" for c in names[1:])
-    columns = [column.tolist() for column in _integer_columns(stats)]
+def executemany_upsert(conn, keys: list[tuple], owned: _Owned) -> None:  # noqa: ANN001
+    """The write by the driver's ``executemany``, one row per statement."""
+    update = ", ".join(f"{c} = excluded.{c}" for c in ROW_COLUMNS[len(STICK_KEY) :])
     with driver_cursor(conn) as cursor:
         cursor.executemany(
-            f"INSERT INTO series_stats ({', '.join(names)}) VALUES "
-            f"({', '.join(['%s'] * len(names))}) ON CONFLICT (series_id) DO UPDATE SET {update}",
-            list(zip(*columns, _packed(stats), strict=True)),
+            f"INSERT INTO stick_stats ({', '.join(ROW_COLUMNS)}) VALUES "
+            f"({', '.join(['%s'] * len(ROW_COLUMNS))}) "
+            f"ON CONFLICT ({', '.join(STICK_KEY)}) DO UPDATE SET {update}",
+            list(zip(*_rows(keys, owned), strict=True)),
         )
 
 
 def seed_rows(store: Store, n: int) -> None:
-    """``n`` series (one stick each, at furnace) and their statistics rows, committed."""
+    """``n`` rows of statistics (three series each), committed."""
     with store.engine.begin() as conn:
+        sensor_codes(conn, [("furnace", s) for s in ("a", "b", "c")])
+        m = n * SERIES_A_ROW
         insert_columns(
             conn,
             "INSERT INTO series (id, station, charge_id, stick_id, sensor)",
             ("integer", "text", "text", "text", "text"),
-            [list(range(1, n + 1)), ["furnace"] * n, [f"C{i // 50}" for i in range(n)],
-             [f"S{i}" for i in range(n)], ["temperature"] * n],
+            [list(range(1, m + 1)), ["furnace"] * m,
+             [f"C{i // SERIES_A_ROW // 50}" for i in range(m)],
+             [f"S{i // SERIES_A_ROW}" for i in range(m)], ["abc"[i % 3] for i in range(m)]],
         )  # fmt: skip
-        _insert(conn, some_stats(n, seed=0))
+        _write(conn, *some_stats(n, seed=0))
 
 
-def timed(store: Store, write, stats: SeriesStats) -> float:  # noqa: ANN001
-    """Seconds of one write of ``stats``, rolled back."""
+def timed(store: Store, write, stats: tuple) -> float:  # noqa: ANN001
+    """Seconds of one write of ``stats`` (keys, statistics), rolled back."""
     with store.engine.connect() as conn:
         transaction = conn.begin()
         started = time.perf_counter()
-        write(conn, stats)
+        write(conn, *stats)
         took = time.perf_counter() - started
         transaction.rollback()
     return took
@@ -106,6 +123,7 @@ def main(argv: list[str] | None = None) -> None:
         server.stop()
     print(f"## Rewriting kept statistics rows on PostgreSQL, median of {args.repeats}\n")
     print(f"Machine: nproc 2, Python {platform.python_version()}, {platform.machine()}.\n")
+    print(f"Each row {SERIES_A_ROW} series.\n")
     print("| rows | executemany ms | one statement ms | ratio | µs per row |")
     print("|---:|---:|---:|---:|---:|")
     for n, old, new in rows:
@@ -119,7 +137,7 @@ def measure(store: Store, n: int, repeats: int) -> tuple[int, float, float]:
     for repeat in range(repeats):
         stats = some_stats(n, seed=repeat + 1)
         old.append(timed(store, executemany_upsert, stats))
-        new.append(timed(store, _upsert, stats))
+        new.append(timed(store, _write, stats))
     return n, statistics.median(old), statistics.median(new)
 
 

@@ -22,8 +22,8 @@ How a chunk of valid readings is stored, inside the batch's exclusive transactio
    ``last_seen_us = max(stored, new)``: the time bounds readers prune partitions by), and every
    (station, charge, stick) with new readings is listed in ``batch_sticks`` under the batch,
    which is how the station scorers find new work without scanning ``readings``;
-6. the statistics of the new readings are merged into their series' rows of
-   ``series_stats`` (:func:`qcllp.store.kept_stats.keep_series_stats`), from which every
+6. the statistics of the new readings are merged into their sticks' rows of
+   ``stick_stats`` (:func:`qcllp.store.kept_stats.keep_series_stats`), from which every
    feature follows: only the readings this batch stored count, so a re-sent file adds
    nothing.
 
@@ -120,7 +120,7 @@ class ReadingWriter:
             )
         self._upsert_sticks(keys, code[new], ts[new])
         kept = series_stats(sid[new], ts[new], value[new])
-        keep_series_stats(self.conn, kept, existed=ids[existed])
+        keep_series_stats(self.conn, kept, ids, keys)
         conflicts = pd.DataFrame(
             {
                 "pos": valid["pos"].to_numpy()[conflict],

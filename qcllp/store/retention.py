@@ -19,12 +19,12 @@ older than the cutoff, in three steps, each safe to interrupt:
 3. **drop** the detached table.
 
 A run that was killed after step 1 leaves a ``readings_archiving_*`` table; the next run
-archives (again, from scratch) and drops it. The statistics kept per series
-(``series_stats``) follow the readings: the drop rebuilds those of the month's series from
-the readings left, so an archive ingested again is counted once. Series, sticks and charges
-rows stay: they are a
-few per stick, and the flags and models that refer to them stay meaningful. Training skips
-the charges older than the cutoff (:func:`retained_since`): their readings may be gone.
+archives (again, from scratch) and drops it. The statistics kept per stick and station
+(``stick_stats``) follow the readings: the drop rebuilds those of the month's sticks from the
+readings left, so an archive ingested again is counted once. Series, sticks and charges rows
+stay: they are a few per stick, and the flags and models that refer to them stay
+meaningful. Training skips the charges older than the cutoff (:func:`retained_since`): their
+readings may be gone.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from typing import Protocol
 from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
 
-from qcllp.store import SeriesStatistics, Store, driver_cursor
+from qcllp.store import StickStatistics, Store, driver_cursor
 from qcllp.store.kept_stats import rebuild_series_stats
 from qcllp.store.partitions import (
     ARCHIVING_PREFIX,
@@ -157,16 +157,18 @@ def _archive_and_drop(
     store: Store, table: str, archive_dir: str | None, report: RetentionReport
 ) -> None:
     """Steps 2 and 3 for one detached month; with the drop, under the ingestion lock, the
-    series with readings in that month get their statistics rebuilt from the readings left
+    sticks with readings in that month get their statistics rebuilt from the readings left
     (none, mostly: the row goes)."""
     if archive_dir is not None:
         report.archived[_month(table)] = str(_archive(store, table, Path(archive_dir)))
     lo, hi = month_bounds(table)
-    t = SeriesStatistics.__table__
+    t = StickStatistics.__table__
     with store.write() as conn:
         conn.exec_driver_sql(f"DROP TABLE {table}")
-        touched = conn.execute(select(t.c.series_id).where(t.c.t0_us < hi, t.c.t1_us >= lo))
-        rebuild_series_stats(conn, touched.scalars().all())
+        touched = conn.execute(
+            select(t.c.station, t.c.charge_id, t.c.stick_id).where(t.c.t0_us < hi, t.c.t1_us >= lo)
+        )
+        rebuild_series_stats(conn, [tuple(row) for row in touched])
     report.dropped.append(_month(table))
 
 

@@ -142,26 +142,44 @@ class Reading(Base):
     batch_id: Mapped[int] = mapped_column(Integer, nullable=False)
 
 
-class SeriesStatistics(Base):
-    """The mergeable statistics of one series' stored readings (:mod:`qcllp.store.series_stats`,
-    kept by :mod:`qcllp.store.kept_stats`), from which its features follow: training and the
-    scorers read one row per series, not its readings. Merged by the ingester in the
-    transaction that stores the readings; rebuilt from them, which stay the truth, by
-    ``qcllp features rebuild`` and by retention for a dropped month's series. ``moments``: the
-    eight float figures (``MOMENT_COLUMNS``) as little-endian float64 -- a 64k-row fetch
-    takes 0.12 s so, 0.19 s as eight columns (SQLite).
+class SensorCode(Base):
+    """A small integer per (station, sensor) that the kept statistics name a series' sensor by
+    (:data:`qcllp.store.series_stats.RECORD`): given when the ingester first meets the pair,
+    never changed or reused, so a reader's map of codes stays right as the table grows."""
+
+    __tablename__ = "sensor_codes"
+    __table_args__ = (UniqueConstraint("station", "sensor"),)
+
+    code: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    station: Mapped[str] = mapped_column(ID, nullable=False)
+    sensor: Mapped[str] = mapped_column(ID, nullable=False)
+
+
+class StickStatistics(Base):
+    """The mergeable statistics of one stick's series at one station, from which their
+    features follow (:mod:`qcllp.store.series_stats`, kept by :mod:`qcllp.store.kept_stats`):
+    training and the scorers read one row per stick and station, not the readings. Merged by
+    the ingester in the transaction that stores the readings; rebuilt from them, which stay
+    the truth, by ``qcllp features rebuild`` and by retention for a dropped month's sticks.
+
+    ``stats``: one :data:`~qcllp.store.series_stats.RECORD` per series with readings (104
+    bytes: series id, sensor code, counts, moments). One row per stick and station, not per
+    series: a scorer's drain fetched three times the rows, and the driver's fetch of them was
+    a third of its time (``benchmarks/bench_scorer.py`` backlog, issue 34). ``t0_us``,
+    ``t1_us``: the first and last reading of its series, what retention finds a dropped
+    month's rows by. Without a rowid: the rows are read by their key, as ``readings`` are.
     """
 
-    __tablename__ = "series_stats"
+    __tablename__ = "stick_stats"
+    __table_args__ = {"sqlite_with_rowid": False}
 
-    series_id: Mapped[int] = mapped_column(
-        ForeignKey("series.id"), primary_key=True, autoincrement=False
-    )
+    station: Mapped[str] = mapped_column(ID, primary_key=True)
+    charge_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    stick_id: Mapped[str] = mapped_column(ID, primary_key=True)
     version: Mapped[int] = mapped_column(Integer, nullable=False)
-    n: Mapped[int] = mapped_column(Integer, nullable=False)
     t0_us: Mapped[int] = mapped_column(BigInteger, nullable=False)
     t1_us: Mapped[int] = mapped_column(BigInteger, nullable=False)
-    moments: Mapped[bytes] = mapped_column(LargeBinary(), nullable=False)
+    stats: Mapped[bytes] = mapped_column(LargeBinary(), nullable=False)
 
 
 class DefectCount(Base):

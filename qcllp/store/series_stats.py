@@ -39,16 +39,28 @@ import numpy as np
 __all__ = [
     "COUNT_COLUMNS",
     "MOMENT_COLUMNS",
+    "RECORD",
     "STATS_VERSION",
     "STAT_COLUMNS",
     "SeriesStats",
+    "from_records",
     "series_stats",
+    "to_records",
 ]
 
 STATS_VERSION = 1
 COUNT_COLUMNS = ("n", "t0_us", "t1_us")  # integers
 MOMENT_COLUMNS = ("v_last", "min_v", "max_v", "mean_t", "mean_v", "m2_t", "m2_v", "c_tv")
 STAT_COLUMNS = COUNT_COLUMNS + MOMENT_COLUMNS
+RECORD = np.dtype(
+    [("series_id", "<i8"), ("sensor", "<i8")]
+    + [(c, "<i8") for c in COUNT_COLUMNS]
+    + [(c, "<f8") for c in MOMENT_COLUMNS]
+)
+"""One series' statistics as the store keeps them: its id, its sensor's code and
+:data:`STAT_COLUMNS`, little-endian whatever the machine's (104 bytes). A stick's series at
+a station are one value of such records (:mod:`qcllp.store.kept_stats`), which NumPy reads
+back in one ``frombuffer``."""
 _US = 1e6  # microseconds a second
 
 
@@ -86,6 +98,26 @@ class SeriesStats:
         a = _aligned(self, ids)
         b = _aligned(other, ids)
         return _merged(ids, a, b)
+
+
+def to_records(stats: SeriesStats, sensors: np.ndarray) -> np.ndarray:
+    """``stats`` as an array of :data:`RECORD` (``sensors``: each entry's sensor code)."""
+    records = np.empty(len(stats), dtype=RECORD)
+    records["series_id"] = stats.ids
+    records["sensor"] = sensors
+    for column in STAT_COLUMNS:
+        records[column] = getattr(stats, column)
+    return records
+
+
+def from_records(records: np.ndarray, ids: np.ndarray | None = None) -> SeriesStats:
+    """The statistics held in ``records`` (:data:`RECORD`), in their order, under ``ids``
+    (default: the records' series ids); the caller keeps ``ids`` sorted and unique."""
+    return SeriesStats(
+        ids=records["series_id"].astype(np.int64) if ids is None else ids,
+        **{c: records[c].astype(np.float64 if c in MOMENT_COLUMNS else np.int64)
+           for c in STAT_COLUMNS},
+    )  # fmt: skip
 
 
 def series_stats(series: np.ndarray, ts_us: np.ndarray, value: np.ndarray) -> SeriesStats:

@@ -19,6 +19,7 @@ from qcllp.scoring.flag_sink import SinkError, claim_sink, claimed_sink
 from qcllp.scoring.step import FlagSink, flags_frame, score_file, score_station, score_step
 from qcllp.station.registry import load_model, promote
 from qcllp.store import Flag, Store, stored_utc
+from qcllp.store.kept_stats import rebuild_series_stats
 from tests.support.plants import FRESH_CHARGES
 
 
@@ -134,7 +135,7 @@ def test_a_stick_missing_a_sensor_waits_for_the_timeout_and_is_unscorable_naming
     )
     with store.engine.begin() as conn:  # as if its deflection had never been measured
         conn.exec_driver_sql(f"DELETE FROM readings WHERE series_id IN ({series})")
-        conn.exec_driver_sql(f"DELETE FROM series_stats WHERE series_id IN ({series})")
+        rebuild_series_stats(conn, [("straightening", charge, stick)])
     loaded = load_model(store, station="straightening")
     st = config.station("straightening")
     settled = score_step(

@@ -1,4 +1,4 @@
-"""The series statistics kept at ingest (``series_stats``), on SQLite and PostgreSQL, through
+"""The series statistics kept at ingest (``stick_stats``), on SQLite and PostgreSQL, through
 the real ingestion of real files: readings split over files (a series spanning several), a
 file re-sent with new and already stored rows, then the statistics read back give the
 features of the readings within 1e-9, and equal what ``qcllp features rebuild`` computes
@@ -38,7 +38,7 @@ from qcllp.store.kept_stats import (
 )
 from qcllp.store.migrate import upgrade
 from qcllp.store.retention import apply_retention
-from qcllp.store.series_stats import STAT_COLUMNS
+from qcllp.store.series_stats import RECORD, STAT_COLUMNS, STATS_VERSION
 from tests.store.test_partitions import _ingest_three_months, retention_config
 from tests.support.plants import ROOT
 
@@ -101,6 +101,11 @@ def test_kept_statistics_give_the_features_of_the_readings(store, example, tmp_p
         scale = np.abs(want).max(axis=0)
         assert np.all(np.abs(ours.X.to_numpy() - want) <= RTOL * (np.abs(want) + scale))
     assert kept["n"].sum() == len(readings)  # every reading counted once
+    every = stats_of(store, example.station_names)
+    with store.engine.connect() as conn:  # one row per stick and station, a record per series
+        rows = conn.exec_driver_sql("SELECT count(*) FROM stick_stats").scalar()
+        assert stats_count(conn) == len(every)
+    assert rows == len(every[["station", "charge_id", "stick_id"]].drop_duplicates()) < len(every)
 
     with store.write() as conn:  # the rebuild from the readings writes the same rows
         rebuild_series_stats(conn)
@@ -114,8 +119,13 @@ def test_features_rebuild_recomputes_every_series_from_its_readings(
     for path in write_files(plant.readings, tmp_path, parts=2):
         ingest_measurements(store, example, path)
     kept = stats_of(store, example.station_names)
-    with store.engine.begin() as conn:  # a row gone wrong
-        conn.exec_driver_sql("UPDATE series_stats SET n = n + 5, t1_us = t1_us + 7")
+    with store.engine.begin() as conn:  # rows gone wrong: each given the first one's records
+        conn.exec_driver_sql(
+            "UPDATE stick_stats SET stats = (SELECT stats FROM stick_stats "
+            "ORDER BY station, charge_id, stick_id LIMIT 1)"
+        )
+        conn.exec_driver_sql("DELETE FROM stick_stats WHERE station = 'furnace'")  # and lost
+    assert not stats_of(store, example.station_names).equals(kept)
     args = ["--config", str(ROOT / "plant_config" / "example.yaml"), "--db", store_url]
     done = CliRunner().invoke(main, [*args, "features", "rebuild"])
     assert done.exit_code == 0, done.output
@@ -135,8 +145,8 @@ def test_the_migration_computes_the_statistics_of_the_readings_already_stored(
     store.close()
     engine = create_engine(store_url)
     with engine.begin() as conn:  # the database as revision 0010 left it
-        conn.exec_driver_sql("DROP TABLE flag_deliveries")  # 0012's
-        conn.exec_driver_sql("DROP TABLE series_stats")
+        for table in ("flag_deliveries", "stick_stats", "sensor_codes"):  # 0012's, 0013's
+            conn.exec_driver_sql(f"DROP TABLE {table}")
         conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0010'")
     upgrade(engine)
     engine.dispose()
@@ -202,10 +212,52 @@ def test_reads_refuse_statistics_of_another_version(store, example, tmp_path):
     for path in write_files(plant.readings, tmp_path, parts=1):
         ingest_measurements(store, example, path)
     with store.engine.begin() as conn:
-        conn.exec_driver_sql("UPDATE series_stats SET version = version + 1")
+        conn.exec_driver_sql("UPDATE stick_stats SET version = version + 1")
     ids = plant.readings[["charge_id", "stick_id"]].drop_duplicates()
     sticks = list(ids.itertuples(index=False, name=None))
     with store.engine.connect() as conn, pytest.raises(ValueError, match="features rebuild"):
         fetch_stick_stats(conn, sticks, station_pairs(example, "rolling"))
     with store.engine.connect() as conn, pytest.raises(ValueError, match="features rebuild"):
         read_series_stats(conn, ["rolling"])  # training's read refuses them alike
+
+
+def test_a_batch_into_rows_of_another_version_rebuilds_them_from_the_readings(
+    store, example, tmp_path
+):
+    """Rows kept under another definition are not merged into: the sticks a new batch
+    touches are recomputed from all their readings, the new ones included; the others stay
+    as they were, and a read still refuses them."""
+    plant = simulate_plant(example, 3, random_state=8)
+    first, second = write_files(plant.readings, tmp_path, parts=2)
+    ingest_measurements(store, example, first)
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE stick_stats SET version = version + 1")
+    later = pd.read_csv(second)
+    touched = later["charge_id"] == later["charge_id"].iloc[0]  # one charge's share
+    later[touched].to_csv(tmp_path / "one.csv", index=False)
+    ingest_measurements(store, example, tmp_path / "one.csv")
+    with store.engine.connect() as conn:
+        versions = conn.exec_driver_sql(
+            "SELECT charge_id, station, stick_id, version, stats FROM stick_stats"
+        ).all()
+    charge = later["charge_id"].iloc[0]
+    sticks = set(later[touched][["station", "stick_id"]].itertuples(index=False, name=None))
+    readings = store.read_readings(stations=example.station_names)
+    counted = readings.groupby(["charge_id", "station", "stick_id"]).size()
+    for charge_id, station, stick, version, stats in versions:
+        rebuilt = charge_id == charge and (station, stick) in sticks
+        assert (version == STATS_VERSION) == rebuilt, (charge_id, station, stick)
+        if rebuilt:  # all of its readings, the first file's as well as the new ones
+            n = np.frombuffer(stats, dtype=RECORD)["n"].sum()
+            assert n == counted[(charge_id, station, stick)]
+    with store.engine.connect() as conn, pytest.raises(ValueError, match="features rebuild"):
+        read_series_stats(conn, STATIONS)
+    with store.write() as conn:
+        rebuild_series_stats(conn)
+    kept = stats_of(store, STATIONS)
+    readings = store.read_readings(stations=STATIONS)
+    for station in STATIONS:
+        raw = build_station_features(readings, example, station).X
+        ours = build_station_features_from_stats(kept, example, station).X
+        assert ours.index.equals(raw.index)
+        np.testing.assert_allclose(ours.to_numpy(), raw.to_numpy(), rtol=1e-9, atol=1e-9)

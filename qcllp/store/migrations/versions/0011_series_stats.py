@@ -1,8 +1,8 @@
-"""Series statistics kept at ingest (:class:`qcllp.store.schema.SeriesStatistics`): one row per
-series with the mergeable statistics its features follow from. The rows of the readings
-already stored are computed here, from the readings, a chunk of series at a time: the
-upgrade reads every reading once (SQLite, 2-core machine under load: 4.6 s for 1M readings
-of 185,088 series; ``qcllp features rebuild`` is the same work).
+"""Series statistics kept at ingest: one row per series with the mergeable statistics its
+features follow from. Revision 0013 replaced the table by one row per stick and station
+(:class:`qcllp.store.schema.StickStatistics`) and fills that from the readings; so this
+revision now creates the table empty (it filled it from the readings when it shipped: a
+database already past it loses these rows in 0013 anyway).
 
 Revision ID: 0011
 Revises: 0010
@@ -33,10 +33,6 @@ def upgrade() -> None:
         sa.Column("t1_us", sa.BigInteger(), nullable=False),
         sa.Column("moments", sa.LargeBinary(), nullable=False),
     )
-    # the current definition's rows of what is stored: the same code the ingester keeps them by
-    from qcllp.store.kept_stats import rebuild_series_stats
-
-    rebuild_series_stats(op.get_bind())
 
 
 def downgrade() -> None:
