@@ -1,5 +1,5 @@
-"""Rewriting kept series statistics on PostgreSQL: one statement over arrays against
-``executemany``.
+"""Rewriting kept series statistics on PostgreSQL: the driver's ``executemany`` against one
+statement over arrays.
 
 When a batch brings readings of sticks that already have a row in ``stick_stats`` at their
 station (a series spanning files or batches; every batch of single-reading MQTT messages),
@@ -8,9 +8,10 @@ the ingester merges them and writes the merged rows back with ``INSERT ... ON CO
 three series a row here. This times that write alone, both ways,
 on a throwaway PostgreSQL server (Debian's binaries, ``tests/pgserver.py``):
 
-* ``executemany``: the driver's ``executemany`` of one row per statement, as before;
-* ``arrays``: the product's one ``INSERT ... SELECT * FROM unnest(...)``
-  (:func:`qcllp.store.insert_columns`).
+* ``arrays``: one ``INSERT ... SELECT * FROM unnest(...)`` (:func:`qcllp.store.insert_columns`),
+  which was the product's when a row held one series' integer columns;
+* ``executemany``: the product's now, the driver's ``executemany`` of one row per statement
+  (:func:`qcllp.store.kept_stats._write` with every row stored).
 
 For each size, ``--repeats`` times, the two alternated: the same rows (every series already
 has one) rewritten with new figures in a transaction that is rolled back. Medians.
@@ -32,9 +33,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from qcllp.store import Store, driver_cursor, insert_columns  # noqa: E402
+from qcllp.store import Store, insert_columns  # noqa: E402
 from qcllp.store.kept_stats import (  # noqa: E402
     ROW_COLUMNS,
+    ROW_TYPES,
     STICK_KEY,
     _Owned,
     _rows,
@@ -66,16 +68,21 @@ def some_stats(n: int, seed: int) -> tuple[list[tuple], _Owned]:
     return keys, _Owned(stats, 1 + np.arange(m, dtype=np.int64) % SERIES_A_ROW, row)
 
 
-def executemany_upsert(conn, keys: list[tuple], owned: _Owned) -> None:  # noqa: ANN001
-    """The write by the driver's ``executemany``, one row per statement."""
+def arrays_upsert(conn, keys: list[tuple], owned: _Owned) -> None:  # noqa: ANN001
+    """The write by one statement over arrays (:func:`qcllp.store.insert_columns`)."""
     update = ", ".join(f"{c} = excluded.{c}" for c in ROW_COLUMNS[len(STICK_KEY) :])
-    with driver_cursor(conn) as cursor:
-        cursor.executemany(
-            f"INSERT INTO stick_stats ({', '.join(ROW_COLUMNS)}) VALUES "
-            f"({', '.join(['%s'] * len(ROW_COLUMNS))}) "
-            f"ON CONFLICT ({', '.join(STICK_KEY)}) DO UPDATE SET {update}",
-            list(zip(*_rows(keys, owned), strict=True)),
-        )
+    insert_columns(
+        conn,
+        f"INSERT INTO stick_stats ({', '.join(ROW_COLUMNS)})",
+        ROW_TYPES,
+        _rows(keys, owned)[1],
+        f"ON CONFLICT ({', '.join(STICK_KEY)}) DO UPDATE SET {update}",
+    )
+
+
+def rewrite(conn, keys: list[tuple], owned: _Owned) -> None:  # noqa: ANN001
+    """The product's write of rows that are all stored (:func:`kept_stats._write`)."""
+    _write(conn, keys, owned, np.arange(len(keys)))
 
 
 def seed_rows(store: Store, n: int) -> None:
@@ -124,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"## Rewriting kept statistics rows on PostgreSQL, median of {args.repeats}\n")
     print(f"Machine: nproc 2, Python {platform.python_version()}, {platform.machine()}.\n")
     print(f"Each row {SERIES_A_ROW} series.\n")
-    print("| rows | executemany ms | one statement ms | ratio | µs per row |")
+    print("| rows | one statement over arrays ms | executemany ms | ratio | µs per row |")
     print("|---:|---:|---:|---:|---:|")
     for n, old, new in rows:
         per_row = 1e6 * new / n
@@ -136,8 +143,8 @@ def measure(store: Store, n: int, repeats: int) -> tuple[int, float, float]:
     old, new = [], []
     for repeat in range(repeats):
         stats = some_stats(n, seed=repeat + 1)
-        old.append(timed(store, executemany_upsert, stats))
-        new.append(timed(store, _write, stats))
+        old.append(timed(store, arrays_upsert, stats))
+        new.append(timed(store, rewrite, stats))
     return n, statistics.median(old), statistics.median(new)
 
 

@@ -84,7 +84,7 @@ class ReadingWriter:
         if valid.empty:
             return 0, 0, _no_conflicts()
         code, keys = _series_of(valid)
-        ids, existed = self._series_ids(keys)
+        ids, existed, earlier = self._series_ids(keys)
         sid = ids[code]
         ts = valid["ts_us"].to_numpy(dtype=np.int64)
         value = valid["value"].to_numpy(dtype=np.float64)
@@ -120,7 +120,7 @@ class ReadingWriter:
             )
         self._upsert_sticks(keys, code[new], ts[new])
         kept = series_stats(sid[new], ts[new], value[new])
-        keep_series_stats(self.conn, kept, ids, keys)
+        keep_series_stats(self.conn, kept, ids, keys, maybe=earlier)
         conflicts = pd.DataFrame(
             {
                 "pos": valid["pos"].to_numpy()[conflict],
@@ -144,8 +144,10 @@ class ReadingWriter:
             found.update((tuple(row[1:]), row[0]) for row in self.conn.execute(stmt))
         return found
 
-    def _series_ids(self, keys: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-        """Database id of each series in ``keys`` (created if new), and whether it existed.
+    def _series_ids(self, keys: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, set]:
+        """Database id of each series in ``keys`` (created if new), whether it existed, and
+        the (station, charge_id, stick_id) of the series of these charges stored before (the
+        only sticks that may have kept statistics).
 
         Looked up in a dict of key tuples rather than by a pandas merge: a batch from the
         line holds a few hundred series, and two merges on text keys were a third of its
@@ -154,6 +156,7 @@ class ReadingWriter:
         stored = self._select_series(keys)
         ids = np.array([stored.get(key, -1) for key in wanted], dtype=np.int64)
         existed = ids >= 0
+        earlier = {key[:3] for key in stored}
         if not existed.all():
             missing = keys[~existed]
             t = Series.__table__
@@ -175,7 +178,7 @@ class ReadingWriter:
                 )
             }
             ids[~existed] = [created[key] for key, e in zip(wanted, existed, strict=True) if not e]
-        return ids, existed
+        return ids, existed, earlier
 
     def _stored_values(self, pairs: pd.DataFrame, series_ids: np.ndarray) -> np.ndarray:
         """Stored value for each (sid, ts) pair, NaN where there is none."""

@@ -22,7 +22,7 @@ stored or fetched per series.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,7 +30,13 @@ import pandas as pd
 from sqlalchemy import Connection, func, select
 
 from qcllp.store.core import IN_CHUNK, Store
-from qcllp.store.driver_sql import driver_cursor, fetch_tuples, insert_columns, placeholders
+from qcllp.store.driver_sql import (
+    copy_rows,
+    driver_cursor,
+    fetch_tuples,
+    insert_columns,
+    placeholders,
+)
 from qcllp.store.schema import Series
 from qcllp.store.series_stats import (
     RECORD,
@@ -73,26 +79,45 @@ class _Owned:
 
 
 def keep_series_stats(
-    conn: Connection, new: SeriesStats, ids: np.ndarray, keys: pd.DataFrame
+    conn: Connection,
+    new: SeriesStats,
+    ids: np.ndarray,
+    keys: pd.DataFrame,
+    maybe: Container[tuple] | None = None,
 ) -> None:
     """Merge ``new`` (the statistics of readings just stored, none of them counted before,
     by series id) into the rows of their sticks at their stations; a stick without a row gets
     one. ``keys``: the series' names (station, charge_id, stick_id, sensor) of the series
-    ``ids``, among which are all of ``new``'s."""
+    ``ids``, among which are all of ``new``'s. ``maybe``: the (station, charge_id, stick_id)
+    that may have a row (the writer knows the series stored before the batch; ``None``: any
+    may), the only ones looked up: a first ingest of a file looks up none."""
     if not len(new):
         return
     at = pd.Index(ids).get_indexer(new.ids)
-    names = {c: keys[c].to_numpy(dtype=object)[at] for c in SERIES_COLUMNS}
-    row, rows = pd.MultiIndex.from_arrays([names[c] for c in STICK_KEY]).factorize()
-    rows = list(rows)
-    codes = sensor_codes(conn, zip(names["station"], names["sensor"], strict=True))
-    sensor = np.array([codes[p] for p in zip(names["station"], names["sensor"], strict=True)])
-    incoming = _Owned(new, sensor.astype(np.int64), row.astype(np.int64))
-    stored, stale = _stored(conn, rows)
+    names = [keys[c].to_numpy(dtype=object)[at] for c in SERIES_COLUMNS]
+    charge, stick, station, sensor_name = names
+    positions: dict[tuple, int] = {}
+    row = np.fromiter(
+        (positions.setdefault(k, len(positions)) for k in zip(station, charge, stick, strict=True)),
+        dtype=np.int64,
+        count=len(at),
+    )
+    rows = list(positions)
+    pairs = list(zip(station, sensor_name, strict=True))
+    codes = sensor_codes(conn, pairs)
+    sensor = np.fromiter((codes[p] for p in pairs), dtype=np.int64, count=len(pairs))
+    incoming = _Owned(new, sensor, row)
+    looked = np.arange(len(rows)) if maybe is None else _looked(rows, maybe)
+    stored, stale = _stored(conn, [rows[k] for k in looked.tolist()])
+    stored, stale = _Owned(stored.stats, stored.sensor, looked[stored.row]), looked[stale]
     if len(stale):  # their readings include the new ones already
         rebuild_series_stats(conn, [rows[k] for k in stale])
         incoming = _without_rows(incoming, stale)
-    _write(conn, rows, _merged(stored, incoming))
+    _write(conn, rows, _merged(stored, incoming), np.unique(stored.row))
+
+
+def _looked(rows: list[tuple], maybe: Container[tuple]) -> np.ndarray:
+    return np.array([k for k, key in enumerate(rows) if key in maybe], dtype=np.int64)
 
 
 def _merged(stored: _Owned, incoming: _Owned) -> _Owned:
@@ -255,28 +280,45 @@ def _records(blobs: Sequence[bytes], keep: np.ndarray | None = None):
     return counts, np.frombuffer(b"".join(blobs), dtype=RECORD)
 
 
-def _write(conn: Connection, keys: Sequence[tuple], owned: _Owned) -> None:
-    """Write a row per key that ``owned`` has entries of (:func:`_rows`), replacing a stored
-    one: one ``INSERT ... ON CONFLICT DO UPDATE`` through :func:`~qcllp.store.insert_columns`,
-    on PostgreSQL one statement over arrays, a fifth less than the driver's ``executemany``
-    of a statement per row at an intake batch's size (rows that span batches, as every batch
-    of single-reading MQTT messages brings: ``benchmarks/bench_stats_upsert.py``); on SQLite
-    the driver's ``executemany``."""
+def _write(
+    conn: Connection, keys: Sequence[tuple], owned: _Owned, stored: np.ndarray | None = None
+) -> None:
+    """Write a row per key that ``owned`` has entries of (:func:`_rows`). The keys at the
+    positions ``stored`` may have a row: the driver's ``executemany`` of one ``INSERT ... ON
+    CONFLICT DO UPDATE`` replaces them. On PostgreSQL that beat one statement over arrays
+    (:func:`~qcllp.store.insert_columns`) 1.4-1.5x for these rows of text keys and
+    ``bytea``, from 100 rows (an intake batch of single-reading MQTT messages, rows that span
+    batches) to 10,000 (``benchmarks/bench_stats_upsert.py``). The other keys are new: on
+    PostgreSQL they go by ``COPY`` (:func:`~qcllp.store.driver_sql.copy_rows`, a quarter of
+    the upsert's time for the 50,000 rows of a million readings, ``benchmarks/
+    bench_ingest.py``), on SQLite by the same ``executemany`` (as fast as a plain insert
+    there)."""
     if not len(owned.stats):
         return
-    update = ", ".join(f"{c} = excluded.{c}" for c in ROW_COLUMNS[len(STICK_KEY) :])
-    insert_columns(
-        conn,
-        f"INSERT INTO stick_stats ({', '.join(ROW_COLUMNS)})",
-        ROW_TYPES,
-        _rows(keys, owned),
-        f"ON CONFLICT ({', '.join(STICK_KEY)}) DO UPDATE SET {update}",
-    )
+    positions, columns = _rows(keys, owned)
+    with driver_cursor(conn) as cursor:
+        if conn.dialect.name == "postgresql":
+            new = ~np.isin(positions, np.empty(0) if stored is None else stored)
+            if new.any():
+                copy_rows(cursor, f"COPY stick_stats ({', '.join(ROW_COLUMNS)})",
+                          [_compress(c, new) for c in columns], ROW_TYPES)  # fmt: skip
+                columns = [_compress(c, ~new) for c in columns]
+        update = ", ".join(f"{c} = excluded.{c}" for c in ROW_COLUMNS[len(STICK_KEY) :])
+        cursor.executemany(
+            f"INSERT INTO stick_stats ({', '.join(ROW_COLUMNS)}) "
+            f"VALUES ({placeholders(conn, len(ROW_COLUMNS))}) "
+            f"ON CONFLICT ({', '.join(STICK_KEY)}) DO UPDATE SET {update}",
+            list(zip(*columns, strict=True)),
+        )
 
 
-def _rows(keys: Sequence[tuple], owned: _Owned) -> list[list]:
-    """The columns (:data:`ROW_COLUMNS`) of the rows of ``owned``'s entries: per key its
-    records in series order, their first and last time."""
+def _compress(values: list, keep: np.ndarray) -> list:
+    return [v for v, k in zip(values, keep.tolist(), strict=True) if k]
+
+
+def _rows(keys: Sequence[tuple], owned: _Owned) -> tuple[np.ndarray, list[list]]:
+    """The positions in ``keys`` of the rows of ``owned``'s entries and their columns
+    (:data:`ROW_COLUMNS`): per key its records in series order, their first and last time."""
     order = np.lexsort((owned.stats.ids, owned.row))
     row = owned.row[order]
     data = to_records(owned.stats.take(order), owned.sensor[order])
@@ -284,7 +326,7 @@ def _rows(keys: Sequence[tuple], owned: _Owned) -> list[list]:
     ends = np.r_[starts[1:], len(row)]
     raw, size = data.tobytes(), RECORD.itemsize
     key = [keys[k] for k in row[starts].tolist()]
-    return [
+    return row[starts], [
         *([k[j] for k in key] for j in range(len(STICK_KEY))),
         [STATS_VERSION] * len(key),
         np.minimum.reduceat(data["t0_us"], starts).tolist(),
