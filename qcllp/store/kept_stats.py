@@ -259,9 +259,11 @@ def _keyed(dialect: str, columns: str, table: str, keys: Sequence[tuple]) -> tup
 
 def _stored(conn: Connection, keys: list[tuple]) -> tuple[_Owned, np.ndarray]:
     """The stored statistics of these rows of the current version, and the positions of
-    those stored under another version."""
-    fetched = fetch_tuples(conn, *_keyed(conn.dialect.name, "t.version, t.stats",
-                                         "stick_stats t", keys))  # fmt: skip
+    those stored under another version (no keys: no query)."""
+    fetched = []
+    if keys:
+        fetched = fetch_tuples(conn, *_keyed(conn.dialect.name, "t.version, t.stats",
+                                             "stick_stats t", keys))  # fmt: skip
     positions = np.array([r[0] for r in fetched], dtype=np.int64)
     current = np.array([r[1] == STATS_VERSION for r in fetched], dtype=bool)
     counts, records = _records([r[2] for r in fetched], current)
@@ -303,6 +305,8 @@ def _write(
                 copy_rows(cursor, f"COPY stick_stats ({', '.join(ROW_COLUMNS)})",
                           [_compress(c, new) for c in columns], ROW_TYPES)  # fmt: skip
                 columns = [_compress(c, ~new) for c in columns]
+        if not columns[0]:
+            return
         update = ", ".join(f"{c} = excluded.{c}" for c in ROW_COLUMNS[len(STICK_KEY) :])
         cursor.executemany(
             f"INSERT INTO stick_stats ({', '.join(ROW_COLUMNS)}) "

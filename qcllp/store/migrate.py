@@ -38,6 +38,7 @@ __all__ = [
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 VERSION_TABLE = "alembic_version"  # Alembic's own record of the revision
+MIGRATION_LOCK_KEY = 0x51C120  # PostgreSQL advisory lock held by a migrating process
 HEAD = "0013"
 """The newest revision shipped (``tests/store`` checks it against the scripts): a database
 already there is opened without importing Alembic, a sixth of ``qcllp models list``'s time."""
@@ -66,12 +67,23 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
 
     On PostgreSQL without a statement timeout: a migration of a large table may rightly take
     longer than the services' per-statement limit (``statement_timeout_s``), and it runs in
-    one transaction, so it either finishes or leaves the database as it was."""
+    one transaction, so it either finishes or leaves the database as it was.
+
+    One process at a time: the plant's services all open the database when a new qcllp
+    starts them, and two that both saw the old revision ran the same ``CREATE TABLE`` and one
+    failed (the line benchmark's four scorers and intake did, at revision 0013). The
+    transaction takes the database's writer lock before Alembic reads the revision -- on
+    PostgreSQL an advisory lock of its own, on SQLite ``BEGIN IMMEDIATE`` (waiting up to the
+    busy timeout) -- so the second finds the first's revision and has nothing to do."""
     from alembic import command
 
-    with engine.begin() as connection:
+    with (
+        engine.connect().execution_options(qcllp_write=True) as connection,
+        connection.begin(),
+    ):
         if connection.dialect.name == "postgresql":
             connection.exec_driver_sql("SET LOCAL statement_timeout = 0")
+            connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})")
         command.upgrade(alembic_config(connection), revision)
 
 
