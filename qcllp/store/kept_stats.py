@@ -117,6 +117,7 @@ def keep_series_stats(
 
 
 def _looked(rows: list[tuple], maybe: Container[tuple]) -> np.ndarray:
+    """The positions of the ``rows`` that ``maybe`` holds."""
     return np.array([k for k, key in enumerate(rows) if key in maybe], dtype=np.int64)
 
 
@@ -274,8 +275,8 @@ def _stored(conn: Connection, keys: list[tuple]) -> tuple[_Owned, np.ndarray]:
 
 
 def _records(blobs: Sequence[bytes], keep: np.ndarray | None = None):
-    """The series counts of these ``stats`` values (those ``keep`` marks) and all their
-    :data:`RECORD`\\ s, in order."""
+    """How many series each of these ``stats`` values holds (those ``keep`` marks) and all
+    their records (:data:`RECORD`), in order."""
     if keep is not None:
         blobs = [b for b, k in zip(blobs, keep.tolist(), strict=True) if k]
     counts = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs)) // RECORD.itemsize
