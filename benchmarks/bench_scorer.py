@@ -185,12 +185,12 @@ def print_backlog(rows: dict[tuple[int, str], list[dict]], meta: dict, db: Path,
     for (max_sticks, path), runs in rows.items():
         seconds = median([r["seconds"] for r in runs])
         raw = rows.get((max_sticks, "raw"))
-        versus = median([r["seconds"] for r in raw]) / seconds if raw else float("nan")
+        versus = f"{median([r['seconds'] for r in raw]) / seconds:.2f}x" if raw else "-"
         decided = runs[0]["decided"]
         ok = all(r["flags"] == r["sink"] == r["decided"] == meta["sticks"] for r in runs)
         print(
             f"| {max_sticks:,} | {path} | {decided:,} | {seconds:.2f} | {decided / seconds:,.0f} "
-            f"| {versus:.2f}x | {decided / seconds / 30_000:.2f}x | {runs[0]['steps']} "
+            f"| {versus} | {decided / seconds / 30_000:.2f}x | {runs[0]['steps']} "
             f"| {median([r['first'] for r in runs]):.2f} "
             f"| {median([r['slowest'] for r in runs]):.2f} | {'yes' if ok else 'NO'} |"
         )

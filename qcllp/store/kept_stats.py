@@ -404,8 +404,8 @@ def fetch_stick_stats(
     its key, its records decoded by one ``frombuffer`` and their sensor codes mapped to the
     pairs' positions by an array. No name comes back from the database. A row per series
     with its counts as columns, the layout before, cost the driver's fetch three times the
-    rows and a backlog's drain 0.5 s of 2.0 (``benchmarks/bench_scorer.py`` backlog, issue
-    34). Costs in proportion to the sticks asked for."""
+    rows, five values each, and a backlog's drain 0.5 s of its 1.8 (``benchmarks/
+    bench_scorer.py`` backlog, issue 34). Costs in proportion to the sticks asked for."""
     rows: list[tuple] = []
     if sticks:
         stations = list(dict.fromkeys(name for name, _ in pairs))
