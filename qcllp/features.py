@@ -363,7 +363,7 @@ def station_features(
 ) -> StationFeatures:
     """The table of the stations up to ``station`` for these charges (all: ``None``), from
     the statistics the store keeps per series (``store.read_series_stats``,
-    :mod:`qcllp.store.kept_stats`): one row per series, not its readings
+    :mod:`qcllp.store.kept_stats`): one record per series, not its readings
     (:func:`build_station_features_from_stats`).
 
     They are read ``chunk_charges`` charges at a time (every feature is one stick's own;

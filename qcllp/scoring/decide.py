@@ -38,9 +38,10 @@ def read_stick_stats(
     """The kept statistics of the given sticks' series (their (charge_id, stick_id)) of the
     given (station, sensor) pairs, coded by the sticks' and the pairs' positions
     (:func:`qcllp.store.kept_stats.fetch_stick_stats`; ``benchmarks/bench_scorer.py`` puts
-    the raw readings' path in its place to compare). One row per series, not its ~11
-    readings: the ingester keeps the rows in the transaction that stores the readings, so a
-    stick whose readings the step sees has its statistics too (issue 34)."""
+    the raw readings' path in its place to compare). One record per series, a row per stick
+    and station, not the series' ~11 readings: the ingester keeps the rows in the
+    transaction that stores the readings, so a stick whose readings the step sees has its
+    statistics too (issue 34)."""
     return fetch_stick_stats(conn, sticks, pairs)
 
 

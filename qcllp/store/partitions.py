@@ -10,7 +10,7 @@ index, so
   ``last_seen_us`` (:func:`qcllp.store.charge_time_bounds`), so what it reads costs the same
   with one month of history or ten years of it (``benchmarks/bench_partitions.py``); the
   scorer and training read the series' kept statistics instead (:mod:`qcllp.store.kept_stats`),
-  one row per series by its primary key;
+  one row per stick and station by its primary key;
 * retention drops a whole month with ``DROP TABLE`` -- no ``DELETE`` of millions of rows, no
   bloat, no vacuum (:func:`detach_partition`, :mod:`qcllp.store.retention`).
 
