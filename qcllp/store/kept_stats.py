@@ -103,9 +103,7 @@ def keep_series_stats(
         count=len(at),
     )
     rows = list(positions)
-    pairs = list(zip(station, sensor_name, strict=True))
-    codes = sensor_codes(conn, pairs)
-    sensor = np.fromiter((codes[p] for p in pairs), dtype=np.int64, count=len(pairs))
+    sensor = sensor_codes(conn, list(zip(station, sensor_name, strict=True)))
     incoming = _Owned(new, sensor, row)
     looked = np.arange(len(rows)) if maybe is None else _looked(rows, maybe)
     stored, stale = _stored(conn, [rows[k] for k in looked.tolist()])
@@ -136,9 +134,9 @@ def _without_rows(owned: _Owned, rows: np.ndarray) -> _Owned:
     return _Owned(owned.stats.take(keep), owned.sensor[keep], owned.row[keep])
 
 
-def sensor_codes(conn: Connection, pairs: Iterable[tuple[str, str]] = ()) -> dict:
-    """The code of every (station, sensor) in ``sensor_codes``, after giving one to each of
-    ``pairs`` that has none (the ingester's, in its transaction)."""
+def sensor_codes(conn: Connection, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+    """The code in ``sensor_codes`` of each of these (station, sensor), in order, after
+    giving one to those that have none (the ingester's, in its transaction)."""
     known = dict(_codes(conn))
     missing = list(dict.fromkeys(p for p in pairs if p not in known))
     if missing:
@@ -150,7 +148,7 @@ def sensor_codes(conn: Connection, pairs: Iterable[tuple[str, str]] = ()) -> dic
             "ON CONFLICT DO NOTHING",
         )
         known = dict(_codes(conn))
-    return known
+    return np.fromiter((known[p] for p in pairs), dtype=np.int64, count=len(pairs))
 
 
 def _codes(conn: Connection) -> Iterable[tuple[tuple[str, str], int]]:
@@ -169,7 +167,7 @@ def rebuild_series_stats(
     series fall in the range (a stick whose series straddle two ranges is recomputed twice,
     the same both times). Returns the series whose statistics were written."""
     if sticks is None:
-        return sum(_rebuild(conn, keys) for keys in _key_ranges(conn))
+        return sum(_rebuild(conn, _sticks_between(conn, *b)) for b in _id_bounds(conn))
     listed = sorted(set(map(tuple, sticks)))
     return sum(_rebuild(conn, listed[i : i + IN_CHUNK]) for i in range(0, len(listed), IN_CHUNK))
 
@@ -179,21 +177,18 @@ def rebuild_all_series_stats(store: Store) -> int:
     lock) per range of series ids: batches go on between the ranges, and a range is
     consistent with the readings when it commits. Returns the series written."""
     with store.engine.connect() as conn:
-        top = _top_series(conn)
+        bounds = _id_bounds(conn)
     written = 0
-    for lo in range(1, top + 1, REBUILD_CHUNK):
+    for lo, hi in bounds:
         with store.write() as conn:
-            written += _rebuild(conn, _sticks_between(conn, lo, lo + REBUILD_CHUNK - 1))
+            written += _rebuild(conn, _sticks_between(conn, lo, hi))
     return written
 
 
-def _top_series(conn: Connection) -> int:
-    return int(conn.execute(select(func.max(Series.__table__.c.id))).scalar() or 0)
-
-
-def _key_ranges(conn: Connection) -> Iterable[list[tuple]]:
-    for lo in range(1, _top_series(conn) + 1, REBUILD_CHUNK):
-        yield _sticks_between(conn, lo, lo + REBUILD_CHUNK - 1)
+def _id_bounds(conn: Connection) -> list[tuple[int, int]]:
+    """The first and last series id of each range of :data:`REBUILD_CHUNK` ids."""
+    top = int(conn.execute(select(func.max(Series.__table__.c.id))).scalar() or 0)
+    return [(lo, lo + REBUILD_CHUNK - 1) for lo in range(1, top + 1, REBUILD_CHUNK)]
 
 
 def _sticks_between(conn: Connection, lo: int, hi: int) -> list[tuple]:
@@ -231,8 +226,7 @@ def _rebuild(conn: Connection, keys: list[tuple]) -> int:
     stats = series_stats(sid, ts, value)
     row = np.array([at[i][0] for i in stats.ids.tolist()], dtype=np.int64)
     pairs = [(keys[k][0], at[i][1]) for k, i in zip(row.tolist(), stats.ids.tolist(), strict=True)]
-    codes = sensor_codes(conn, pairs)
-    sensor = np.array([codes[p] for p in pairs], dtype=np.int64)
+    sensor = sensor_codes(conn, pairs)
     _delete(conn, keys)
     _write(conn, keys, _Owned(stats, sensor, row))
     return len(stats)
@@ -410,7 +404,7 @@ def fetch_stick_stats(
     if sticks:
         stations = list(dict.fromkeys(name for name, _ in pairs))
         rows = fetch_tuples(conn, *stick_query(conn.dialect.name, stations, sticks))
-    codes = sensor_codes(conn) if rows else {}  # after the rows: it knows all their codes
+    codes = dict(_codes(conn)) if rows else {}  # after the rows: it knows all their codes
     positions = np.array([r[0] for r in rows], dtype=np.int64)
     _refuse_stale(int((positions < 0).sum()))
     counts, records = _records([r[1] for r in rows])
@@ -419,7 +413,7 @@ def fetch_stick_stats(
         if pair in codes:
             pair_of[codes[pair]] = k
     sensor = records["sensor"]
-    pair = np.where(sensor < len(pair_of), pair_of[np.minimum(sensor, len(pair_of) - 1)], -1)
+    pair = pair_of[sensor]
     ids = np.repeat(positions, counts) * len(pairs) + pair
     wanted = np.flatnonzero(pair >= 0)
     order = wanted[np.argsort(ids[wanted], kind="stable")]
